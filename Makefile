@@ -1,0 +1,60 @@
+# Everything runs from .venv, made on first use with nothing but Python 3.11+.
+PYTHON ?= python3
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PACKAGES := libs/protos libs/core libs/devstack services/vault services/mcp services/gateway services/indexer
+PROTO_FILES := $(shell find proto -name '*.proto' | sort)
+PROTO_OUT := libs/protos/src
+
+.PHONY: help install run test test-unit lint fmt proto proto-check bench clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+$(STAMP): requirements-dev.txt constraints.txt $(addsuffix /pyproject.toml,$(PACKAGES))
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -r requirements-dev.txt $(addprefix -e ,$(PACKAGES))
+	touch $@
+
+install: $(STAMP)  ## make .venv and install every package, editable
+
+run: $(STAMP)  ## start Postgres, NATS and the four services; data under .data/
+	$(BIN)/memvault-dev run --data-dir .data
+
+test: $(STAMP)  ## the whole suite (embedded Postgres/NATS unless MEMVAULT_TEST_* are set)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-unit: $(STAMP)  ## only tests that need no services
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+lint: $(STAMP)  ## ruff and mypy --strict
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy libs/core/src libs/devstack/src services/*/src
+
+fmt: $(STAMP)  ## format the code
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+proto: $(STAMP)  ## regenerate libs/protos from proto/
+	rm -rf $(PROTO_OUT)/memvault
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$(PROTO_OUT) --mypy_out=$(PROTO_OUT) \
+	  --grpc_python_out=$(PROTO_OUT) --mypy_grpc_out=$(PROTO_OUT) $(PROTO_FILES)
+	find $(PROTO_OUT)/memvault -type d -exec touch {}/__init__.py \;
+
+proto-check: $(STAMP)  ## fail when libs/protos is stale
+	rm -rf build/proto-check && mkdir -p build/proto-check
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=build/proto-check --mypy_out=build/proto-check \
+	  --grpc_python_out=build/proto-check --mypy_grpc_out=build/proto-check $(PROTO_FILES)
+	find build/proto-check/memvault -type d -exec touch {}/__init__.py \;
+	diff -r build/proto-check/memvault $(PROTO_OUT)/memvault -x __pycache__ \
+	  || (echo "libs/protos is stale: run 'make proto' and commit the result" >&2; exit 1)
+
+bench: $(STAMP)  ## benchmarks; tables go to docs/benchmarks.md
+	$(BIN)/python -m tests.bench.run
+
+clean:  ## remove .venv and build output (keeps .data)
+	rm -rf $(VENV) build

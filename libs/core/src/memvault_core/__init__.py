@@ -1,0 +1,1 @@
+"""Shared plumbing for every memvault service."""

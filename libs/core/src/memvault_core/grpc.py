@@ -1,0 +1,137 @@
+"""gRPC plumbing shared by servers and clients.
+
+- `ErrorInterceptor` turns `MemvaultError` into a status code plus trailing
+  metadata naming the error kind and field; `error_from_rpc` turns it back on
+  the client side, so one error hierarchy crosses the wire intact.
+- `build_server` wires tracing, errors, message-size limits and the standard
+  health service; `serve_until_stopped` handles graceful shutdown.
+- `client_channel` is a traced channel with the same message-size limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
+
+from memvault_core import limits
+from memvault_core.errors import ERROR_KINDS, MemvaultError, Unavailable
+
+log = logging.getLogger(__name__)
+
+KIND_KEY = "memvault-error-kind"
+FIELD_KEY = "memvault-error-field"
+
+_STATUS_OF_KIND: dict[str, grpc.StatusCode] = {
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,
+    "conflict": grpc.StatusCode.ALREADY_EXISTS,
+    "permission_denied": grpc.StatusCode.PERMISSION_DENIED,
+    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
+    "unavailable": grpc.StatusCode.UNAVAILABLE,
+    "limit_exceeded": grpc.StatusCode.OUT_OF_RANGE,
+    "internal": grpc.StatusCode.INTERNAL,
+}
+
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", limits.MAX_REQUEST_BYTES),
+    ("grpc.max_receive_message_length", limits.MAX_REQUEST_BYTES),
+]
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Maps MemvaultError to gRPC status; anything else is logged and reported as INTERNAL."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        inner: Handler = handler.unary_unary
+        method = handler_call_details.method
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await inner(request, context)
+            except MemvaultError as error:
+                status, message, trailers = _status_of(error)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("unhandled error in %s", method)
+                status, message, trailers = grpc.StatusCode.INTERNAL, "internal error; see the vault log", ()
+            context.set_trailing_metadata(trailers)
+            await context.abort(status, message)
+
+        return grpc.unary_unary_rpc_method_handler(
+            unary,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+def _status_of(error: MemvaultError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
+    trailers = ((KIND_KEY, error.kind), (FIELD_KEY, error.field or ""))
+    return _STATUS_OF_KIND.get(error.kind, grpc.StatusCode.INTERNAL), error.message, trailers
+
+
+def error_from_rpc(error: grpc.aio.AioRpcError, service: str = "vault") -> MemvaultError:
+    """The MemvaultError a failed call stands for."""
+    trailers = {key: value for key, value in (error.trailing_metadata() or ()) if isinstance(value, str)}
+    kind = trailers.get(KIND_KEY)
+    if kind in ERROR_KINDS:
+        return ERROR_KINDS[kind](error.details() or kind, field=trailers.get(FIELD_KEY) or None)
+    if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return Unavailable(f"the {service} service did not answer in time; try again in a few seconds")
+    return MemvaultError(f"the {service} service failed ({error.code().name}); see its log")
+
+
+def build_server(
+    listen: str, extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+    """A server with tracing, error mapping, size limits and the gRPC health service."""
+    server = grpc.aio.server(
+        interceptors=[aio_server_interceptor(), ErrorInterceptor(), *extra_interceptors],
+        options=_CHANNEL_OPTIONS,
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if server.add_insecure_port(listen) == 0:
+        raise OSError(f"cannot listen on {listen}")
+    return server, health_servicer
+
+
+async def serve_until_stopped(
+    server: grpc.aio.Server,
+    health_servicer: health.aio.HealthServicer,
+    service_names: Sequence[str],
+    grace_seconds: float = 10.0,
+) -> None:
+    """Serve until SIGTERM or SIGINT, then report NOT_SERVING and drain in-flight calls."""
+    await server.start()
+    for name in ("", *service_names):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down", extra={"grace_seconds": grace_seconds})
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(grace_seconds)
+
+
+def client_channel(target: str) -> grpc.aio.Channel:
+    """A traced insecure channel (traffic stays inside the cluster or on loopback)."""
+    return grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS, interceptors=aio_client_interceptors())

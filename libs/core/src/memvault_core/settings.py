@@ -1,0 +1,93 @@
+"""Settings groups shared by the services, and the one function that loads them.
+
+Only this module (and the services' own settings modules built on it) reads the
+environment. Variables are named `MEMVAULT_<GROUP>__<FIELD>`, for example
+`MEMVAULT_POSTGRES__DSN`; OpenTelemetry keeps its standard `OTEL_*` variables.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "MEMVAULT_"
+ENV_DELIMITER = "__"
+
+
+class ServiceSettings(BaseSettings):
+    """Base for a service's settings: prefix, nesting and strictness in one place."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_DELIMITER,
+        extra="ignore",
+        frozen=True,
+    )
+
+
+class PostgresSettings(BaseModel):
+    dsn: str = "postgresql://postgres@127.0.0.1:5432/memvault"
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=10, ge=1)
+
+    @field_validator("dsn")
+    @classmethod
+    def _postgres_scheme(cls, value: str) -> str:
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL, for example postgresql://user@host:5432/memvault")
+        return value
+
+
+class NatsSettings(BaseModel):
+    url: str = "nats://127.0.0.1:4222"
+
+    @field_validator("url")
+    @classmethod
+    def _nats_scheme(cls, value: str) -> str:
+        if not value.startswith(("nats://", "tls://")):
+            raise ValueError("must be a nats:// or tls:// URL, for example nats://127.0.0.1:4222")
+        return value
+
+
+class IdentitySettings(BaseModel):
+    """The key gateway, mcp and vault share to sign and check internal identities."""
+
+    secret: SecretStr
+    ttl_seconds: int = Field(default=120, ge=5, le=3600)
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 32:
+            raise ValueError("must be at least 32 characters; generate one with `openssl rand -hex 32`")
+        return value
+
+
+class LogSettings(BaseModel):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
+
+
+def env_name(location: tuple[int | str, ...]) -> str:
+    """The environment variable behind a settings field location."""
+    return ENV_PREFIX + ENV_DELIMITER.join(str(part).upper() for part in location)
+
+
+def load_settings(cls: type[SettingsT]) -> SettingsT:
+    """Build settings from the environment, or exit listing every invalid field."""
+    try:
+        return cls()
+    except ValidationError as error:
+        lines = [f"memvault: invalid configuration ({error.error_count()} problem(s)):"]
+        for problem in error.errors():
+            message = problem["msg"]
+            if problem["type"] == "missing":
+                message = "is required but not set"
+            lines.append(f"  {env_name(problem['loc'])}: {message}")
+        print("\n".join(lines), file=sys.stderr)
+        raise SystemExit(2) from None

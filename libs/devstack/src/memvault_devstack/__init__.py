@@ -1,0 +1,1 @@
+"""Local development stack: embedded Postgres and NATS, and the four services as processes."""

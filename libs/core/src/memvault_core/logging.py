@@ -48,5 +48,5 @@ def setup_logging(service: str, level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "uvicorn.access", "mcp"):
+    for noisy in ("httpx", "httpcore", "uvicorn.access", "mcp", "yoyo"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

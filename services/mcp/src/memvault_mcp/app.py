@@ -1,0 +1,49 @@
+"""The MCP server as an ASGI app: Streamable HTTP at /mcp (both protocol eras), /healthz."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp
+
+from memvault_core.identity import IdentitySigner
+from memvault_mcp.middleware import IdentityMiddleware, UnknownArgumentsMiddleware
+from memvault_mcp.tools import build_tools
+from memvault_mcp.vault_client import VaultClient
+
+INSTRUCTIONS = (
+    "memvault is the owner's long-term memory, shared by all of their AI agents. Call get_operating_guide "
+    "once at the start, recall before asking the owner something they may have said before, and remember "
+    "what will matter later. Never store secrets."
+)
+
+
+def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
+    tools = build_tools(client)
+    server: MCPServer[object] = MCPServer(
+        name="memvault",
+        title="memvault",
+        instructions=INSTRUCTIONS,
+        version=version("memvault-mcp"),
+        tools=tools,
+        middleware=[UnknownArgumentsMiddleware(tools)],
+    )
+
+    @server.custom_route("/healthz", methods=["GET"])
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,  # any replica can answer any request
+        json_response=True,
+        # Reachable only from the gateway, which checks Origin and Host; every request must
+        # also carry a signed identity, so DNS rebinding gains an attacker nothing here.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return OpenTelemetryMiddleware(IdentityMiddleware(app, signer))

@@ -1,0 +1,68 @@
+"""MCP-level and HTTP-level guards in front of the tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.server.mcpserver.tools.base import Tool
+from mcp_types import CallToolResult, TextContent
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memvault_core.errors import MemvaultError
+from memvault_core.identity import HTTP_HEADER, IdentitySigner
+
+
+class UnknownArgumentsMiddleware(ServerMiddleware[Any]):
+    """Refuse a tools/call whose arguments name anything the tool's input schema does not.
+
+    The SDK's argument models ignore unknown keys; an agent that misspells `tags` as `tag`
+    should hear about it instead of having its input silently dropped.
+    """
+
+    def __init__(self, tools: list[Tool]) -> None:
+        self._allowed = {tool.name: set(tool.parameters.get("properties", {})) for tool in tools}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call" and ctx.params:
+            name = ctx.params.get("name")
+            arguments = ctx.params.get("arguments") or {}
+            allowed = self._allowed.get(name) if isinstance(name, str) else None
+            if allowed is not None and isinstance(arguments, dict):
+                unknown = sorted(set(arguments) - allowed)
+                if unknown:
+                    message = (
+                        f"{name} has no argument {', '.join(repr(u) for u in unknown)}; "
+                        f"its arguments are: {', '.join(sorted(allowed))}"
+                    )
+                    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+        return await call_next(ctx)
+
+
+class IdentityMiddleware:
+    """ASGI guard: every request to /mcp must carry a valid internal identity from the gateway."""
+
+    def __init__(self, app: ASGIApp, signer: IdentitySigner, protected_prefix: str = "/mcp") -> None:
+        self.app = app
+        self.signer = signer
+        self.prefix = protected_prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(self.prefix):
+            wanted = HTTP_HEADER.lower().encode()
+            token = next((v.decode() for k, v in scope["headers"] if k == wanted), None)
+            try:
+                self.signer.verify(token)
+            except MemvaultError as error:
+                body = json.dumps({"error": "unauthenticated", "error_description": error.message}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,81 @@
+"""memvault-vault: serve the vault over gRPC, or run a maintenance command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from memvault.vault.v1 import vault_pb2, vault_pb2_grpc
+
+from memvault_core.grpc import build_server, serve_until_stopped
+from memvault_core.identity import IdentitySigner
+from memvault_core.logging import setup_logging
+from memvault_core.settings import load_settings
+from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
+from memvault_vault.rpc.servicer import VaultServicer
+from memvault_vault.service import MemoryService
+from memvault_vault.settings import MigrateSettings, Settings
+from memvault_vault.store import Store, apply_migrations
+
+log = logging.getLogger("memvault_vault")
+
+
+async def serve(settings: Settings) -> None:
+    store = await Store.connect(
+        settings.postgres.dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size
+    )
+    try:
+        signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
+        server, health = build_server(settings.vault.listen)
+        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store), signer), server)
+        log.info("serving", extra={"listen": settings.vault.listen})
+        service_name = vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name
+        await serve_until_stopped(server, health, [service_name], settings.vault.shutdown_grace_seconds)
+    finally:
+        await store.close()
+
+
+async def create_owner(settings: MigrateSettings, subject: str, vault: str) -> bool:
+    store = await Store.connect(settings.postgres.dsn, 1, 2)
+    try:
+        return await store.ensure_owner(subject, vault)
+    finally:
+        await store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="memvault-vault", description=__doc__)
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("serve", help="serve VaultService over gRPC (the default)")
+    commands.add_parser("migrate", help="apply pending database migrations, then exit")
+    owner = commands.add_parser("create-owner", help="create an account and a vault it owns (idempotent)")
+    owner.add_argument("--subject", required=True, help="the account's subject, as the gateway names it")
+    owner.add_argument("--vault", required=True, help="vault name: lower-case letters, digits and dashes")
+    args = parser.parse_args(argv)
+
+    if args.command in ("migrate", "create-owner"):
+        migrate_settings = load_settings(MigrateSettings)
+        setup_logging("vault", migrate_settings.log.level)
+        if args.command == "migrate":
+            applied = apply_migrations(migrate_settings.postgres.dsn)
+            log.info("migrations applied", extra={"applied": applied})
+            return
+        if not asyncio.run(create_owner(migrate_settings, args.subject, args.vault)):
+            print(f"memvault-vault: vault '{args.vault}' belongs to another account", file=sys.stderr)
+            raise SystemExit(1)
+        log.info("owner ready", extra={"vault": args.vault})
+        return
+
+    settings = load_settings(Settings)
+    setup_logging("vault", settings.log.level)
+    setup_telemetry("vault")
+    try:
+        asyncio.run(serve(settings))
+    finally:
+        shutdown_telemetry()
+
+
+if __name__ == "__main__":
+    main()

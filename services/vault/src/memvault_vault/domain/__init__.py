@@ -1,0 +1,1 @@
+"""Plain dataclasses and rules: no SQL, no protobuf, no HTTP."""

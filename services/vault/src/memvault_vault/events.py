@@ -1,0 +1,52 @@
+"""Outbox events: protobuf messages on `memvault.events.v1.memory.<verb>`.
+
+They carry ids and hashes only, never memory text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+from memvault.events.v1 import memory_events_pb2 as pb
+from opentelemetry import propagate
+
+STREAM = "MEMVAULT_EVENTS"
+SUBJECT_PREFIX = "memvault.events.v1."
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    id: str
+    subject: str
+    payload: bytes
+    headers: dict[str, str]
+
+
+def _now() -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(datetime.now(UTC))
+    return stamp
+
+
+def _event(verb: str, message: Message, event_id: str) -> OutboxEvent:
+    headers: dict[str, str] = {}
+    propagate.inject(headers)  # trace context travels with the event
+    return OutboxEvent(event_id, f"{SUBJECT_PREFIX}memory.{verb}", message.SerializeToString(), headers)
+
+
+def memory_created(memory_id: str, vault_id: str, content_hash: str) -> OutboxEvent:
+    event_id = str(uuid.uuid4())
+    message = pb.MemoryCreated(
+        event_id=event_id, memory_id=memory_id, vault_id=vault_id, content_hash=content_hash, occurred_at=_now()
+    )
+    return _event("created", message, event_id)
+
+
+def memory_forgotten(memory_id: str, vault_id: str) -> OutboxEvent:
+    event_id = str(uuid.uuid4())
+    message = pb.MemoryForgotten(event_id=event_id, memory_id=memory_id, vault_id=vault_id, occurred_at=_now())
+    return _event("forgotten", message, event_id)

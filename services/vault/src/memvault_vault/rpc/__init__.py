@@ -1,0 +1,1 @@
+"""Translation between the gRPC wire and the domain; nothing else."""

@@ -1,0 +1,30 @@
+"""Vault service settings (`MEMVAULT_*` environment variables)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from memvault_core.settings import IdentitySettings, LogSettings, NatsSettings, PostgresSettings, ServiceSettings
+
+
+class VaultGroup(BaseModel):
+    listen: str = "127.0.0.1:50051"
+    """host:port for gRPC; 0.0.0.0:50051 in a container."""
+    indexer_address: str = ""
+    """host:port of the indexer; empty means recall is keyword-only."""
+    shutdown_grace_seconds: float = 10.0
+
+
+class Settings(ServiceSettings):
+    vault: VaultGroup = VaultGroup()
+    postgres: PostgresSettings = PostgresSettings()
+    nats: NatsSettings = NatsSettings()
+    identity: IdentitySettings
+    log: LogSettings = LogSettings()
+
+
+class MigrateSettings(ServiceSettings):
+    """`migrate` and `create-owner` need only the database."""
+
+    postgres: PostgresSettings = PostgresSettings()
+    log: LogSettings = LogSettings()

@@ -47,7 +47,7 @@ _CHANNEL_OPTIONS = [
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Maps MemvaultError to gRPC status; anything else is logged and reported as INTERNAL."""
 
     async def intercept_service(
@@ -102,7 +102,7 @@ def build_server(
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """A server with tracing, error mapping, size limits and the gRPC health service."""
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorInterceptor(), *extra_interceptors],
+        interceptors=[aio_server_interceptor(), ErrorInterceptor(), *extra_interceptors],  # type: ignore[no-untyped-call]
         options=_CHANNEL_OPTIONS,
     )
     health_servicer = health.aio.HealthServicer()
@@ -134,4 +134,4 @@ async def serve_until_stopped(
 
 def client_channel(target: str) -> grpc.aio.Channel:
     """A traced insecure channel (traffic stays inside the cluster or on loopback)."""
-    return grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS, interceptors=aio_client_interceptors())
+    return grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS, interceptors=aio_client_interceptors())  # type: ignore[no-untyped-call]

@@ -55,7 +55,9 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
 def create_app(settings: GatewayGroup, signer: IdentitySigner) -> FastAPI:
     dev_mode = dev_mode_usable(settings)
     if settings.dev_mode and not dev_mode:
-        log.warning("dev mode ignored: the public URL is not a loopback address", extra={"public_url": settings.public_url})
+        log.warning(
+            "dev mode ignored: the public URL is not a loopback address", extra={"public_url": settings.public_url}
+        )
     allowed_origins = {_origin(settings.public_url), *(o.rstrip("/") for o in settings.allowed_origins)}
     mcp_url = f"{settings.public_url}/mcp"
 
@@ -95,7 +97,9 @@ def create_app(settings: GatewayGroup, signer: IdentitySigner) -> FastAPI:
         except httpx.HTTPError as error:
             checks["mcp"] = f"unreachable ({type(error).__name__})"
         ready = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, status_code=200 if ready else 503)
+        return JSONResponse(
+            {"status": "ready" if ready else "not ready", "checks": checks}, status_code=200 if ready else 503
+        )
 
     @app.get("/connect")
     async def connect() -> PlainTextResponse:
@@ -136,7 +140,9 @@ def create_app(settings: GatewayGroup, signer: IdentitySigner) -> FastAPI:
         except proxy.BodyTooLarge:
             return problem(413, "Request too large", "the request body is over the gateway's limit (max_request_bytes)")
         try:
-            return await proxy.forward(request.app.state.upstream, settings.mcp_url, request, body, signer.sign(identity))
+            return await proxy.forward(
+                request.app.state.upstream, settings.mcp_url, request, body, signer.sign(identity)
+            )
         except httpx.HTTPError as error:
             log.warning("mcp service unreachable", extra={"error": type(error).__name__})
             return problem(503, "MCP service unavailable", "the mcp service did not answer; try again shortly")

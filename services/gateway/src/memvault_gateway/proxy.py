@@ -46,7 +46,9 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def forward(client: httpx.AsyncClient, url: str, request: Request, body: bytes, identity: str) -> StreamingResponse:
+async def forward(
+    client: httpx.AsyncClient, url: str, request: Request, body: bytes, identity: str
+) -> StreamingResponse:
     headers = {name: value for name in FORWARDED_REQUEST_HEADERS if (value := request.headers.get(name)) is not None}
     headers[HTTP_HEADER] = identity
     upstream = client.build_request(request.method, url, headers=headers, content=body)

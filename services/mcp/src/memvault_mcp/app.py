@@ -34,7 +34,7 @@ def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
         middleware=[UnknownArgumentsMiddleware(tools)],
     )
 
-    @server.custom_route("/healthz", methods=["GET"])
+    @server.custom_route("/healthz", methods=["GET"])  # type: ignore[untyped-decorator]
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 

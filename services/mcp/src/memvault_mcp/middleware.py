@@ -60,7 +60,10 @@ class IdentityMiddleware:
                     {
                         "type": "http.response.start",
                         "status": 401,
-                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
                     }
                 )
                 await send({"type": "http.response.body", "body": body})

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
-from memvault.vault.v1 import memory_pb2 as pb
-from memvault.vault.v1 import vault_pb2 as vpb
 from pydantic import BaseModel, ConfigDict, Field
 
+from memvault.vault.v1 import memory_pb2 as pb
+from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import HTTP_HEADER
@@ -90,8 +90,8 @@ class BulkItem(BaseModel):
     source: SourceArg = ""
 
 
-_TYPE_TO_PB = {name: getattr(pb, f"MEMORY_TYPE_{name.upper()}") for name in MemoryTypeName.__args__}
-_STATUS_TO_PB = {name: getattr(pb, f"MEMORY_STATUS_{name.upper()}") for name in StatusName.__args__}
+_TYPE_TO_PB = {name: getattr(pb, f"MEMORY_TYPE_{name.upper()}") for name in get_args(MemoryTypeName)}
+_STATUS_TO_PB = {name: getattr(pb, f"MEMORY_STATUS_{name.upper()}") for name in get_args(StatusName)}
 _TRUST_TO_PB = {"stated": pb.TRUST_STATED, "inferred": pb.TRUST_INFERRED}
 _TYPE_NAME = {v: k for k, v in _TYPE_TO_PB.items()}
 _STATUS_NAME = {v: k for k, v in _STATUS_TO_PB.items()}
@@ -205,9 +205,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
         types: Annotated[list[MemoryTypeName], Field(description="Only these memory types.")] | None = None,
         tags: Annotated[list[str], Field(description="Only memories carrying all of these tags.")] | None = None,
-        statuses: Annotated[
-            list[StatusName], Field(description="Statuses to include; default proposed and active.")
-        ]
+        statuses: Annotated[list[StatusName], Field(description="Statuses to include; default proposed and active.")]
         | None = None,
     ) -> dict[str, Any]:
         request = vpb.RecallRequest(
@@ -228,9 +226,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
             "next_cursor": response.next_cursor or None,
         }
 
-    async def write_one(
-        ctx: Context, vault: str, draft: pb.MemoryDraft, propose: bool
-    ) -> dict[str, Any]:
+    async def write_one(ctx: Context, vault: str, draft: pb.MemoryDraft, propose: bool) -> dict[str, Any]:
         request = vpb.RememberRequest(vault=vault, memory=draft, propose=propose)
         response = await call(ctx, lambda who: client.remember(who, request))
         return {"vault": response.vault, **_write_view(response.result)}
@@ -288,8 +284,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
     async def list_memories(
         ctx: Context,
         vault: VaultArg = "",
-        statuses: Annotated[list[StatusName], Field(description="Only these statuses; default all.")]
-        | None = None,
+        statuses: Annotated[list[StatusName], Field(description="Only these statuses; default all.")] | None = None,
         types: Annotated[list[MemoryTypeName], Field(description="Only these memory types.")] | None = None,
         tags: Annotated[list[str], Field(description="Only memories carrying all of these tags.")] | None = None,
         limit: Annotated[
@@ -331,9 +326,15 @@ def build_tools(client: VaultClient) -> list[Tool]:
         response = await call(ctx, lambda who: client.forget(who, request))
         return {"vault": response.vault, "forgotten": response.memory_id}
 
-    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-    additive = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-    destructive = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
+    additive = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
+    destructive = ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    )
     specs: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
         (
             get_operating_guide,
@@ -389,8 +390,8 @@ def build_tools(client: VaultClient) -> list[Tool]:
         ),
     ]
     tools = []
-    for fn, title, description, annotations in specs:
-        tool = Tool.from_function(fn, name=fn.__name__, title=title, description=description, annotations=annotations)
+    for fn, title, description, hints in specs:
+        tool = Tool.from_function(fn, name=fn.__name__, title=title, description=description, annotations=hints)
         # A misspelt argument must fail loudly, not be dropped (see UnknownArgumentsMiddleware).
         tool.parameters["additionalProperties"] = False
         tools.append(tool)

@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import grpc
+
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault.vault.v1 import vault_pb2_grpc
-
 from memvault_core.grpc import client_channel, error_from_rpc
 from memvault_core.identity import GRPC_METADATA_KEY
 

@@ -8,7 +8,6 @@ import logging
 import sys
 
 from memvault.vault.v1 import vault_pb2, vault_pb2_grpc
-
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
@@ -23,9 +22,7 @@ log = logging.getLogger("memvault_vault")
 
 
 async def serve(settings: Settings) -> None:
-    store = await Store.connect(
-        settings.postgres.dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size
-    )
+    store = await Store.connect(settings.postgres.dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size)
     try:
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         server, health = build_server(settings.vault.listen)

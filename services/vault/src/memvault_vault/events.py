@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
-from memvault.events.v1 import memory_events_pb2 as pb
 from opentelemetry import propagate
+
+from memvault.events.v1 import memory_events_pb2 as pb
 
 STREAM = "MEMVAULT_EVENTS"
 SUBJECT_PREFIX = "memvault.events.v1."
@@ -41,7 +42,11 @@ def _event(verb: str, message: Message, event_id: str) -> OutboxEvent:
 def memory_created(memory_id: str, vault_id: str, content_hash: str) -> OutboxEvent:
     event_id = str(uuid.uuid4())
     message = pb.MemoryCreated(
-        event_id=event_id, memory_id=memory_id, vault_id=vault_id, content_hash=content_hash, occurred_at=_now()
+        event_id=event_id,
+        memory_id=memory_id,
+        vault_id=vault_id,
+        content_hash=content_hash,
+        occurred_at=_now(),
     )
     return _event("created", message, event_id)
 

@@ -8,7 +8,6 @@ from datetime import datetime
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument, NotFound, PermissionDenied
 from memvault_core.identity import Identity
-
 from memvault_vault.domain import cursor
 from memvault_vault.domain.guide import Guide
 from memvault_vault.domain.memory import (
@@ -54,7 +53,8 @@ class MemoryService:
                 vault = usable[0]
             else:
                 raise InvalidArgument(
-                    "vault is required here; choose one of: " + (", ".join(by_name) or "(none)"), field="vault"
+                    "vault is required here; choose one of: " + (", ".join(by_name) or "(none)"),
+                    field="vault",
                 )
         else:
             vault = await self.store.vault_of(identity.subject, name) if identity.allows_vault(name) else None

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from memvault_core.settings import IdentitySettings, LogSettings, NatsSettings, PostgresSettings, ServiceSettings
+from memvault_core.settings import (
+    IdentitySettings,
+    LogSettings,
+    NatsSettings,
+    PostgresSettings,
+    ServiceSettings,
+)
 
 
 class VaultGroup(BaseModel):

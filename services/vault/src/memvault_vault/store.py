@@ -31,8 +31,9 @@ def apply_migrations(dsn: str) -> list[str]:
     """Apply pending numbered migrations under an advisory lock; return the ids applied."""
     from yoyo import get_backend, read_migrations
 
-    backend = get_backend(dsn.replace("postgresql://", "postgresql+psycopg://", 1).replace(
-        "postgres://", "postgresql+psycopg://", 1))
+    backend = get_backend(
+        dsn.replace("postgresql://", "postgresql+psycopg://", 1).replace("postgres://", "postgresql+psycopg://", 1)
+    )
     migrations = read_migrations(str(MIGRATIONS))
     with backend.lock():
         pending = backend.to_apply(migrations)
@@ -175,7 +176,9 @@ class Store:
                 )
                 return owner is not None
             await conn.execute(
-                "INSERT INTO membership (vault_id, account_id, role) VALUES ($1, $2, 'owner')", vault_id, account_id
+                "INSERT INTO membership (vault_id, account_id, role) VALUES ($1, $2, 'owner')",
+                vault_id,
+                account_id,
             )
             await conn.execute("INSERT INTO vault_settings (vault_id) VALUES ($1)", vault_id)
             text = guide.default_text()
@@ -328,7 +331,9 @@ class Store:
         """Delete a memory and its history, and exclude its text from being stored again."""
         async with self._pool.acquire() as conn, conn.transaction():
             content_hash = await conn.fetchval(
-                "DELETE FROM memory WHERE vault_id = $1 AND id = $2::uuid RETURNING content_hash", vault.id, memory_id
+                "DELETE FROM memory WHERE vault_id = $1 AND id = $2::uuid RETURNING content_hash",
+                vault.id,
+                memory_id,
             )
             if content_hash is None:
                 return False
@@ -350,7 +355,13 @@ class Store:
             return True
 
     async def _audit(
-        self, conn: asyncpg.Connection, vault_id: str | None, actor: str, action: str, target: str, details: dict[str, Any]
+        self,
+        conn: asyncpg.Connection,
+        vault_id: str | None,
+        actor: str,
+        action: str,
+        target: str,
+        details: dict[str, Any],
     ) -> None:
         await conn.execute(
             "INSERT INTO audit_log (vault_id, actor, action, target, details) VALUES ($1, $2, $3, $4, $5::jsonb)",

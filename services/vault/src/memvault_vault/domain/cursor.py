@@ -33,7 +33,9 @@ def decode(cursor: str, kind: str, request: str) -> dict[str, Any] | None:
     except ValueError:
         valid = False
     if not valid:
-        raise InvalidArgument("cursor is not one this call returned; omit it to start from the first page", field="cursor")
+        raise InvalidArgument(
+            "cursor is not one this call returned; omit it to start from the first page", field="cursor"
+        )
     if data["r"] != request:
         raise InvalidArgument(
             "cursor belongs to a different query or filter; repeat the same request, or omit the cursor",

@@ -174,7 +174,7 @@ def validate_draft(draft: Draft, index: int | None = None) -> Draft:
     for tag in tags:
         if not tag or len(tag) > limits.MAX_TAG_CHARS or any(ch.isspace() for ch in tag):
             raise InvalidArgument(
-                f"{at}tags contains {tag[:limits.MAX_TAG_CHARS]!r}; a tag is 1 to {limits.MAX_TAG_CHARS} characters "
+                f"{at}tags contains {tag[: limits.MAX_TAG_CHARS]!r}; a tag is 1 to {limits.MAX_TAG_CHARS} characters "
                 "without spaces, such as 'homelab' or 'project:memvault'",
                 field=f"{at}tags",
             )
@@ -197,7 +197,9 @@ def validate_draft(draft: Draft, index: int | None = None) -> Draft:
     key = (draft.key or "").strip() or None
     scope = (draft.scope or "").strip() or None
     if scope and not key:
-        raise InvalidArgument(f"{at}scope needs a key; a scope narrows where a keyed memory applies", field=f"{at}scope")
+        raise InvalidArgument(
+            f"{at}scope needs a key; a scope narrows where a keyed memory applies", field=f"{at}scope"
+        )
     return Draft(
         content=content,
         type=draft.type,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
+
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
-
 from memvault_core.errors import InvalidArgument
 from memvault_vault.domain.memory import Draft, Memory, MemoryType, Outcome, Status, Trust, WriteResult
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import grpc
+
 from memvault.common.v1 import limits_pb2
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault.vault.v1 import vault_pb2_grpc
-
 from memvault_core import limits
 from memvault_core.identity import GRPC_METADATA_KEY, Identity, IdentitySigner
 from memvault_vault.domain.memory import MemoryType
@@ -32,7 +32,9 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             limits=limits_pb2.Limits(**limits.as_dict()), memory_types=[t.value for t in MemoryType]
         )
 
-    async def ListVaults(self, request: vpb.ListVaultsRequest, context: grpc.aio.ServicerContext) -> vpb.ListVaultsResponse:
+    async def ListVaults(
+        self, request: vpb.ListVaultsRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ListVaultsResponse:
         vaults = await self._service.vaults(self._identity(context))
         return vpb.ListVaultsResponse(
             vaults=[vpb.VaultInfo(name=v.name, role=v.role, approval_mode=v.approval_mode) for v in vaults]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 
@@ -13,6 +14,7 @@ from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
+from memvault_vault.relay import OutboxRelay
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.settings import MigrateSettings, Settings
@@ -27,9 +29,16 @@ async def serve(settings: Settings) -> None:
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         server, health = build_server(settings.vault.listen)
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store), signer), server)
+        relay = None
+        if settings.vault.relay:
+            relay = asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats.url).run())
         log.info("serving", extra={"listen": settings.vault.listen})
         service_name = vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name
         await serve_until_stopped(server, health, [service_name], settings.vault.shutdown_grace_seconds)
+        if relay is not None:
+            relay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay
     finally:
         await store.close()
 

@@ -19,6 +19,8 @@ class VaultGroup(BaseModel):
     indexer_address: str = ""
     """host:port of the indexer; empty means recall is keyword-only."""
     shutdown_grace_seconds: float = 10.0
+    relay: bool = True
+    """Publish outbox events to NATS from this process (one replica at a time does)."""
 
 
 class Settings(ServiceSettings):

@@ -285,10 +285,8 @@ class Store:
                     ids,
                     actor,
                 )
-                outbox = [events.memory_created(memory_id, vault.id, h) for h, memory_id in inserted.items()]
-                await conn.executemany(
-                    "INSERT INTO outbox (id, subject, payload, headers) VALUES ($1, $2, $3, $4::jsonb)",
-                    [(e.id, e.subject, e.payload, json.dumps(e.headers)) for e in outbox],
+                await self._enqueue(
+                    conn, [events.memory_created(memory_id, vault.id, h) for h, memory_id in inserted.items()]
                 )
             results: list[WriteResult] = []
             for index, candidate in enumerate(candidates):
@@ -343,16 +341,17 @@ class Store:
                 vault.id,
                 content_hash,
             )
-            event = events.memory_forgotten(memory_id, vault.id)
-            await conn.execute(
-                "INSERT INTO outbox (id, subject, payload, headers) VALUES ($1, $2, $3, $4::jsonb)",
-                event.id,
-                event.subject,
-                event.payload,
-                json.dumps(event.headers),
-            )
+            await self._enqueue(conn, [events.memory_forgotten(memory_id, vault.id)])
             await self._audit(conn, vault.id, actor, "memory.forget", memory_id, {})
             return True
+
+    async def _enqueue(self, conn: asyncpg.Connection, outbox: Sequence[events.OutboxEvent]) -> None:
+        """Write events in the caller's transaction and wake the relay when it commits."""
+        await conn.executemany(
+            "INSERT INTO outbox (id, subject, payload, headers) VALUES ($1, $2, $3, $4::jsonb)",
+            [(e.id, e.subject, e.payload, json.dumps(e.headers)) for e in outbox],
+        )
+        await conn.execute("SELECT pg_notify('memvault_outbox', '')")
 
     async def _audit(
         self,

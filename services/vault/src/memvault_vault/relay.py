@@ -1,0 +1,118 @@
+"""Publishes outbox rows to NATS JetStream, in order, and marks them sent once acknowledged.
+
+Writes never wait for NATS: they commit an outbox row with the change. This relay
+drains the outbox whenever it is told a row arrived (LISTEN/NOTIFY) and at least
+every `poll_seconds`. Each event is published with `Nats-Msg-Id` = its id, so a
+retry after a lost acknowledgement is dropped by JetStream's duplicate window.
+With several vault replicas, a Postgres advisory lock lets one relay run at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import asyncpg
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.api import StorageType, StreamConfig
+
+from memvault_vault.events import STREAM, SUBJECT_PREFIX
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "memvault_outbox"
+RELAY_LOCK_KEY = 0x6D656D76  # "memv": one relay at a time across replicas
+BATCH = 200
+
+
+async def ensure_stream(js: JetStreamContext) -> None:
+    config = StreamConfig(
+        name=STREAM,
+        subjects=[SUBJECT_PREFIX + ">"],
+        storage=StorageType.FILE,
+        duplicate_window=300.0,  # seconds in which a repeated Nats-Msg-Id is dropped
+    )
+    try:
+        await js.stream_info(STREAM)
+        await js.update_stream(config)
+    except nats.js.errors.NotFoundError:
+        await js.add_stream(config)
+
+
+class OutboxRelay:
+    def __init__(self, dsn: str, nats_url: str, poll_seconds: float = 1.0) -> None:
+        self._dsn = dsn
+        self._nats_url = nats_url
+        self._poll = poll_seconds
+        self._wake = asyncio.Event()
+        self.published = 0
+
+    async def run(self) -> None:
+        """Relay until cancelled, reconnecting to Postgres and NATS as needed."""
+        delay = 0.5
+        while True:
+            try:
+                await self._run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # any failure: wait, then start over; nothing is lost
+                log.warning("outbox relay paused", extra={"error": type(error).__name__, "retry_in": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+            else:
+                delay = 0.5
+
+    async def _run_once(self) -> None:
+        conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
+        nc: NatsClient | None = None
+        try:
+            while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY):
+                await asyncio.sleep(self._poll * 5)  # another replica relays
+            await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
+            nc = await nats.connect(self._nats_url, connect_timeout=2, max_reconnect_attempts=0)
+            js = nc.jetstream(timeout=5.0)
+            await ensure_stream(js)
+            log.info("outbox relay running")
+            while True:
+                sent = await self._drain(conn, js)
+                if sent < BATCH:
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), self._poll)
+                    except TimeoutError:
+                        pass
+        finally:
+            if nc is not None:
+                await nc.close()
+            await conn.close()
+
+    async def _drain(self, conn: asyncpg.Connection, js: JetStreamContext) -> int:
+        rows = await conn.fetch(
+            "SELECT id::text, subject, payload, headers FROM outbox WHERE published_at IS NULL"
+            " ORDER BY created_at, id LIMIT $1",
+            BATCH,
+        )
+        done: list[str] = []
+        try:
+            for row in rows:
+                headers: dict[str, Any] = json.loads(row["headers"]) if row["headers"] else {}
+                headers["Nats-Msg-Id"] = row["id"]
+                await js.publish(row["subject"], bytes(row["payload"]), headers=headers)
+                done.append(row["id"])
+        except Exception as error:
+            if rows[len(done) :]:
+                await conn.execute(
+                    "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1::uuid",
+                    rows[len(done)]["id"],
+                    type(error).__name__,
+                )
+            raise
+        finally:
+            if done:
+                await conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY($1::uuid[])", done)
+                self.published += len(done)
+        return len(rows)

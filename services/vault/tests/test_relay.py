@@ -1,0 +1,110 @@
+"""The outbox relay against real Postgres and a real NATS JetStream server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+import pytest_asyncio
+from memvault.events.v1 import memory_events_pb2 as events_pb
+from memvault.vault.v1 import memory_pb2 as pb
+from memvault.vault.v1 import vault_pb2 as vpb
+from vault_helpers import Caller
+
+from memvault_devstack.nats import EmbeddedNats
+from memvault_devstack.ports import free_port
+from memvault_vault.events import STREAM
+from memvault_vault.relay import OutboxRelay
+from memvault_vault.store import Store
+
+pytestmark = pytest.mark.integration
+
+
+async def until(condition: object, deadline: float = 20.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if await condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("condition not met before the deadline")
+
+
+@pytest_asyncio.fixture
+async def nats_server(tmp_path: Path) -> AsyncIterator[EmbeddedNats]:
+    server = EmbeddedNats(tmp_path / "nats", port=free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+async def remember_many(caller: Caller, prefix: str, count: int) -> list[str]:
+    ids = []
+    for i in range(count):
+        response = await caller.stub.Remember(
+            vpb.RememberRequest(vault=caller.vault, memory=pb.MemoryDraft(content=f"{prefix} {i}")),
+            metadata=caller.metadata(),
+        )
+        ids.append(response.result.memory_id)
+    return ids
+
+
+async def published_ids(url: str, vault_id: str) -> list[str]:
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        sub = await js.subscribe("memvault.events.v1.memory.created", ordered_consumer=True)
+        seen: list[str] = []
+        with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+            while True:
+                message = await sub.next_msg(timeout=1.0)
+                event = events_pb.MemoryCreated.FromString(message.data)
+                if event.vault_id == vault_id:
+                    seen.append(event.memory_id)
+        return seen
+    finally:
+        await nc.close()
+
+
+async def test_writes_survive_nats_outage_and_drain_once_it_returns(
+    caller: Caller, store: Store, vault_dsn: str, nats_server: EmbeddedNats
+) -> None:
+    url = nats_server.url
+    vault_id = await store._pool.fetchval("SELECT id::text FROM vault WHERE name = $1", caller.vault)
+    relay = OutboxRelay(vault_dsn, url, poll_seconds=0.2)
+    task = asyncio.create_task(relay.run())
+    try:
+        before = await remember_many(caller, "Written while NATS is up", 5)
+        await until(lambda: _published(store, before))
+
+        nats_server.stop()
+        during = await remember_many(caller, "Written while NATS is down", 20)  # writes still succeed
+        assert not await _published(store, during)
+
+        nats_server.start()  # same port, same JetStream store
+        await until(lambda: _published(store, during), deadline=60)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    seen = await published_ids(url, vault_id)
+    assert sorted(seen) == sorted(before + during)  # each exactly once, in the stream
+    nc = await nats.connect(url)
+    info = await nc.jetstream().stream_info(STREAM)
+    await nc.close()
+    assert info.config.duplicate_window and info.config.duplicate_window >= 60
+
+
+async def _published(store: Store, ids: list[str]) -> bool:
+    """Whether every one of these memories' created events has been published."""
+    count = await store._pool.fetchval(
+        "SELECT count(*) FROM outbox o WHERE o.published_at IS NOT NULL AND EXISTS ("
+        " SELECT 1 FROM unnest($1::text[]) AS m(id) WHERE position(convert_to(m.id, 'UTF8') in o.payload) > 0)",
+        ids,
+    )
+    return int(count) == len(ids)

@@ -11,11 +11,11 @@ from pathlib import Path
 import nats
 import pytest
 import pytest_asyncio
+from vault_helpers import Caller
+
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
-from vault_helpers import Caller
-
 from memvault_devstack.nats import EmbeddedNats
 from memvault_devstack.ports import free_port
 from memvault_vault.events import STREAM

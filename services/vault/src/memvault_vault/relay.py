@@ -10,6 +10,7 @@ With several vault replicas, a Postgres advisory lock lets one relay run at a ti
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -70,8 +71,9 @@ class OutboxRelay:
         conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
         nc: NatsClient | None = None
         try:
-            while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY):
-                await asyncio.sleep(self._poll * 5)  # another replica relays
+            # Another replica may hold the relay lock; poll for it (Postgres cannot notify us).
+            while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY):  # noqa: ASYNC110
+                await asyncio.sleep(self._poll * 5)
             await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
             nc = await nats.connect(self._nats_url, connect_timeout=2, max_reconnect_attempts=0)
             js = nc.jetstream(timeout=5.0)
@@ -81,10 +83,8 @@ class OutboxRelay:
                 sent = await self._drain(conn, js)
                 if sent < BATCH:
                     self._wake.clear()
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self._poll)
-                    except TimeoutError:
-                        pass
         finally:
             if nc is not None:
                 await nc.close()

@@ -1,0 +1,81 @@
+"""Helpers for tests that drive the running services: an MCP client session and an OTLP receiver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+
+@asynccontextmanager
+async def mcp_session(url: str, mode: str = "auto", headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    """An official MCP SDK client connected to `url` (mode: 'auto' negotiates 2026-07-28, 'legacy' 2025-11-25)."""
+    async with (
+        httpx2.AsyncClient(headers=headers or {}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool and return its structured result; fail the test on a tool error."""
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        raise AssertionError(f"{tool} failed: {result.content[0].text if result.content else result}")
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def call_error(client: Client, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail; return the error text the agent sees."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} unexpectedly succeeded: {json.dumps(result.structured_content)[:300]}"
+    text = result.content[0].text if result.content else ""
+    return str(text)
+
+
+class SpanCollector(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+    """A real OTLP/gRPC trace receiver that keeps what the services export."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, str]] = []
+
+    async def Export(  # noqa: N802 - the OTLP service's method name
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.aio.ServicerContext
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        for resource_spans in request.resource_spans:
+            service = next(
+                (a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"), ""
+            )
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    self.spans.append(
+                        {
+                            "service": service,
+                            "name": span.name,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_id": span.parent_span_id.hex(),
+                        }
+                    )
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+@asynccontextmanager
+async def otlp_receiver(port: int) -> AsyncIterator[SpanCollector]:
+    collector = SpanCollector()
+    server = grpc.aio.server()
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    try:
+        yield collector
+    finally:
+        await server.stop(None)

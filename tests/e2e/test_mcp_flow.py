@@ -1,0 +1,110 @@
+"""All services as processes, driven over HTTP with the official MCP Python client."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from e2e_helpers import call, call_error, mcp_session
+
+from memvault_core import limits
+from memvault_devstack.fixtures import StackStarter
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_remember_recall_import_forget_and_restart(stack_starter: StackStarter, mode: str) -> None:
+    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+    nas = "The homelab NAS is a Synology DS920+ with four 8 TB drives."
+    async with mcp_session(stack.mcp_url, mode) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names >= {
+            "get_operating_guide",
+            "recall",
+            "remember",
+            "propose_memory",
+            "bulk_remember",
+            "list_memories",
+            "forget",
+        }
+        guide = await call(client, "get_operating_guide")
+        assert "What never to save" in guide["guide"]
+        assert guide["limits"]["max_bulk_items"] == limits.MAX_BULK_ITEMS
+
+        stored = await call(client, "remember", content=nas, tags=["homelab"])
+        assert stored["outcome"] == "stored"
+
+        found = await call(client, "recall", query="which NAS is in the homelab?")
+        assert found["results"][0]["id"] == stored["id"]
+        assert found["results"][0]["content"] == nas
+
+        imported = await call(
+            client,
+            "bulk_remember",
+            source="chat export",
+            items=[
+                {"content": "the homelab NAS is a Synology DS920+ with four 8 TB drives."},
+                {"content": "Backups run nightly at 02:00 to the NAS."},
+                {"content": "Backups run nightly at 02:00 to the NAS.  "},
+            ],
+        )
+        assert [i["outcome"] for i in imported["items"]] == ["duplicate", "stored", "duplicate"]
+        assert imported["items"][0]["id"] == stored["id"]
+        assert imported["summary"] == {"duplicate": 2, "stored": 1}
+
+        forgotten = await call(client, "forget", memory_id=stored["id"])
+        assert forgotten["forgotten"] == stored["id"]
+        after = await call(client, "recall", query="which NAS is in the homelab?")
+        assert stored["id"] not in [r["id"] for r in after["results"]]
+        again = await call(client, "remember", content=nas)
+        assert again["outcome"] == "excluded"
+
+    await asyncio.to_thread(stack.restart_services)
+    async with mcp_session(stack.mcp_url, mode) as client:
+        kept = await call(client, "recall", query="when do backups run")
+        assert [r["content"] for r in kept["results"]] == ["Backups run nightly at 02:00 to the NAS."]
+        listed = await call(client, "list_memories")
+        assert len(listed["memories"]) == 1
+        assert (await call(client, "remember", content=nas))["outcome"] == "excluded"
+
+
+async def test_bad_input_is_refused_with_a_clear_message(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+    async with mcp_session(stack.mcp_url) as client:
+        assert "content is empty" in await call_error(client, "remember", content="   ")
+        too_long = await call_error(client, "remember", content="x" * (limits.MAX_CONTENT_CHARS + 1))
+        assert "max_content_chars" in too_long
+        too_many = await call_error(
+            client, "bulk_remember", items=[{"content": f"item {i}"} for i in range(limits.MAX_BULK_ITEMS + 1)]
+        )
+        assert "max_bulk_items" in too_many
+        assert "items[1].content" in await call_error(
+            client, "bulk_remember", items=[{"content": "fine"}, {"content": ""}]
+        )
+        assert "is not a memory id" in await call_error(client, "forget", memory_id="memory-1")
+        assert "no vault named 'elsewhere'" in await call_error(client, "recall", query="x", vault="elsewhere")
+        assert "has no argument 'tag'" in await call_error(client, "remember", content="x", tag=["a"])
+        listed = await call(client, "list_memories", statuses=["proposed", "active"])
+        assert listed["memories"] == []  # nothing was written by any of the refused calls
+
+
+async def test_gateway_health_connect_and_refusals(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+    async with httpx.AsyncClient(base_url=stack.gateway_url) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        assert (await http.get("/readyz")).json()["checks"] == {"vault": "ok", "mcp": "ok"}
+        connect = await http.get("/connect")
+        assert connect.headers["content-type"].startswith("text/markdown")
+        assert f"{stack.gateway_url}/mcp" in connect.text
+        assert "get_operating_guide" in connect.text
+        evil = await http.post("/mcp", headers={"Origin": "https://evil.example"}, json={})
+        assert evil.status_code == 403
+        proxied = await http.post("/mcp", headers={"X-Forwarded-For": "203.0.113.9"}, json={})
+        assert proxied.status_code == 401
+        assert proxied.headers["www-authenticate"].startswith("Bearer")
+    # The mcp service itself refuses anything that did not come through the gateway.
+    async with httpx.AsyncClient() as http:
+        direct = await http.post(stack.mcp_service_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert direct.status_code == 401

@@ -1,0 +1,54 @@
+"""One recall through the gateway is one trace across gateway, mcp and vault."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from e2e_helpers import call, mcp_session, otlp_receiver
+
+from memvault_devstack.fixtures import StackStarter
+from memvault_devstack.ports import free_port
+
+pytestmark = pytest.mark.e2e
+
+RECALL_RPC = "/memvault.vault.v1.VaultService/Recall"
+
+
+async def test_recall_is_one_trace_from_gateway_to_vault(stack_starter: StackStarter) -> None:
+    port = free_port()
+    async with otlp_receiver(port) as collector:
+        telemetry = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_EXPORTER_OTLP_INSECURE": "true",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"), env=telemetry)
+        async with mcp_session(stack.mcp_url) as client:
+            await call(client, "remember", content="The office printer is a Brother HL-L2350DW.")
+            await call(client, "recall", query="office printer model")
+
+        deadline = time.monotonic() + 30
+        recall_spans: list[dict[str, str]] = []
+        while time.monotonic() < deadline:
+            recall_spans = [s for s in collector.spans if s["service"] == "memvault-vault" and s["name"] == RECALL_RPC]
+            if recall_spans:
+                trace = [s for s in collector.spans if s["trace_id"] == recall_spans[0]["trace_id"]]
+                if {s["service"] for s in trace} >= {"memvault-gateway", "memvault-mcp", "memvault-vault"}:
+                    break
+            await asyncio.sleep(0.2)
+        assert len(recall_spans) == 1, collector.spans
+        trace = [s for s in collector.spans if s["trace_id"] == recall_spans[0]["trace_id"]]
+        assert {s["service"] for s in trace} == {"memvault-gateway", "memvault-mcp", "memvault-vault"}
+
+        # The vault's span hangs, parent by parent, from the gateway's root span: one tree, not three.
+        by_id = {s["span_id"]: s for s in trace}
+        span = recall_spans[0]
+        path = [span["service"]]
+        while span["parent_id"] and span["parent_id"] in by_id:
+            span = by_id[span["parent_id"]]
+            path.append(span["service"])
+        assert not span["parent_id"], f"broken parent chain: {path}"
+        assert span["service"] == "memvault-gateway"
+        assert "memvault-mcp" in path

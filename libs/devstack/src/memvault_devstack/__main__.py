@@ -1,0 +1,171 @@
+"""`memvault-dev run`: the whole system on this machine, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from memvault_devstack.errors import DevstackError
+from memvault_devstack.stack import SERVICES, Stack
+
+DEFAULT_GATEWAY_PORT = 8080
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memvault-dev",
+        description="Run memvault locally: embedded Postgres and NATS, and the four services as processes.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="start everything and print how to connect an agent; Ctrl-C stops it",
+        description=(
+            "Start Postgres and NATS (embedded, unless --postgres-dsn / --nats-url name servers), "
+            "apply migrations, create the owner and its `default` vault, then start vault, indexer, "
+            "mcp and gateway. Prints the MCP URL and how to connect Claude Code, Codex and Cursor. "
+            "Ctrl-C (or SIGTERM) stops the services, NATS and Postgres, in that order. "
+            "The gateway runs in dev mode: /mcp answers requests from this machine (loopback) as the "
+            "owner, without sign-in, and refuses everything else."
+        ),
+    )
+    run.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(".data"),
+        help="directory for all data, logs and the identity secret; reuse it to keep your memories (default: .data)",
+    )
+    run.add_argument(
+        "--gateway-port",
+        type=int,
+        default=DEFAULT_GATEWAY_PORT,
+        help=f"port of the gateway on 127.0.0.1, part of the URL agents use; 0 picks a free one "
+        f"(default: {DEFAULT_GATEWAY_PORT})",
+    )
+    run.add_argument(
+        "--postgres-dsn",
+        help="use this Postgres database (it must exist) instead of the embedded server",
+    )
+    run.add_argument("--nats-url", help="use this NATS server (with JetStream) instead of the embedded one")
+    run.add_argument(
+        "--services",
+        type=_service_list,
+        default=SERVICES,
+        help=f"comma-separated services to start (default: {','.join(SERVICES)})",
+    )
+    run.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default="INFO",
+        help="log level of the services (default: INFO)",
+    )
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not echo service output here; it still goes to <data-dir>/logs/<service>.log",
+    )
+    return parser
+
+
+def _service_list(value: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = [name for name in names if name not in SERVICES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"choose from {','.join(SERVICES)} (got {value!r})")
+    return names
+
+
+def connection_help(stack: Stack) -> str:
+    """What to tell the user once everything is ready."""
+    url = stack.mcp_url
+    lines = [
+        "",
+        f"memvault is running (data in {stack.data_dir})",
+        "",
+        f"  MCP endpoint   {url}",
+        f"  Agent guide    {stack.connect_url}",
+        f"  Postgres       {stack.postgres_dsn}",
+        f"  NATS           {stack.nats_url}",
+        f"  Logs           {stack.logs_dir}",
+        "",
+        "Connect an agent (dev mode: requests from this machine act as the owner, no sign-in):",
+        "",
+        "  Claude Code    run:",
+        f"                   claude mcp add --transport http memvault {url}",
+        "  Codex          add to ~/.codex/config.toml:",
+        "                   [mcp_servers.memvault]",
+        f'                   url = "{url}"',
+        "  Cursor         add to ~/.cursor/mcp.json:",
+        f'                   {{"mcpServers": {{"memvault": {{"url": "{url}"}}}}}}',
+        "",
+        "Press Ctrl-C to stop.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    stack = Stack(
+        args.data_dir,
+        postgres_dsn=args.postgres_dsn,
+        nats_url=args.nats_url,
+        gateway_port=args.gateway_port or None,
+        services=args.services,
+        log_level=args.log_level,
+        echo=None if args.quiet else sys.stdout,
+    )
+    # SIGTERM and a closed terminal stop the stack the same way Ctrl-C does. SIGINT is set too:
+    # a shell starting us in the background would otherwise have it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    try:
+        stack.start()
+        if "gateway" in stack.services:
+            print(connection_help(stack), flush=True)
+        else:
+            print(f"\nstarted {', '.join(stack.services)}; press Ctrl-C to stop\n", flush=True)
+        while not (exited := stack.exited()):
+            time.sleep(0.5)
+        for name, code in exited.items():
+            print(
+                f"memvault-dev: {name} exited with code {code}; last lines of {stack.log_path(name)}:\n"
+                f"{stack.process(name).tail()}",
+                file=sys.stderr,
+            )
+        return 1
+    except KeyboardInterrupt:
+        print("\nmemvault-dev: stopping…", file=sys.stderr, flush=True)
+        return 0
+    except DevstackError as error:
+        print(f"memvault-dev: {error}", file=sys.stderr)
+        return 1
+    finally:
+        # Stopping is bounded by per-process timeouts; a second Ctrl-C must not leave orphans behind.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        stack.stop()
+        print("memvault-dev: stopped", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="memvault-dev: %(message)s", stream=sys.stderr)
+    # Readiness polling would log every request.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.command == "run":
+        return run(args)
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,423 @@
+"""The whole local system: Postgres, NATS and the four services as processes, data in one dir.
+
+    with Stack(tmp_path, postgres_dsn=dsn, nats_url=url) as stack:   # or `async with`
+        httpx.post(stack.mcp_url, ...)
+        stack.restart_services()
+
+Layout of the data dir: `postgres/` (embedded cluster), `nats/` (JetStream store), `qdrant/`
+(indexer), `logs/<name>.log`, `run/<name>.pid`, `identity-secret` (mode 600).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from memvault_devstack.errors import DevstackError
+from memvault_devstack.nats import EmbeddedNats
+from memvault_devstack.ports import LOOPBACK, free_ports, port_is_free
+from memvault_devstack.postgres import EmbeddedPostgres
+from memvault_devstack.processes import (
+    GrpcHealthProbe,
+    HttpProbe,
+    ManagedProcess,
+    ReadinessProbe,
+    run_command,
+)
+
+log = logging.getLogger(__name__)
+
+SERVICES: tuple[str, ...] = ("vault", "indexer", "mcp", "gateway")
+"""Every service, in start order (they stop in reverse)."""
+
+DEFAULT_COMMANDS: Mapping[str, tuple[str, ...]] = {
+    "vault": ("memvault-vault",),
+    "indexer": ("memvault-indexer",),
+    "mcp": ("memvault-mcp",),
+    "gateway": ("memvault-gateway",),
+}
+_SERVE_ARGUMENTS: Mapping[str, tuple[str, ...]] = {"vault": ("serve",)}
+# Services in one stage start together; a stage starts once the one before it is ready.
+_STAGES: tuple[tuple[str, ...], ...] = (("vault", "indexer"), ("mcp", "gateway"))
+
+OWNER_SUBJECT = "owner"
+DEFAULT_VAULT = "default"
+SECRET_FILE = "identity-secret"  # noqa: S105 (a file name)
+_SECRET_MIN_LENGTH = 32
+
+
+class Stack:
+    """Postgres and NATS (embedded unless given), migrations, the owner, and the services.
+
+    - `data_dir`: everything the stack writes; reuse it and the data (and identity secret) survive.
+    - `postgres_dsn` / `nats_url`: use these servers instead of starting embedded ones. The
+      database in `postgres_dsn` must exist; the stack migrates it.
+    - `gateway_port`: fixed gateway port (the URL agents are configured with); default any free one.
+    - `services`: which services to start (default all four); migrations and the owner are set up
+      only when `vault` is among them.
+    - `env`: extra environment for every service (OTEL_* in tracing tests, for example);
+      `service_env`: extra environment per service, applied last.
+    - `echo`: a stream that receives every service's output, prefixed by its name (the CLI passes
+      stdout); output always goes to `logs/<service>.log` too.
+    - `commands`: program and leading arguments per service, replacing `memvault-<service>`.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        postgres_dsn: str | None = None,
+        nats_url: str | None = None,
+        gateway_port: int | None = None,
+        services: Iterable[str] = SERVICES,
+        env: Mapping[str, str] | None = None,
+        service_env: Mapping[str, Mapping[str, str]] | None = None,
+        log_level: str = "INFO",
+        echo: IO[str] | None = None,
+        ready_timeout: float = 120.0,
+        stop_timeout: float = 10.0,
+        postgres_settings: Mapping[str, str] | None = None,
+        commands: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        selected = set(services)
+        unknown = selected - set(SERVICES)
+        if unknown:
+            raise DevstackError(f"unknown service(s) {sorted(unknown)}; choose from {', '.join(SERVICES)}")
+        unknown_env = set(service_env or {}) - set(SERVICES)
+        if unknown_env:
+            raise DevstackError(f"service_env names unknown service(s) {sorted(unknown_env)}")
+        self.data_dir = Path(data_dir).absolute()
+        self.services: tuple[str, ...] = tuple(name for name in SERVICES if name in selected)
+        self.env = dict(env or {})
+        self.service_env = {name: dict(values) for name, values in (service_env or {}).items()}
+        self.log_level = log_level
+        self.echo = echo
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self.commands = {name: tuple((commands or {}).get(name, DEFAULT_COMMANDS[name])) for name in SERVICES}
+        self.timings: dict[str, float] = {}
+        self._given_postgres_dsn = postgres_dsn
+        self._given_nats_url = nats_url
+        self._gateway_port = gateway_port
+        self._postgres_settings = dict(postgres_settings or {})
+        self._postgres: EmbeddedPostgres | None = None
+        self._nats: EmbeddedNats | None = None
+        self._postgres_dsn: str | None = None
+        self._nats_url: str | None = None
+        self._identity_secret: str | None = None
+        self._ports: dict[str, int] | None = None
+        self._processes: dict[str, ManagedProcess] = {}
+
+    # -- where things are -------------------------------------------------------------------------
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def log_path(self, name: str) -> Path:
+        """The log file of a service (or `postgres`, `nats`, `vault-setup`)."""
+        return self.logs_dir / f"{name}.log"
+
+    @property
+    def postgres_dsn(self) -> str:
+        return _started(self._postgres_dsn, "postgres_dsn")
+
+    @property
+    def nats_url(self) -> str:
+        return _started(self._nats_url, "nats_url")
+
+    @property
+    def identity_secret(self) -> str:
+        """The HMAC key gateway, mcp and vault share (kept in `identity-secret`)."""
+        if self._identity_secret is None:
+            self._identity_secret = load_identity_secret(self.data_dir / SECRET_FILE)
+        return self._identity_secret
+
+    @property
+    def ports(self) -> Mapping[str, int]:
+        """Port of each service (all four are chosen even when fewer run)."""
+        if self._ports is None:
+            self._ports = self._choose_ports()
+        return self._ports
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports['gateway']}"
+
+    @property
+    def mcp_url(self) -> str:
+        """The MCP endpoint agents use: /mcp on the gateway."""
+        return f"{self.gateway_url}/mcp"
+
+    @property
+    def connect_url(self) -> str:
+        """The gateway's plain-markdown guide for agents."""
+        return f"{self.gateway_url}/connect"
+
+    @property
+    def mcp_service_url(self) -> str:
+        """The mcp service itself, bypassing the gateway (it trusts only signed identities)."""
+        return f"http://{LOOPBACK}:{self.ports['mcp']}/mcp"
+
+    @property
+    def vault_address(self) -> str:
+        return f"{LOOPBACK}:{self.ports['vault']}"
+
+    @property
+    def indexer_address(self) -> str:
+        return f"{LOOPBACK}:{self.ports['indexer']}"
+
+    def process(self, service: str) -> ManagedProcess:
+        """The running process of a service (KeyError when it was not started)."""
+        return self._processes[service]
+
+    def exited(self) -> dict[str, int]:
+        """Services that were started and have exited since, with their exit codes."""
+        codes = {name: process.returncode for name, process in self._processes.items()}
+        return {name: code for name, code in codes.items() if code is not None}
+
+    def env_for(self, service: str) -> dict[str, str]:
+        """The complete environment a service process gets."""
+        ports = self.ports
+        env = dict(os.environ)
+        env.update(
+            {
+                "MEMVAULT_POSTGRES__DSN": self.postgres_dsn,
+                "MEMVAULT_NATS__URL": self.nats_url,
+                "MEMVAULT_IDENTITY__SECRET": self.identity_secret,
+                "MEMVAULT_LOG__LEVEL": self.log_level,
+                "PYTHONUNBUFFERED": "1",
+                # Loopback traffic between the services must never go through a configured proxy.
+                "NO_PROXY": _with_loopback(env.get("NO_PROXY")),
+                "no_proxy": _with_loopback(env.get("no_proxy")),
+            }
+        )
+        if service == "vault":
+            env["MEMVAULT_VAULT__LISTEN"] = self.vault_address
+            env["MEMVAULT_VAULT__INDEXER_ADDRESS"] = self.indexer_address
+        elif service == "indexer":
+            env["MEMVAULT_INDEXER__LISTEN"] = self.indexer_address
+            env["MEMVAULT_INDEXER__DATA_DIR"] = str(self.data_dir / "qdrant")
+        elif service == "mcp":
+            env["MEMVAULT_MCP__HOST"] = LOOPBACK
+            env["MEMVAULT_MCP__PORT"] = str(ports["mcp"])
+            env["MEMVAULT_MCP__VAULT_ADDRESS"] = self.vault_address
+        elif service == "gateway":
+            env["MEMVAULT_GATEWAY__HOST"] = LOOPBACK
+            env["MEMVAULT_GATEWAY__PORT"] = str(ports["gateway"])
+            env["MEMVAULT_GATEWAY__MCP_URL"] = self.mcp_service_url
+            env["MEMVAULT_GATEWAY__VAULT_ADDRESS"] = self.vault_address
+            env["MEMVAULT_GATEWAY__PUBLIC_URL"] = self.gateway_url
+            env["MEMVAULT_GATEWAY__DEV_MODE"] = "true"
+            env["MEMVAULT_GATEWAY__DEV_SUBJECT"] = OWNER_SUBJECT
+        else:
+            raise DevstackError(f"unknown service {service!r}; choose from {', '.join(SERVICES)}")
+        env.update(self.env)
+        env.update(self.service_env.get(service, {}))
+        return env
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> Stack:
+        """Start everything and wait until every service is ready; on failure stop what started."""
+        started = time.monotonic()
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._check_gateway_port()
+            self._start_postgres()
+            self._start_nats()
+            if "vault" in self.services:
+                self._prepare_database()
+            self.start_services()
+        except BaseException:
+            try:
+                self.stop()
+            except Exception:
+                log.exception("while stopping after a failed start")
+            raise
+        self.timings["total"] = time.monotonic() - started
+        return self
+
+    def start_services(self) -> None:
+        """Start the selected services (Postgres and NATS must be up), stage by stage."""
+        for stage in _STAGES:
+            names = [name for name in stage if name in self.services and name not in self._processes]
+            for name in names:
+                process = ManagedProcess(
+                    name,
+                    [*self.commands[name], *_SERVE_ARGUMENTS.get(name, ())],
+                    env=self.env_for(name),
+                    log_path=self.log_path(name),
+                    echo=self.echo,
+                    pid_file=self.data_dir / "run" / f"{name}.pid",
+                    cwd=self.data_dir,
+                )
+                self._processes[name] = process
+                process.start()
+            for name in names:
+                waited = self._processes[name].wait_ready(self._probe(name), self.ready_timeout)
+                self.timings[name] = waited
+                log.info("%s ready (%.2fs)", name, waited)
+
+    def stop_services(self) -> None:
+        """Stop the services in reverse start order: SIGTERM, then SIGKILL after `stop_timeout`."""
+        for name in reversed(list(self._processes)):
+            code = self._processes.pop(name).stop(self.stop_timeout)
+            log.info("%s stopped (exit code %s)", name, code)
+
+    def restart_services(self) -> None:
+        """Stop and start the services on the same ports; Postgres and NATS keep running."""
+        self.stop_services()
+        self.start_services()
+
+    def stop(self) -> None:
+        """Stop the services, then NATS, then Postgres; each is attempted even if another fails."""
+        first_error: BaseException | None = None
+        for step in (self.stop_services, self._stop_nats, self._stop_postgres):
+            try:
+                step()
+            except Exception as error:
+                log.exception("while stopping the stack")
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def start_async(self) -> Stack:
+        """`start()` in a worker thread, so an event loop keeps running meanwhile."""
+        return await asyncio.to_thread(self.start)
+
+    async def stop_async(self) -> None:
+        await asyncio.to_thread(self.stop)
+
+    async def restart_services_async(self) -> None:
+        await asyncio.to_thread(self.restart_services)
+
+    async def __aenter__(self) -> Stack:
+        return await self.start_async()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop_async()
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def _choose_ports(self) -> dict[str, int]:
+        vault, indexer, mcp, gateway = free_ports(4)
+        return {"vault": vault, "indexer": indexer, "mcp": mcp, "gateway": self._gateway_port or gateway}
+
+    def _check_gateway_port(self) -> None:
+        if self._gateway_port and "gateway" in self.services and not port_is_free(self._gateway_port):
+            raise DevstackError(
+                f"port {self._gateway_port} on {LOOPBACK} is already in use (another memvault-dev?); "
+                "stop that or choose another gateway port"
+            )
+
+    def _start_postgres(self) -> None:
+        if self._postgres_dsn is not None:
+            return
+        if self._given_postgres_dsn is not None:
+            self._postgres_dsn = self._given_postgres_dsn
+            return
+        started = time.monotonic()
+        self._postgres = EmbeddedPostgres(
+            self.data_dir / "postgres", log_path=self.log_path("postgres"), settings=self._postgres_settings
+        )
+        self._postgres_dsn = self._postgres.start()
+        self.timings["postgres"] = time.monotonic() - started
+
+    def _start_nats(self) -> None:
+        if self._nats_url is not None:
+            return
+        if self._given_nats_url is not None:
+            self._nats_url = self._given_nats_url
+            return
+        started = time.monotonic()
+        self._nats = EmbeddedNats(self.data_dir / "nats", log_path=self.log_path("nats"))
+        self._nats_url = self._nats.start()
+        self.timings["nats"] = time.monotonic() - started
+
+    def _prepare_database(self) -> None:
+        env = self.env_for("vault")
+        vault = self.commands["vault"]
+        setup_log = self.log_path("vault-setup")
+        self.timings["migrate"] = run_command(
+            "vault migrate", [*vault, "migrate"], env=env, log_path=setup_log, timeout=self.ready_timeout
+        )
+        self.timings["create-owner"] = run_command(
+            "vault create-owner",
+            [*vault, "create-owner", "--subject", OWNER_SUBJECT, "--vault", DEFAULT_VAULT],
+            env=env,
+            log_path=setup_log,
+            timeout=self.ready_timeout,
+        )
+
+    def _probe(self, service: str) -> ReadinessProbe:
+        if service == "vault":
+            return GrpcHealthProbe(self.vault_address)
+        if service == "indexer":
+            return GrpcHealthProbe(self.indexer_address)
+        if service == "mcp":
+            return HttpProbe(f"http://{LOOPBACK}:{self.ports['mcp']}/healthz")
+        return HttpProbe(f"{self.gateway_url}/readyz")
+
+    def _stop_nats(self) -> None:
+        if self._nats is not None:
+            self._nats.stop()
+            self._nats = None
+            log.info("NATS stopped")
+        self._nats_url = None
+
+    def _stop_postgres(self) -> None:
+        if self._postgres is not None:
+            self._postgres.stop()
+            self._postgres = None
+            log.info("Postgres stopped")
+        self._postgres_dsn = None
+
+
+def load_identity_secret(path: Path) -> str:
+    """The secret stored at `path`, created (random, mode 600) on first use."""
+    try:
+        secret = path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        secret = secrets.token_urlsafe(48)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as stream:
+            stream.write(secret + "\n")
+        return secret
+    if len(secret) < _SECRET_MIN_LENGTH:
+        raise DevstackError(
+            f"{path} holds a secret shorter than {_SECRET_MIN_LENGTH} characters; delete the file to make a new one"
+        )
+    return secret
+
+
+def _started(value: str | None, what: str) -> str:
+    if value is None:
+        raise DevstackError(f"{what} is known once the stack has started; call start() first")
+    return value
+
+
+def _with_loopback(no_proxy: str | None) -> str:
+    entries = [entry for entry in (no_proxy or "").split(",") if entry]
+    for host in ("127.0.0.1", "localhost", "::1"):
+        if host not in entries:
+            entries.append(host)
+    return ",".join(entries)

@@ -1,0 +1,175 @@
+import asyncio
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memvault_devstack.errors import DevstackError
+from memvault_devstack.fixtures import StackStarter
+from memvault_devstack.ports import port_accepts
+from memvault_devstack.stack import SERVICES, Stack
+
+pytestmark = pytest.mark.integration
+
+FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
+
+
+def fake_commands() -> dict[str, list[str]]:
+    return {name: [sys.executable, str(FAKE_SERVICE), name] for name in SERVICES}
+
+
+def get(url: str) -> Any:
+    response = httpx.get(url, trust_env=False, timeout=5.0)
+    response.raise_for_status()
+    return response.json()
+
+
+@pytest.fixture
+def events(tmp_path: Path) -> Path:
+    return tmp_path / "events.log"
+
+
+@pytest.fixture
+def fake_stack(start_stack: StackStarter, events: Path) -> StackStarter:
+    """start_stack running the fake services; `env` options add to FAKE_EVENTS."""
+
+    def start(**options: Any) -> Stack:
+        options["env"] = {"FAKE_EVENTS": str(events), **options.get("env", {})}
+        options.setdefault("commands", fake_commands())
+        options.setdefault("ready_timeout", 30.0)
+        return start_stack(**options)
+
+    return start
+
+
+def test_services_get_the_runtime_contract(fake_stack: StackStarter, events: Path) -> None:
+    stack = fake_stack(
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"},
+        service_env={"gateway": {"FAKE_ONLY_GATEWAY": "yes"}},
+    )
+
+    gateway = get(f"{stack.gateway_url}/env")
+    assert gateway["MEMVAULT_GATEWAY__MCP_URL"] == stack.mcp_service_url
+    assert gateway["MEMVAULT_GATEWAY__VAULT_ADDRESS"] == stack.vault_address
+    assert gateway["MEMVAULT_GATEWAY__PUBLIC_URL"] == stack.gateway_url
+    assert gateway["MEMVAULT_GATEWAY__DEV_MODE"] == "true"
+    assert gateway["MEMVAULT_GATEWAY__DEV_SUBJECT"] == "owner"
+    assert gateway["MEMVAULT_POSTGRES__DSN"] == stack.postgres_dsn
+    assert gateway["MEMVAULT_NATS__URL"] == stack.nats_url
+    assert gateway["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:4317"
+    assert gateway["FAKE_ONLY_GATEWAY"] == "yes"
+    mcp = get(f"http://127.0.0.1:{stack.ports['mcp']}/env")
+    assert mcp["MEMVAULT_MCP__VAULT_ADDRESS"] == stack.vault_address
+    assert "FAKE_ONLY_GATEWAY" not in mcp
+    assert mcp["MEMVAULT_IDENTITY__SECRET"] == gateway["MEMVAULT_IDENTITY__SECRET"] == stack.identity_secret
+    assert len(stack.identity_secret) >= 32
+    assert stack.mcp_url == f"{stack.gateway_url}/mcp"
+    assert events.read_text().splitlines()[:2] == [
+        "vault migrate",
+        "vault create-owner --subject owner --vault default",
+    ]
+
+
+def test_services_stop_in_reverse_order(fake_stack: StackStarter, events: Path) -> None:
+    stack = fake_stack()
+    stack.stop()
+
+    stops = [line for line in events.read_text().splitlines() if line.startswith("stop ")]
+    assert stops == ["stop gateway", "stop mcp", "stop indexer", "stop vault"]
+    assert not any(port_accepts(port) for port in stack.ports.values())
+
+
+def test_restarted_services_keep_ports_and_secret(fake_stack: StackStarter, events: Path) -> None:
+    stack = fake_stack()
+    ports, secret = dict(stack.ports), stack.identity_secret
+
+    stack.restart_services()
+
+    assert dict(stack.ports) == ports
+    assert get(f"{stack.gateway_url}/env")["MEMVAULT_IDENTITY__SECRET"] == secret
+    assert events.read_text().splitlines().count("start vault") == 2
+
+
+def test_identity_secret_is_private_and_kept_across_runs(fake_stack: StackStarter, tmp_path: Path) -> None:
+    first = fake_stack(data_dir=tmp_path / "data", services=["mcp"])
+    secret = first.identity_secret
+    first.stop()
+
+    second = fake_stack(data_dir=tmp_path / "data", services=["mcp"])
+
+    assert second.identity_secret == secret
+    assert stat.S_IMODE(os.stat(tmp_path / "data" / "identity-secret").st_mode) == 0o600
+
+
+def test_only_the_chosen_services_start(fake_stack: StackStarter, events: Path) -> None:
+    stack = fake_stack(services=["indexer"])
+
+    assert events.read_text().splitlines() == ["start indexer"]
+    assert stack.process("indexer").running()
+    with pytest.raises(KeyError):
+        stack.process("vault")
+
+
+def test_a_failing_service_is_named_with_its_output(fake_stack: StackStarter, events: Path) -> None:
+    with pytest.raises(DevstackError, match="indexer exited with code 3") as failure:
+        fake_stack(env={"FAKE_FAIL": "indexer"})
+
+    assert "configured to fail" in str(failure.value)
+    assert "stop vault" in events.read_text().splitlines()
+
+
+def test_a_service_that_never_gets_ready_times_out(fake_stack: StackStarter) -> None:
+    with pytest.raises(DevstackError, match=r"mcp did not become ready within 2s \(GET .*/healthz"):
+        fake_stack(env={"FAKE_NEVER_READY": "mcp"}, ready_timeout=2.0)
+
+
+def test_a_missing_command_is_named(fake_stack: StackStarter) -> None:
+    commands = {**fake_commands(), "gateway": ["memvault-gateway-not-installed"]}
+
+    with pytest.raises(DevstackError, match="`memvault-gateway-not-installed` is not installed"):
+        fake_stack(commands=commands)
+
+
+def test_a_taken_gateway_port_fails_before_anything_starts(fake_stack: StackStarter, events: Path) -> None:
+    stack = fake_stack(services=["gateway"])
+
+    with pytest.raises(DevstackError, match=f"port {stack.ports['gateway']} on 127.0.0.1 is already in use"):
+        fake_stack(gateway_port=stack.ports["gateway"])
+    assert events.read_text().splitlines() == ["start gateway"]
+
+
+async def test_works_as_an_async_context_manager(
+    tmp_path: Path, postgres_dsn: str, nats_url: str, events: Path
+) -> None:
+    stack = Stack(
+        tmp_path / "data",
+        postgres_dsn=postgres_dsn,
+        nats_url=nats_url,
+        commands=fake_commands(),
+        env={"FAKE_EVENTS": str(events)},
+        services=["vault"],
+    )
+    async with stack:
+        assert stack.process("vault").running()
+        await stack.restart_services_async()
+    assert (await asyncio.to_thread(events.read_text)).splitlines()[-1] == "stop vault"
+
+
+def test_starts_embedded_postgres_and_nats_in_the_data_dir() -> None:
+    # Not tmp_path: as root, Postgres runs as another OS user that cannot enter pytest's 0700 dirs.
+    data_dir = Path(tempfile.mkdtemp(prefix="memvault-devstack-test-"))
+    try:
+        with Stack(data_dir, services=[]) as stack:
+            assert stack.postgres_dsn.startswith("postgresql://postgres@127.0.0.1:")
+            assert stack.nats_url.startswith("nats://127.0.0.1:")
+            assert (data_dir / "postgres" / "PG_VERSION").exists()
+            assert (data_dir / "nats" / "jetstream").is_dir()
+            assert (data_dir / "logs" / "postgres.log").exists()
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,0 +1,103 @@
+"""Pytest fixtures shared by every test in the repository (registered by the root conftest.py).
+
+- `postgres_dsn` (session): a database of its own for this test session. On the server named by
+  `MEMVAULT_TEST_POSTGRES_DSN` when set (a fresh `memvault_test_<random>` database, dropped at
+  the end), else on an embedded Postgres in a temporary directory.
+- `nats_url` (session): `MEMVAULT_TEST_NATS_URL` when set, else an embedded nats-server with
+  JetStream in a temporary directory.
+- `start_stack` (per test): starts a `Stack` on those servers in a fresh data dir; every stack
+  it started is stopped when the test ends.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import pytest
+
+from memvault_devstack.nats import EmbeddedNats
+from memvault_devstack.ports import port_accepts
+from memvault_devstack.postgres import EmbeddedPostgres, create_database, drop_database
+from memvault_devstack.stack import Stack
+
+POSTGRES_ENV = "MEMVAULT_TEST_POSTGRES_DSN"
+NATS_ENV = "MEMVAULT_TEST_NATS_URL"
+
+# A test database is thrown away afterwards: durability only costs time.
+FAST_POSTGRES_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """DSN of an empty database that lives for the whole test session."""
+    server = os.environ.get(POSTGRES_ENV)
+    if server:
+        name = f"memvault_test_{secrets.token_hex(4)}"
+        dsn = create_database(server, name, exist_ok=False)
+        try:
+            yield dsn
+        finally:
+            drop_database(server, name)
+        return
+    # Not pytest's tmp_path: its 0700 parent would have to be opened up for the Postgres OS user.
+    directory = Path(tempfile.mkdtemp(prefix="memvault-test-postgres-"))
+    server_process = EmbeddedPostgres(
+        directory / "data", settings=FAST_POSTGRES_SETTINGS, log_path=directory / "postgres.log"
+    )
+    try:
+        yield server_process.start()
+    finally:
+        server_process.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def nats_url() -> Iterator[str]:
+    """URL of a NATS server with JetStream for the whole test session."""
+    url = os.environ.get(NATS_ENV)
+    if url:
+        parts = urlsplit(url)
+        if not port_accepts(parts.port or 4222, parts.hostname or "127.0.0.1", timeout=2.0):
+            pytest.fail(f"{NATS_ENV}={url} does not accept connections; start NATS or unset the variable")
+        yield url
+        return
+    directory = Path(tempfile.mkdtemp(prefix="memvault-test-nats-"))
+    server = EmbeddedNats(directory / "store", log_path=directory / "nats.log")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class StackStarter(Protocol):
+    def __call__(self, **options: Any) -> Stack: ...
+
+
+@pytest.fixture
+def start_stack(postgres_dsn: str, nats_url: str, tmp_path: Path) -> Iterator[StackStarter]:
+    """Start a Stack (options as for `Stack`, data dir defaults to a fresh one under tmp_path).
+
+    It uses the session's `postgres_dsn` and `nats_url` unless options name others, and blocks
+    until every service is ready; in an async test wrap it: `await asyncio.to_thread(start_stack)`.
+    """
+    stacks: list[Stack] = []
+
+    def start(**options: Any) -> Stack:
+        options.setdefault("postgres_dsn", postgres_dsn)
+        options.setdefault("nats_url", nats_url)
+        data_dir = options.pop("data_dir", tmp_path / f"stack-{len(stacks)}")
+        stack = Stack(data_dir, **options)
+        stacks.append(stack)
+        return stack.start()
+
+    yield start
+    for stack in reversed(stacks):
+        stack.stop()

@@ -47,7 +47,7 @@ def machine() -> str:
     memory = ""
     try:
         kib = int(
-            next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1]
+            next(row for row in Path("/proc/meminfo").read_text().splitlines() if row.startswith("MemTotal")).split()[1]
         )
         memory = f", {kib / 1024 / 1024:.0f} GiB RAM"
     except (OSError, StopIteration, ValueError):

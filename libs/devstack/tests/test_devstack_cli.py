@@ -45,7 +45,7 @@ def wait_for_text(path: Path, text: str, process: subprocess.Popen[bytes], timeo
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_run_prints_how_to_connect_and_stops_cleanly(
     tmp_path: Path, postgres_dsn: str, nats_url: str, stop_signal: signal.Signals
 ) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 from memvault_devstack.errors import DevstackError
+from memvault_devstack.processes import describe_exit
 from memvault_devstack.stack import SERVICES, Stack
 
 DEFAULT_GATEWAY_PORT = 8080
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(0.5)
         for name, code in exited.items():
             print(
-                f"memvault-dev: {name} exited with code {code}; last lines of {stack.log_path(name)}:\n"
+                f"memvault-dev: {name} exited ({describe_exit(code)}); last lines of {stack.log_path(name)}:\n"
                 f"{stack.process(name).tail()}",
                 file=sys.stderr,
             )

@@ -116,11 +116,23 @@ def format_log_line(line: str) -> str:
     level = str(entry.pop("level", ""))
     message = str(entry.pop("message"))
     exception = entry.pop("exception", None)
-    for key in ("time", "service", "logger"):
+    for key in ("time", "service", "logger", "color_message"):
         entry.pop(key, None)
     fields = " ".join(f"{key}={value}" for key, value in entry.items())
     text = f"{level:<7} {message} {fields}".rstrip()
     return f"{text}\n{exception}" if exception else text
+
+
+def describe_exit(code: int | None) -> str:
+    """An exit code as people read it: `exit code 3`, `SIGTERM` (negative codes are signals)."""
+    if code is None:
+        return "not started"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
 
 
 def tail_of(path: Path, lines: int = TAIL_LINES) -> str:
@@ -267,7 +279,7 @@ class ManagedProcess:
             code = self.returncode
             if code is not None:
                 raise DevstackError(
-                    f"{self.name} exited with code {code} before it was ready; "
+                    f"{self.name} exited ({describe_exit(code)}) before it was ready; "
                     f"last lines of {self.log_path}:\n{self.tail()}"
                 )
             if probe.ready():

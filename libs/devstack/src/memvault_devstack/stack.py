@@ -29,6 +29,7 @@ from memvault_devstack.processes import (
     HttpProbe,
     ManagedProcess,
     ReadinessProbe,
+    describe_exit,
     run_command,
 )
 
@@ -270,7 +271,7 @@ class Stack:
         """Stop the services in reverse start order: SIGTERM, then SIGKILL after `stop_timeout`."""
         for name in reversed(list(self._processes)):
             code = self._processes.pop(name).stop(self.stop_timeout)
-            log.info("%s stopped (exit code %s)", name, code)
+            log.info("%s stopped (%s)", name, describe_exit(code))
 
     def restart_services(self) -> None:
         """Stop and start the services on the same ports; Postgres and NATS keep running."""

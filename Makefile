@@ -8,7 +8,7 @@ PACKAGES := libs/protos libs/core libs/devstack services/vault services/mcp serv
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 PROTO_OUT := libs/protos/src
 
-.PHONY: help install run test test-unit lint fmt proto proto-check bench clean
+.PHONY: help install run test test-unit lint fmt proto proto-check bench clean chart-check
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -58,3 +58,6 @@ bench: $(STAMP)  ## benchmarks; tables go to docs/benchmarks.md
 
 clean:  ## remove .venv and build output (keeps .data)
 	rm -rf $(VENV) build
+
+chart-check:  ## lint/render/validate the Helm chart, hadolint the Dockerfiles, check compose (tools in .tools/)
+	PYTHON=$(PYTHON) scripts/chart-check.sh

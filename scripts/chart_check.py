@@ -1,0 +1,399 @@
+"""Assertions behind `make chart-check` that no linter makes for us.
+
+    python scripts/chart_check.py rendered FILE...     rendered chart manifests
+    python scripts/chart_check.py schema FILE          charts/memvault/values.schema.json
+    python scripts/chart_check.py compose COMPOSE ENV  docker-compose.yml against .env.example
+
+Each subcommand prints one line per failed assertion and a closing count, and exits 1 on any
+failure. It runs in the tools venv (.tools/venv: PyYAML, compose-spec).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Manifest = dict[str, Any]
+
+POD_TEMPLATE_PATHS = {
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+    "Pod": ("spec",),
+}
+# Environment variables that carry credentials by name.
+SECRET_NAME = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|__DSN)$")
+# A URL with user:password@ in it.
+CREDENTIALS_IN_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]+:[^/@\s]+@")
+# Who may reach each component (by app.kubernetes.io/component); None means any source.
+ALLOWED_SOURCES: dict[str, set[str] | None] = {
+    "gateway": None,
+    "mcp": {"gateway"},
+    "vault": {"gateway", "mcp", "migrate", "maintenance"},
+    "indexer": {"vault"},
+}
+GRPC_COMPONENTS = {"vault", "indexer"}
+
+
+class Checks:
+    """Collects assertion results so one run reports every problem, not just the first."""
+
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failures: list[str] = []
+
+    def check(self, condition: bool, message: str) -> None:
+        if condition:
+            self.passed += 1
+        else:
+            self.failures.append(message)
+
+    def report(self, what: str) -> int:
+        for failure in self.failures:
+            print(f"FAIL {failure}")
+        print(f"{what}: {self.passed} passed, {len(self.failures)} failed")
+        return 1 if self.failures else 0
+
+
+def dig(node: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def load_manifests(paths: list[str]) -> Iterator[tuple[str, Manifest]]:
+    for path in paths:
+        for document in yaml.safe_load_all(Path(path).read_text()):
+            if document:
+                yield Path(path).name, document
+
+
+def label(manifest: Manifest, key: str) -> str:
+    return str(dig(manifest, ("metadata", "labels", key)) or "")
+
+
+def check_pod(checks: Checks, where: str, pod: dict[str, Any]) -> None:
+    """Pod Security Standard "restricted" plus this project's own rules."""
+    security = pod.get("securityContext") or {}
+    checks.check(security.get("runAsNonRoot") is True, f"{where}: pod runAsNonRoot is not true")
+    checks.check(security.get("runAsUser", 1) != 0, f"{where}: pod runs as uid 0")
+    checks.check(
+        dig(security, ("seccompProfile", "type")) == "RuntimeDefault",
+        f"{where}: pod seccompProfile is not RuntimeDefault",
+    )
+    checks.check(pod.get("automountServiceAccountToken") is False, f"{where}: service account token mounted")
+    for host_field in ("hostNetwork", "hostPID", "hostIPC"):
+        checks.check(not pod.get(host_field), f"{where}: {host_field} is set")
+    for volume in pod.get("volumes") or []:
+        checks.check("hostPath" not in volume, f"{where}: hostPath volume {volume.get('name')}")
+    containers = (pod.get("initContainers") or []) + (pod.get("containers") or [])
+    checks.check(bool(containers), f"{where}: no containers")
+    for container in containers:
+        name = f"{where}/{container.get('name')}"
+        context = container.get("securityContext") or {}
+        checks.check(context.get("runAsUser", 1) != 0, f"{name}: runs as uid 0")
+        checks.check(
+            context.get("runAsNonRoot", security.get("runAsNonRoot")) is True, f"{name}: runAsNonRoot not true"
+        )
+        checks.check(context.get("allowPrivilegeEscalation") is False, f"{name}: privilege escalation allowed")
+        checks.check(context.get("readOnlyRootFilesystem") is True, f"{name}: root file system writable")
+        checks.check(not context.get("privileged"), f"{name}: privileged")
+        checks.check("ALL" in (dig(context, ("capabilities", "drop")) or []), f"{name}: capabilities not dropped")
+        checks.check(not dig(context, ("capabilities", "add")), f"{name}: capabilities added")
+        image = str(container.get("image", ""))
+        tag = image.rsplit("/", 1)[-1].partition(":")[2]
+        checks.check(bool(tag) and tag != "latest", f"{name}: image {image!r} has no pinned tag")
+        resources = container.get("resources") or {}
+        checks.check(bool(dig(resources, ("requests", "memory"))), f"{name}: no memory request")
+        checks.check(bool(dig(resources, ("limits", "memory"))), f"{name}: no memory limit")
+        for variable in container.get("env") or []:
+            check_env(checks, name, variable)
+        checks.check(not container.get("envFrom"), f"{name}: envFrom hides where values come from")
+
+
+def check_env(checks: Checks, where: str, variable: dict[str, Any]) -> None:
+    """Secrets reach containers only through secretKeyRef, never as literal values."""
+    env_name = str(variable.get("name"))
+    value = variable.get("value")
+    if SECRET_NAME.search(env_name):
+        checks.check(
+            value is None and bool(dig(variable, ("valueFrom", "secretKeyRef"))),
+            f"{where}: {env_name} is not read from a Secret",
+        )
+    if isinstance(value, str):
+        checks.check(not CREDENTIALS_IN_URL.match(value), f"{where}: {env_name} has credentials inline")
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        present = expression["key"] in labels
+        inside = labels.get(expression["key"]) in (expression.get("values") or [])
+        operator = expression["operator"]
+        if (operator == "In" and not inside) or (operator == "NotIn" and inside):
+            return False
+        if (operator == "Exists" and not present) or (operator == "DoesNotExist" and present):
+            return False
+    return True
+
+
+def allowed_components(policy: Manifest, release_labels: dict[str, str]) -> set[str] | None:
+    """Components of this release a policy lets in; None when any source may connect."""
+    allowed: set[str] = set()
+    for rule in dig(policy, ("spec", "ingress")) or []:
+        peers = rule.get("from")
+        if not peers:
+            return None
+        for peer in peers:
+            if "ipBlock" in peer or "namespaceSelector" in peer:
+                return None
+            for component in ("gateway", "mcp", "vault", "indexer", "migrate", "maintenance", "test"):
+                if selects(peer.get("podSelector") or {}, {**release_labels, "app.kubernetes.io/component": component}):
+                    allowed.add(component)
+    return allowed
+
+
+def check_rendered(paths: list[str]) -> int:
+    checks = Checks()
+    by_file: dict[str, list[Manifest]] = {}
+    for file_name, manifest in load_manifests(paths):
+        by_file.setdefault(file_name, []).append(manifest)
+    for file_name, manifests in sorted(by_file.items()):
+        check_release(checks, file_name, manifests)
+    return checks.report(f"rendered-output assertions over {len(paths)} file(s)")
+
+
+def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> None:
+    kinds: dict[str, list[Manifest]] = {}
+    for manifest in manifests:
+        kinds.setdefault(manifest["kind"], []).append(manifest)
+
+    for manifest in manifests:
+        path = POD_TEMPLATE_PATHS.get(manifest["kind"])
+        if path:
+            where = f"{file_name}:{manifest['kind']}/{manifest['metadata']['name']}"
+            check_pod(checks, where, dig(manifest, path) or {})
+
+    deployments = {label(d, "app.kubernetes.io/component"): d for d in kinds.get("Deployment", [])}
+    checks.check(
+        set(deployments) == {"gateway", "mcp", "vault", "indexer"},
+        f"{file_name}: Deployments are {sorted(deployments)}, expected the four services",
+    )
+    for component, deployment in deployments.items():
+        container = (dig(deployment, ("spec", "template", "spec", "containers")) or [{}])[0]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            kind = "grpc" if component in GRPC_COMPONENTS else "httpGet"
+            checks.check(kind in (container.get(probe) or {}), f"{file_name}: {component} has no {kind} {probe}")
+
+    policies = kinds.get("NetworkPolicy", [])
+    if policies:
+        for component, deployment in deployments.items():
+            pod_labels = dig(deployment, ("spec", "template", "metadata", "labels")) or {}
+            release = {k: v for k, v in pod_labels.items() if k != "app.kubernetes.io/component"}
+            covering = [p for p in policies if selects(dig(p, ("spec", "podSelector")) or {}, pod_labels)]
+            checks.check(bool(covering), f"{file_name}: no NetworkPolicy selects {component}")
+            for policy in covering:
+                allowed = allowed_components(policy, release)
+                expected = ALLOWED_SOURCES[component]
+                if expected is None:
+                    continue
+                checks.check(
+                    allowed is not None and allowed - {"test"} <= expected,
+                    f"{file_name}: {component} is reachable from {sorted(allowed or {'anywhere'})}",
+                )
+    else:
+        checks.check(False, f"{file_name}: no NetworkPolicy rendered (networkPolicy.enabled?)")
+
+    gateway_service = dig(deployments.get("gateway", {}), ("metadata", "name"))
+    for service in kinds.get("Service", []):
+        checks.check(
+            dig(service, ("spec", "type")) in (None, "ClusterIP"),
+            f"{file_name}: Service {service['metadata']['name']} is exposed outside the cluster",
+        )
+    for ingress in kinds.get("Ingress", []):
+        for rule in dig(ingress, ("spec", "rules")) or []:
+            for path in dig(rule, ("http", "paths")) or []:
+                backend = dig(path, ("backend", "service", "name"))
+                checks.check(backend == gateway_service, f"{file_name}: Ingress routes to {backend}")
+    for route in kinds.get("HTTPRoute", []):
+        for rule in dig(route, ("spec", "rules")) or []:
+            for backend in rule.get("backendRefs") or []:
+                checks.check(
+                    backend.get("name") == gateway_service, f"{file_name}: HTTPRoute routes to {backend.get('name')}"
+                )
+
+    for secret in kinds.get("Secret", []):
+        name = secret["metadata"]["name"]
+        generated = name.endswith("-identity") and (
+            dig(secret, ("metadata", "annotations", "helm.sh/resource-policy")) == "keep"
+        )
+        checks.check(generated, f"{file_name}: Secret {name} is rendered from values (use existingSecret)")
+    for config_map in kinds.get("ConfigMap", []):
+        for key in config_map.get("data") or {}:
+            checks.check(
+                not SECRET_NAME.search(key.upper()), f"{file_name}: ConfigMap key {key} looks like a credential"
+            )
+
+    for hpa in kinds.get("HorizontalPodAutoscaler", []):
+        target = dig(hpa, ("spec", "scaleTargetRef", "name"))
+        scaled = next((d for d in deployments.values() if d["metadata"]["name"] == target), None)
+        checks.check(scaled is not None, f"{file_name}: HPA targets missing Deployment {target}")
+        if scaled is not None:
+            checks.check("replicas" not in scaled["spec"], f"{file_name}: {target} fixes replicas under an HPA")
+    for job in kinds.get("Job", []):
+        if label(job, "app.kubernetes.io/component") == "migrate":
+            hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")
+            checks.check("pre-upgrade" in hook, f"{file_name}: migration Job does not run before upgrades")
+
+
+def check_schema(path: str) -> int:
+    """values.schema.json closes every object and offers no place for a credential."""
+    checks = Checks()
+    schema = json.loads(Path(path).read_text())
+    passthrough = {"properties.global", "properties.nats", "properties.qdrant"}
+
+    def walk(node: dict[str, Any], where: str) -> None:
+        if node.get("type") == "object" and "properties" in node and where not in passthrough:
+            checks.check(node.get("additionalProperties") is False, f"{where or 'root'}: accepts unknown keys")
+        for name, child in (node.get("properties") or {}).items():
+            checks.check(
+                not re.search(r"password|passwd|token|apikey|dsn$|^secret$", name, re.IGNORECASE),
+                f"{where}.{name}: a value that would put a credential in values",
+            )
+            walk(child, f"{where}.properties.{name}".lstrip("."))
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            walk(extra, f"{where}.additionalProperties")
+
+    walk(schema, "")
+    return checks.report("values.schema.json assertions")
+
+
+INTERPOLATION = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def interpolate(value: Any, env: dict[str, str], on_missing: Callable[[str], None]) -> Any:
+    """Compose-style ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}, $$."""
+    if isinstance(value, dict):
+        return {key: interpolate(item, env, on_missing) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, env, on_missing) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1) or match.group(4)
+        operator, argument = match.group(2), match.group(3) or ""
+        current = env.get(name)
+        empty = not current
+        if operator in (":-", "-"):
+            return argument if (current is None or (operator == ":-" and empty)) else str(current)
+        if operator in (":?", "?") and (current is None or (operator == ":?" and empty)):
+            on_missing(f"{name} ({argument})")
+            return ""
+        if current is None:
+            on_missing(name)
+            return ""
+        return current
+
+    return INTERPOLATION.sub(replace, value)
+
+
+def parse_env_file(path: Path) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env[key.strip()] = value.strip()
+    return env
+
+
+def check_compose(compose_path: str, env_path: str) -> int:
+    from compose_spec import PyCompose
+
+    checks = Checks()
+    text = Path(compose_path).read_text()
+    example = parse_env_file(Path(env_path))
+    required = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\?", text))
+    referenced = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", text))
+    # The must-fill secrets are left empty in the example; give them stand-ins of the right shape.
+    env = {**example, **{name: "chart-check-" + "x" * 40 for name in required if not example.get(name)}}
+    checks.check(all(not example.get(name) for name in required), "a required variable has a value in .env.example")
+    checks.check(
+        referenced <= set(example),
+        f"variables missing from .env.example: {sorted(referenced - set(example))}",
+    )
+    checks.check(set(example) <= referenced, f".env.example sets unused {sorted(set(example) - referenced)}")
+
+    missing: list[str] = []
+    document = interpolate(yaml.safe_load(text), env, missing.append)
+    checks.check(not missing, f"unset variables: {missing}")
+    try:
+        PyCompose.from_json(json.dumps(document)).validate()
+    except ValueError as error:
+        checks.check(False, f"not a valid Compose file: {error}")
+        return checks.report("compose assertions")
+    checks.check(True, "valid against the Compose specification")
+
+    services: dict[str, dict[str, Any]] = document["services"]
+    for name, service in services.items():
+        checks.check(not service.get("ports") or name == "gateway", f"{name} publishes a port; only the gateway may")
+        dockerfile = dig(service, ("build", "dockerfile"))
+        has_check = "healthcheck" in service or (
+            dockerfile is not None and "\nHEALTHCHECK " in Path(dockerfile).read_text()
+        )
+        checks.check(has_check or name == "migrate", f"{name} has no health check")
+        for dependency, condition in (service.get("depends_on") or {}).items():
+            checks.check(dependency in services, f"{name} depends on unknown service {dependency}")
+            want = "service_completed_successfully" if dependency == "migrate" else "service_healthy"
+            checks.check(condition.get("condition") == want, f"{name} waits for {dependency} without {want}")
+        if dockerfile is not None:
+            checks.check(service.get("read_only") is True, f"{name}: root file system writable")
+            checks.check("ALL" in (service.get("cap_drop") or []), f"{name}: capabilities not dropped")
+            checks.check(
+                "no-new-privileges:true" in (service.get("security_opt") or []), f"{name}: may gain privileges"
+            )
+        for variable in service.get("environment") or {}:
+            if SECRET_NAME.search(variable):
+                raw = re.search(rf"^\s+{variable}:\s*(\S+)", text, re.MULTILINE)
+                checks.check(
+                    raw is not None and raw.group(1).startswith(("$", "*")),
+                    f"{name}: {variable} is written into the compose file instead of .env",
+                )
+    for password in re.findall(r"://[^/@\s:]+:([^@\s]+)@", text):
+        checks.check(password.startswith("${"), f"a URL in the compose file carries a literal password {password!r}")
+    checks.check(
+        dig(services, ("vault", "depends_on", "migrate", "condition")) == "service_completed_successfully",
+        "vault does not wait for the migrations",
+    )
+    return checks.report(f"compose assertions ({len(services)} services)")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "rendered":
+        return check_rendered(argv[1:])
+    if len(argv) == 2 and argv[0] == "schema":
+        return check_schema(argv[1])
+    if len(argv) == 3 and argv[0] == "compose":
+        return check_compose(argv[1], argv[2])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

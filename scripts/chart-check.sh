@@ -122,6 +122,7 @@ refuse "a maintenance command that does not exist" "not a maintenance command" -
   --set 'maintenance.cronJobs.retention.args={retention}'
 refuse "an HTTPRoute without a parent Gateway" "parentRefs" -f "$minimal" --set httpRoute.enabled=true
 refuse "a log level that does not exist" "log.level" -f "$minimal" --set log.level=TRACE
+refuse "a public URL without TLS" "publicUrl" -f "$minimal" --set gateway.publicUrl=http://memvault.home.arpa
 
 step "assertions on the rendered output and the values schema"
 # Canary: the minimal render with a root container and a literal DSN must be caught.

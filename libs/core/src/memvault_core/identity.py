@@ -22,6 +22,9 @@ HTTP_HEADER = "X-Memvault-Identity"
 GRPC_METADATA_KEY = "x-memvault-identity"
 ISSUER = "memvault-gateway"
 AUDIENCE = "memvault-internal"
+SERVICE_AUDIENCE = "memvault-service"
+"""Services calling each other (the indexer reading from the vault) use this audience, so a
+service identity is never mistaken for a user's, nor a user's for a service's."""
 SCOPES = ("read", "write", "admin")
 
 
@@ -71,6 +74,35 @@ class IdentitySigner:
             "vaults": list(identity.vaults),
         }
         return jwt.encode({"alg": "HS256"}, claims, self._key)
+
+    def sign_service(self, service: str) -> str:
+        """A short-lived identity for one service calling another."""
+        now = int(time.time())
+        claims = {
+            "iss": ISSUER,
+            "aud": SERVICE_AUDIENCE,
+            "sub": f"service:{service}",
+            "iat": now,
+            "exp": now + self._ttl,
+        }
+        return jwt.encode({"alg": "HS256"}, claims, self._key)
+
+    def verify_service(self, token: str | None, service: str) -> None:
+        """Raise Unauthenticated unless `token` is a valid identity of `service`."""
+        if not token:
+            raise Unauthenticated(f"no service identity: only the {service} may call this")
+        try:
+            decoded = jwt.decode(token, self._key, algorithms=["HS256"])
+            jwt.JWTClaimsRegistry(
+                iss={"essential": True, "value": ISSUER},
+                aud={"essential": True, "value": SERVICE_AUDIENCE},
+                sub={"essential": True, "value": f"service:{service}"},
+                exp={"essential": True},
+            ).validate(decoded.claims)
+        except (JoseError, ValueError) as error:
+            raise Unauthenticated(
+                f"the service identity is invalid or expired: only the {service} may call this"
+            ) from error
 
     def verify(self, token: str | None) -> Identity:
         if not token:

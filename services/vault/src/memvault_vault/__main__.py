@@ -8,13 +8,16 @@ import contextlib
 import logging
 import sys
 
-from memvault.vault.v1 import vault_pb2, vault_pb2_grpc
+from memvault.vault.v1 import accounts_pb2_grpc, index_feed_pb2, index_feed_pb2_grpc, vault_pb2, vault_pb2_grpc
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
+from memvault_vault.index_client import IndexClient
 from memvault_vault.relay import OutboxRelay
+from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.settings import MigrateSettings, Settings
@@ -27,18 +30,30 @@ async def serve(settings: Settings) -> None:
     store = await Store.connect(settings.postgres.dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size)
     try:
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
+        index = (
+            IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds)
+            if settings.vault.indexer_address
+            else None
+        )
         server, health = build_server(settings.vault.listen)
-        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store), signer), server)
+        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store, index), signer), server)
+        index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer), server)
+        accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)
         relay = None
         if settings.vault.relay:
             relay = asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats.url).run())
         log.info("serving", extra={"listen": settings.vault.listen})
-        service_name = vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name
-        await serve_until_stopped(server, health, [service_name], settings.vault.shutdown_grace_seconds)
+        names = [
+            vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
+            index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
+        ]
+        await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
         if relay is not None:
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
+        if index is not None:
+            await index.close()
     finally:
         await store.close()
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from memvault_core import limits
-from memvault_core.errors import InvalidArgument, NotFound, PermissionDenied
+from memvault_core.errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from memvault_core.identity import Identity
-from memvault_vault.domain import cursor
+from memvault_vault.domain import cursor, fusion
 from memvault_vault.domain.guide import Guide
 from memvault_vault.domain.memory import (
     RECALLABLE_BY_DEFAULT,
@@ -27,14 +29,19 @@ from memvault_vault.domain.memory import (
     validate_page_size,
     validate_query,
 )
+from memvault_vault.index_client import IndexClient
 from memvault_vault.store import Candidate, Store, VaultAccess
 
+log = logging.getLogger(__name__)
+
+HYBRID = "hybrid"
 KEYWORD_ONLY = "keyword-only"
 
 
 class MemoryService:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, index: IndexClient | None = None) -> None:
         self.store = store
+        self.index = index
 
     async def vaults(self, identity: Identity) -> list[VaultAccess]:
         identity.require("read")
@@ -134,21 +141,59 @@ class MemoryService:
         request = cursor.fingerprint("recall", vault.id, query, sorted(types), tags, sorted(statuses))
         position = cursor.decode(page_cursor, "recall", request)
         offset = int(position["offset"]) if position else 0
-        found = await self.store.keyword_search(
-            vault, query, statuses=statuses, types=types, tags=tags, limit=limit + 1, offset=offset
-        )
-        hits, more = _fit(found, limit)
+        ranked, mode = await self._rank(vault, query, statuses=statuses, types=types, tags=tags)
+        window = ranked[offset : offset + limit + 1]
+        hits, more = _fit(window, limit)
         warnings: list[str] = []
-        if not found and offset == 0 and not await self.store.has_search_terms(query):
+        if mode == KEYWORD_ONLY and self.index is not None:
+            warnings.append(
+                "semantic search is unavailable right now; only memories sharing words with the query were searched"
+            )
+        if not ranked and offset == 0 and not await self.store.has_search_terms(query) and mode == KEYWORD_ONLY:
             warnings.append("the query has only common words (like 'what' or 'the'); add the specific terms you want")
         next_cursor = cursor.encode("recall", request, {"offset": offset + len(hits)}) if more else ""
         page = RecallPage(
             hits=[RecallHit(memory, score) for memory, score in hits],
-            mode=KEYWORD_ONLY,
+            mode=mode,
             warnings=warnings,
             next_cursor=next_cursor,
         )
         return vault, page
+
+    async def _rank(
+        self,
+        vault: VaultAccess,
+        query: str,
+        *,
+        statuses: Sequence[Status],
+        types: Sequence[MemoryType],
+        tags: Sequence[str],
+    ) -> tuple[list[tuple[Memory, float]], str]:
+        """Every candidate from keyword and vector search, fused, best first; and which search answered."""
+        filters: dict[str, Any] = {"statuses": statuses, "types": types, "tags": tags}
+        keyword = await self.store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters)
+        keyword_only = [fusion.Candidate(memory, rank, None) for memory, rank in keyword]
+        if self.index is None:
+            return fusion.fuse(keyword_only, cosine_weight=0.0), KEYWORD_ONLY
+        try:
+            cosines = await self.index.search(
+                vault.id,
+                query,
+                limit=fusion.DENSE_CANDIDATES,
+                score_ids=[memory.id for memory, _ in keyword],
+                pending=await self.store.unindexed_recent(vault, fusion.PENDING_TO_SCORE),
+            )
+        except Unavailable as error:
+            log.warning("recall fell back to keyword-only", extra={"reason": error.message})
+            return fusion.fuse(keyword_only, cosine_weight=0.0), KEYWORD_ONLY
+        known = {memory.id for memory, _ in keyword}
+        extra = await self.store.memories_by_ids(vault, [i for i in cosines if i not in known], query, **filters)
+        candidates = [fusion.Candidate(memory, rank, cosines.get(memory.id)) for memory, rank in [*keyword, *extra]]
+        return fusion.fuse(candidates), HYBRID
+
+    async def stats(self, identity: Identity, vault_name: str) -> tuple[VaultAccess, dict[str, Any]]:
+        vault = await self.access(identity, vault_name)
+        return vault, await self.store.stats(vault)
 
     async def list_memories(
         self,

@@ -18,6 +18,8 @@ class VaultGroup(BaseModel):
     """host:port for gRPC; 0.0.0.0:50051 in a container."""
     indexer_address: str = ""
     """host:port of the indexer; empty means recall is keyword-only."""
+    index_timeout_seconds: float = 1.5
+    """How long recall waits for the indexer before answering keyword-only."""
     shutdown_grace_seconds: float = 10.0
     relay: bool = True
     """Publish outbox events to NATS from this process (one replica at a time does)."""

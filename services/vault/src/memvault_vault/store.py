@@ -432,6 +432,232 @@ class Store:
         )
         return [_memory(row, vault.name) for row in rows]
 
+    # --- hybrid recall and the index feed ---------------------------------------------------------
+
+    async def memories_by_ids(
+        self,
+        vault: VaultAccess,
+        ids: Sequence[str],
+        query: str,
+        *,
+        statuses: Sequence[Status],
+        types: Sequence[MemoryType],
+        tags: Sequence[str],
+    ) -> list[tuple[Memory, float]]:
+        """These memories of the vault that pass the filters, each with its keyword rank (0 when no word matches)."""
+        rows = await self._pool.fetch(
+            """
+            WITH q AS (
+                SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS query
+                FROM unnest(tsvector_to_array(to_tsvector('english', $3))) AS lexeme
+            )
+            SELECT m.*, coalesce(ts_rank(m.search, q.query), 0) AS rank
+            FROM memory m, q
+            WHERE m.vault_id = $1
+              AND m.id = ANY($2::uuid[])
+              AND m.status = ANY($4::text[])
+              AND ($5::text[] IS NULL OR m.type = ANY($5::text[]))
+              AND m.tags @> $6::text[]
+              AND (m.expires_at IS NULL OR m.expires_at > now())
+            """,
+            vault.id,
+            list(ids),
+            query,
+            [s.value for s in statuses],
+            [t.value for t in types] or None,
+            list(tags),
+        )
+        return [(_memory(row, vault.name), float(row["rank"])) for row in rows]
+
+    async def unindexed_recent(self, vault: VaultAccess, limit: int) -> list[tuple[str, str]]:
+        """(id, text) of the newest memories whose current text the index does not hold yet."""
+        rows = await self._pool.fetch(
+            """
+            SELECT m.id::text, m.content FROM memory m
+            LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed' AND s.content_hash = m.content_hash
+            WHERE m.vault_id = $1 AND s.memory_id IS NULL AND m.status IN ('proposed', 'active')
+            ORDER BY m.created_at DESC
+            LIMIT $2
+            """,
+            vault.id,
+            limit,
+        )
+        return [(row["id"], row["content"]) for row in rows]
+
+    async def documents(self, ids: Sequence[str]) -> list[asyncpg.Record]:
+        return list(
+            await self._pool.fetch(
+                "SELECT id::text AS memory_id, vault_id::text, content, content_hash, created_at"
+                " FROM memory WHERE id = ANY($1::uuid[])",
+                list(ids),
+            )
+        )
+
+    async def documents_after(self, after_id: str | None, limit: int) -> list[asyncpg.Record]:
+        return list(
+            await self._pool.fetch(
+                "SELECT id::text AS memory_id, vault_id::text, content, content_hash, created_at FROM memory"
+                " WHERE $1::uuid IS NULL OR id > $1::uuid ORDER BY id LIMIT $2",
+                after_id,
+                limit,
+            )
+        )
+
+    async def report_indexed(self, reports: Sequence[tuple[str, str, str, str, str]]) -> None:
+        """Record (memory id, content hash, model, state, error) for memories that still exist."""
+        await self._pool.executemany(
+            """
+            INSERT INTO index_state (memory_id, vault_id, content_hash, model, state, attempts, last_error)
+            SELECT m.id, m.vault_id, $2, $3, $4, CASE WHEN $4 = 'failed' THEN 1 ELSE 0 END, nullif($5, '')
+            FROM memory m WHERE m.id = $1::uuid
+            ON CONFLICT (memory_id) DO UPDATE SET
+                content_hash = EXCLUDED.content_hash, model = EXCLUDED.model, state = EXCLUDED.state,
+                attempts = CASE WHEN EXCLUDED.state = 'failed' THEN index_state.attempts + 1 ELSE 0 END,
+                last_error = EXCLUDED.last_error, updated_at = now()
+            """,
+            list(reports),
+        )
+
+    async def stats(self, vault: VaultAccess) -> dict[str, Any]:
+        by_status = {
+            row["status"]: row["count"]
+            for row in await self._pool.fetch(
+                "SELECT status, count(*) FROM memory WHERE vault_id = $1 GROUP BY status", vault.id
+            )
+        }
+        index = await self._pool.fetchrow(
+            """
+            SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.content_hash) AS indexed,
+                   count(*) FILTER (WHERE s.state = 'failed') AS failed,
+                   count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.content_hash) AS pending
+            FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id
+            WHERE m.vault_id = $1
+            """,
+            vault.id,
+        )
+        failures = await self._pool.fetch(
+            "SELECT memory_id::text, coalesce(last_error, '') AS error, attempts FROM index_state"
+            " WHERE vault_id = $1 AND state = 'failed' ORDER BY updated_at DESC LIMIT 10",
+            vault.id,
+        )
+        outbox = await self._pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+        return {
+            "memories": by_status,
+            "indexed": index["indexed"],
+            "index_failed": index["failed"],
+            "index_pending": index["pending"],
+            "recent_failures": [dict(row) for row in failures],
+            "outbox_pending": outbox,
+        }
+
+    # --- accounts, memberships and audit for the gateway (AccountService) ------------------------
+    # Written for rpc/accounts.py; every method acts for one subject and checks its role itself.
+
+    async def ensure_account(self, subject: str, display_name: str) -> bool:
+        """Create the account for `subject` if missing (and update its display name); True when created."""
+        row = await self._pool.fetchrow(
+            "INSERT INTO account (subject, display_name) VALUES ($1, $2)"
+            " ON CONFLICT (subject) DO UPDATE SET display_name ="
+            "   CASE WHEN EXCLUDED.display_name = '' THEN account.display_name ELSE EXCLUDED.display_name END"
+            " RETURNING (xmax = 0) AS created",
+            subject,
+            display_name,
+        )
+        return bool(row["created"])
+
+    async def members(self, vault: VaultAccess) -> list[AccountMember]:
+        rows = await self._pool.fetch(
+            "SELECT a.subject, a.display_name, m.role, m.created_at FROM membership m"
+            " JOIN account a ON a.id = m.account_id WHERE m.vault_id = $1 ORDER BY m.created_at, a.subject",
+            vault.id,
+        )
+        return [AccountMember(r["subject"], r["display_name"], r["role"], r["created_at"]) for r in rows]
+
+    async def set_membership(self, vault: VaultAccess, subject: str, role: str, actor: str) -> AccountMember | None:
+        """Give `subject` `role` in the vault; None (and nothing changed) if that would leave it without an owner."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT id FROM vault WHERE id = $1 FOR UPDATE", vault.id)
+            account_id = await conn.fetchval(
+                "INSERT INTO account (subject) VALUES ($1) ON CONFLICT (subject) DO UPDATE SET subject = EXCLUDED.subject"
+                " RETURNING id",
+                subject,
+            )
+            if role != "owner" and not await self._other_owner_exists(conn, vault.id, account_id):
+                return None
+            row = await conn.fetchrow(
+                "INSERT INTO membership (vault_id, account_id, role) VALUES ($1, $2, $3)"
+                " ON CONFLICT (vault_id, account_id) DO UPDATE SET role = EXCLUDED.role"
+                " RETURNING created_at",
+                vault.id,
+                account_id,
+                role,
+            )
+            display_name = await conn.fetchval("SELECT display_name FROM account WHERE id = $1", account_id)
+            await self._audit(conn, vault.id, actor, "membership.set", subject, {"role": role})
+            return AccountMember(subject, display_name, role, row["created_at"])
+
+    async def remove_membership(self, vault: VaultAccess, subject: str, actor: str) -> bool | None:
+        """Take `subject`'s role away: True if removed, False if it had none, None if it is the last owner."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT id FROM vault WHERE id = $1 FOR UPDATE", vault.id)
+            account_id = await conn.fetchval("SELECT id FROM account WHERE subject = $1", subject)
+            if account_id is None:
+                return False
+            if not await self._other_owner_exists(conn, vault.id, account_id):
+                return None
+            removed = await conn.fetchval(
+                "DELETE FROM membership WHERE vault_id = $1 AND account_id = $2 RETURNING role", vault.id, account_id
+            )
+            if removed is None:
+                return False
+            await self._audit(conn, vault.id, actor, "membership.remove", subject, {"role": removed})
+            return True
+
+    async def _other_owner_exists(self, conn: asyncpg.Connection, vault_id: str, account_id: Any) -> bool:
+        count = await conn.fetchval(
+            "SELECT count(*) FROM membership WHERE vault_id = $1 AND role = 'owner' AND account_id <> $2",
+            vault_id,
+            account_id,
+        )
+        return bool(count)
+
+    async def append_account_audit(
+        self, subject: str, vault: VaultAccess | None, actor: str, action: str, target: str, details: dict[str, Any]
+    ) -> None:
+        """An audit entry about `subject`'s account (and, if given, one of its vaults)."""
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                "INSERT INTO audit_log (vault_id, account_id, actor, action, target, details)"
+                " SELECT $1, a.id, $3, $4, $5, $6::jsonb FROM account a WHERE a.subject = $2",
+                vault.id if vault else None,
+                subject,
+                actor,
+                action,
+                target,
+                json.dumps(details),
+            )
+
+    async def account_audit(self, subject: str, limit: int, before_id: int) -> list[AuditRecord]:
+        """Entries about `subject`'s account or about vaults it owns, newest first."""
+        rows = await self._pool.fetch(
+            """
+            WITH me AS (SELECT id FROM account WHERE subject = $1),
+                 owned AS (SELECT m.vault_id FROM membership m, me WHERE m.account_id = me.id AND m.role = 'owner')
+            SELECT l.id, coalesce(v.name, '') AS vault, l.actor, l.action, l.target, l.details::text AS details, l.at
+            FROM audit_log l LEFT JOIN vault v ON v.id = l.vault_id
+            WHERE (l.account_id = (SELECT id FROM me) OR l.vault_id IN (SELECT vault_id FROM owned))
+              AND ($3::bigint = 0 OR l.id < $3)
+            ORDER BY l.id DESC
+            LIMIT $2
+            """,
+            subject,
+            limit,
+            before_id,
+        )
+        return [
+            AuditRecord(r["id"], r["vault"], r["actor"], r["action"], r["target"], r["details"], r["at"]) for r in rows
+        ]
+
 
 def _row_of(candidate: Candidate, now: datetime) -> dict[str, Any]:
     draft = candidate.draft
@@ -450,3 +676,27 @@ def _row_of(candidate: Candidate, now: datetime) -> dict[str, Any]:
         "valid_from": draft.valid_from.isoformat() if draft.valid_from else None,
         "review_after": (ra.isoformat() if (ra := review_after(draft.type, start)) else None),
     }
+
+
+# --- accounts, memberships and audit for the gateway (AccountService) ---------------------------
+
+
+@dataclass(frozen=True)
+class AccountMember:
+    """One account's role in a vault."""
+
+    subject: str
+    display_name: str
+    role: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    id: int
+    vault: str
+    actor: str
+    action: str
+    target: str
+    details_json: str
+    at: datetime

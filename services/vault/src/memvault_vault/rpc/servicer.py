@@ -102,3 +102,15 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def Forget(self, request: vpb.ForgetRequest, context: grpc.aio.ServicerContext) -> vpb.ForgetResponse:
         vault, memory_id = await self._service.forget(self._identity(context), request.vault, request.memory_id)
         return vpb.ForgetResponse(vault=vault.name, memory_id=memory_id)
+
+    async def GetStats(self, request: vpb.GetStatsRequest, context: grpc.aio.ServicerContext) -> vpb.GetStatsResponse:
+        vault, stats = await self._service.stats(self._identity(context), request.vault)
+        return vpb.GetStatsResponse(
+            vault=vault.name,
+            memories=stats["memories"],
+            indexed=stats["indexed"],
+            index_pending=stats["index_pending"],
+            index_failed=stats["index_failed"],
+            recent_failures=[vpb.IndexFailure(**failure) for failure in stats["recent_failures"]],
+            outbox_pending=stats["outbox_pending"],
+        )

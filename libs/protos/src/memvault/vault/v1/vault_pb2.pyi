@@ -532,3 +532,110 @@ class ForgetResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ForgetResponse: _TypeAlias = ForgetResponse  # noqa: Y015
+
+@_typing.final
+class GetStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetStatsRequest: _TypeAlias = GetStatsRequest  # noqa: Y015
+
+@_typing.final
+class IndexFailure(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    error: _builtins.str
+    attempts: _builtins.int
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        error: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "error", b"error", "memory_id", b"memory_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexFailure: _TypeAlias = IndexFailure  # noqa: Y015
+
+@_typing.final
+class GetStatsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MemoriesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    INDEXED_FIELD_NUMBER: _builtins.int
+    INDEX_PENDING_FIELD_NUMBER: _builtins.int
+    INDEX_FAILED_FIELD_NUMBER: _builtins.int
+    RECENT_FAILURES_FIELD_NUMBER: _builtins.int
+    OUTBOX_PENDING_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    indexed: _builtins.int
+    """Memories whose current text the index holds, has yet to reach, or failed on."""
+    index_pending: _builtins.int
+    index_failed: _builtins.int
+    outbox_pending: _builtins.int
+    """Outbox events not yet published to NATS."""
+    @_builtins.property
+    def memories(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Memories by status name."""
+
+    @_builtins.property
+    def recent_failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexFailure]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memories: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        indexed: _builtins.int = ...,
+        index_pending: _builtins.int = ...,
+        index_failed: _builtins.int = ...,
+        recent_failures: _abc.Iterable[Global___IndexFailure] | None = ...,
+        outbox_pending: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_failed", b"index_failed", "index_pending", b"index_pending", "indexed", b"indexed", "memories", b"memories", "outbox_pending", b"outbox_pending", "recent_failures", b"recent_failures", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015

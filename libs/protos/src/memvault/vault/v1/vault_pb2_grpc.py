@@ -77,6 +77,11 @@ class VaultServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.GetStats = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/GetStats',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsResponse.FromString,
+                _registered_method=True)
 
 
 class VaultServiceServicer:
@@ -133,6 +138,13 @@ class VaultServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStats(self, request, context):
+        """Counts by status and the state of the search index, for one vault.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VaultServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +187,11 @@ def add_VaultServiceServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetResponse.SerializeToString,
+            ),
+            'GetStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStats,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +413,33 @@ class VaultService:
             '/memvault.vault.v1.VaultService/Forget',
             memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/GetStats',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -44,6 +44,8 @@ class VaultServiceStub:
     Recall: _grpc.UnaryUnaryMultiCallable[_vault_pb2.RecallRequest, _vault_pb2.RecallResponse]
     ListMemories: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListMemoriesRequest, _vault_pb2.ListMemoriesResponse]
     Forget: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]
+    GetStats: _grpc.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]
+    """Counts by status and the state of the search index, for one vault."""
 
 @_typing.type_check_only
 class VaultServiceAsyncStub(VaultServiceStub):
@@ -61,6 +63,8 @@ class VaultServiceAsyncStub(VaultServiceStub):
     Recall: _aio.UnaryUnaryMultiCallable[_vault_pb2.RecallRequest, _vault_pb2.RecallResponse]  # type: ignore[assignment]
     ListMemories: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListMemoriesRequest, _vault_pb2.ListMemoriesResponse]  # type: ignore[assignment]
     Forget: _aio.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]  # type: ignore[assignment]
+    GetStats: _aio.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]  # type: ignore[assignment]
+    """Counts by status and the state of the search index, for one vault."""
 
 class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
     """VaultService is the system of record. Every call carries the caller's signed
@@ -123,5 +127,13 @@ class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _vault_pb2.ForgetRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_vault_pb2.ForgetResponse, _abc.Awaitable[_vault_pb2.ForgetResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetStats(
+        self,
+        request: _vault_pb2.GetStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.GetStatsResponse, _abc.Awaitable[_vault_pb2.GetStatsResponse]]:
+        """Counts by status and the state of the search index, for one vault."""
 
 def add_VaultServiceServicer_to_server(servicer: VaultServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,77 @@
+"""IndexFeedService: the indexer reads memory text and reports what it indexed. Only the indexer may call it."""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memvault.vault.v1 import index_feed_pb2 as pb
+from memvault.vault.v1 import index_feed_pb2_grpc
+from memvault_core.errors import InvalidArgument
+from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
+from memvault_vault.domain.memory import parse_memory_id
+from memvault_vault.store import Store
+
+MAX_DOCUMENTS = 1000
+_STATES = {pb.INDEX_STATE_INDEXED: "indexed", pb.INDEX_STATE_FAILED: "failed"}
+
+
+def _document(row: object) -> pb.IndexDocument:
+    created = Timestamp()
+    created.FromDatetime(row["created_at"])  # type: ignore[index]
+    return pb.IndexDocument(
+        memory_id=row["memory_id"],  # type: ignore[index]
+        vault_id=row["vault_id"],  # type: ignore[index]
+        content=row["content"],  # type: ignore[index]
+        content_hash=row["content_hash"],  # type: ignore[index]
+        created_at=created,
+    )
+
+
+class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
+    def __init__(self, store: Store, signer: IdentitySigner) -> None:
+        self._store = store
+        self._signer = signer
+
+    def _check(self, context: grpc.aio.ServicerContext) -> None:
+        token = dict(context.invocation_metadata() or ()).get(GRPC_METADATA_KEY)
+        self._signer.verify_service(token if isinstance(token, str) else None, "indexer")
+
+    async def GetDocuments(
+        self, request: pb.GetDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetDocumentsResponse:
+        self._check(context)
+        if len(request.memory_ids) > MAX_DOCUMENTS:
+            raise InvalidArgument(f"at most {MAX_DOCUMENTS} memory_ids per call", field="memory_ids")
+        ids = [parse_memory_id(i, "memory_ids") for i in request.memory_ids]
+        return pb.GetDocumentsResponse(documents=[_document(row) for row in await self._store.documents(ids)])
+
+    async def ListDocuments(
+        self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDocumentsResponse:
+        self._check(context)
+        limit = min(request.limit or 500, MAX_DOCUMENTS)
+        after = parse_memory_id(request.after_id, "after_id") if request.after_id else None
+        rows = await self._store.documents_after(after, limit)
+        next_after = rows[-1]["memory_id"] if len(rows) == limit else ""
+        return pb.ListDocumentsResponse(documents=[_document(row) for row in rows], next_after_id=next_after)
+
+    async def ReportIndexed(
+        self, request: pb.ReportIndexedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReportIndexedResponse:
+        self._check(context)
+        reports = []
+        for report in request.reports:
+            if report.state not in _STATES:
+                raise InvalidArgument("state must be INDEXED or FAILED", field="reports.state")
+            reports.append(
+                (
+                    parse_memory_id(report.memory_id),
+                    report.content_hash,
+                    report.model,
+                    _STATES[report.state],
+                    report.error[:500],
+                )
+            )
+        await self._store.report_indexed(reports)
+        return pb.ReportIndexedResponse()

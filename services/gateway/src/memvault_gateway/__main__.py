@@ -1,10 +1,11 @@
-"""memvault-gateway: the only public service (health, /connect, /mcp)."""
+"""memvault-gateway: the only public service. Commands: serve (default), migrate, setup-link."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import sys
 
 import uvicorn
 
@@ -12,8 +13,11 @@ from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
+from memvault_gateway import credentials
 from memvault_gateway.app import create_app
-from memvault_gateway.settings import Settings
+from memvault_gateway.people import USERNAME
+from memvault_gateway.settings import MigrateSettings, Settings
+from memvault_gateway.store import Store, apply_migrations
 
 log = logging.getLogger("memvault_gateway")
 
@@ -21,7 +25,7 @@ log = logging.getLogger("memvault_gateway")
 async def serve(settings: Settings) -> None:
     signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
     config = uvicorn.Config(
-        create_app(settings.gateway, signer),
+        create_app(settings, signer),
         host=settings.gateway.host,
         port=settings.gateway.port,
         log_config=None,
@@ -33,8 +37,68 @@ async def serve(settings: Settings) -> None:
     await uvicorn.Server(config).serve()
 
 
+async def setup_link(settings: MigrateSettings, username: str, force: bool) -> str | None:
+    """A one-time link to set `username`'s password, creating the account (the first is an administrator)."""
+    from datetime import timedelta
+
+    store = await Store.connect(settings.postgres.dsn, 1, 2)
+    try:
+        first = not await store.has_admin()
+        user = await store.user_by_username(username)
+        if user is None:
+            user = await store.create_user(username, username=username, display_name=username, is_admin=first)
+            if user is None:
+                return None
+        elif user.password_hash is not None and not force:
+            return None
+        token = credentials.new_token(credentials.SETUP_LINK)
+        await store.create_setup_link(
+            user.id, credentials.token_hash(token), timedelta(hours=settings.login.setup_link_hours)
+        )
+        return f"{settings.gateway.public_url}/setup/{token}"
+    finally:
+        await store.close()
+
+
 def main(argv: list[str] | None = None) -> None:
-    argparse.ArgumentParser(prog="memvault-gateway", description=__doc__).parse_args(argv)
+    parser = argparse.ArgumentParser(prog="memvault-gateway", description=__doc__)
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("serve", help="serve HTTP (the default)")
+    commands.add_parser("migrate", help="apply the gateway's pending database migrations (schema `gateway`), then exit")
+    link = commands.add_parser(
+        "setup-link",
+        help="print a one-time link to set a local account's password; the first account made is the administrator",
+    )
+    link.add_argument("--username", default="owner", help="local user name (default: owner)")
+    link.add_argument(
+        "--force", action="store_true", help="also for an account that already has a password (a reset link)"
+    )
+    args = parser.parse_args(argv)
+
+    if args.command in ("migrate", "setup-link"):
+        migrate_settings = load_settings(MigrateSettings)
+        setup_logging("gateway", migrate_settings.log.level)
+        if args.command == "migrate":
+            applied = apply_migrations(migrate_settings.postgres.dsn)
+            log.info("migrations applied", extra={"applied": applied})
+            return
+        if not USERNAME.match(args.username):
+            print(
+                "memvault-gateway: user names are lower-case letters, digits, dots, dashes, underscores",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
+        url = asyncio.run(setup_link(migrate_settings, args.username, args.force))
+        if url is None:
+            print(
+                f"memvault-gateway: '{args.username}' already has a password; pass --force for a reset link",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)
+        # The link is a credential: printed for the operator, never logged.
+        print(url)
+        return
+
     settings = load_settings(Settings)
     setup_logging("gateway", settings.log.level)
     setup_telemetry("gateway")

@@ -1,13 +1,12 @@
-"""The gateway's HTTP surface: health, /connect and /mcp."""
+"""The gateway's HTTP surface: health, /connect, OAuth, sign-in, /api/v1 and /mcp."""
 
 from __future__ import annotations
 
-import ipaddress
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
-from urllib.parse import urlsplit
 
 import httpx
 from fastapi import FastAPI, Request, Response
@@ -16,65 +15,84 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
-from memvault_core.grpc import client_channel
-from memvault_core.identity import SCOPES, Identity, IdentitySigner
-from memvault_gateway import proxy
-from memvault_gateway.settings import GatewayGroup
+from memvault_core.errors import MemvaultError
+from memvault_core.identity import IdentitySigner
+from memvault_gateway import api, authorize, clients, discovery, login, mcp_route, sessions, token_endpoint
+from memvault_gateway.context import Gateway
+from memvault_gateway.settings import Settings
+from memvault_gateway.store import Store, apply_migrations
+from memvault_gateway.vault_client import VaultClient
+from memvault_gateway.web import problem
 
 log = logging.getLogger("memvault_gateway")
 
-LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1", "[::1]"}
+_STATUS_OF_ERROR = {
+    "not_found": 404,
+    "invalid_argument": 400,
+    "conflict": 409,
+    "permission_denied": 403,
+    "unauthenticated": 401,
+    "unavailable": 503,
+    "limit_exceeded": 413,
+}
 
 
-def _is_loopback_address(host: str | None) -> bool:
-    try:
-        return host is not None and ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def dev_mode_usable(settings: GatewayGroup) -> bool:
-    """Dev mode only ever applies when the gateway's public URL is a loopback address."""
-    return settings.dev_mode and (urlsplit(settings.public_url).hostname or "") in LOOPBACK_NAMES
-
-
-def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"type": "about:blank", "title": title, "status": status, "detail": detail},
-        status_code=status,
-        headers=headers,
-        media_type="application/problem+json",
-    )
-
-
-def create_app(settings: GatewayGroup, signer: IdentitySigner) -> FastAPI:
-    dev_mode = dev_mode_usable(settings)
-    if settings.dev_mode and not dev_mode:
+def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
+    gateway_settings = settings.gateway
+    if gateway_settings.test_auto_approve_subject:
         log.warning(
-            "dev mode ignored: the public URL is not a loopback address", extra={"public_url": settings.public_url}
+            "TEST SETTING: every authorization request is approved automatically",
+            extra={"subject": gateway_settings.test_auto_approve_subject},
         )
-    allowed_origins = {_origin(settings.public_url), *(o.rstrip("/") for o in settings.allowed_origins)}
-    mcp_url = f"{settings.public_url}/mcp"
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = httpx.AsyncClient(timeout=httpx.Timeout(settings.upstream_timeout_seconds, connect=5.0))
-        HTTPXClientInstrumentor().instrument_client(client)
-        channel = client_channel(settings.vault_address)
-        app.state.upstream = client
-        app.state.vault_health = health_pb2_grpc.HealthStub(channel)
+        upstream = httpx.AsyncClient(
+            timeout=httpx.Timeout(gateway_settings.upstream_timeout_seconds, connect=5.0), trust_env=False
+        )
+        HTTPXClientInstrumentor().instrument_client(upstream)
+        outbound = httpx.AsyncClient(timeout=httpx.Timeout(10.0), follow_redirects=False)
+        store = await Store.connect(
+            settings.postgres.dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size
+        )
+        vault = VaultClient(gateway_settings.vault_address, signer)
+        gw = Gateway(settings=settings, store=store, vault=vault, signer=signer, upstream=upstream, outbound=outbound)
+        app.state.gateway = gw
+        app.state.vault_health = health_pb2_grpc.HealthStub(vault.channel)
         try:
+            # Idempotent and locked, so replicas starting together are fine; the Helm chart and the
+            # dev stack also run `memvault-gateway migrate` before starting the gateway.
+            applied = await asyncio.to_thread(apply_migrations, settings.postgres.dsn)
+            if applied:
+                log.info("gateway migrations applied", extra={"applied": applied})
+            if gateway_settings.dev_mode and not mcp_route.dev_mode_usable(gw):
+                log.warning("dev mode ignored: the public URL is not a loopback address")
             yield
         finally:
-            await client.aclose()
-            await channel.close(grace=None)
+            await upstream.aclose()
+            await outbound.aclose()
+            await vault.close()
+            await store.close()
 
     app = FastAPI(title="memvault gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def session_cookies(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        if hasattr(request.app.state, "gateway"):
+            sessions.apply_new_session_cookie(request.app.state.gateway, request, response)
+        return response
+
+    @app.exception_handler(MemvaultError)
+    async def memvault_error(request: Request, error: MemvaultError) -> Response:
+        status = _STATUS_OF_ERROR.get(error.kind, 500)
+        if status == 500:
+            log.error("vault call failed", extra={"error": error.kind})
+        return problem(status, error.kind.replace("_", " ").capitalize(), error.message)
+
+    @app.exception_handler(api.ApiAuthError)
+    async def api_auth_error(request: Request, error: api.ApiAuthError) -> Response:
+        return api.api_auth_error_response(request.app.state.gateway, error)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -84,6 +102,7 @@ def create_app(settings: GatewayGroup, signer: IdentitySigner) -> FastAPI:
     @app.get("/readyz")
     async def readyz(request: Request) -> Response:
         """The gateway can reach the vault and the mcp service."""
+        gw: Gateway = request.app.state.gateway
         checks: dict[str, str] = {}
         try:
             reply = await request.app.state.vault_health.Check(health_pb2.HealthCheckRequest(), timeout=2.0)
@@ -91,8 +110,8 @@ def create_app(settings: GatewayGroup, signer: IdentitySigner) -> FastAPI:
         except Exception as error:  # any failure means not ready; the reason goes to the caller
             checks["vault"] = f"unreachable ({type(error).__name__})"
         try:
-            health_url = settings.mcp_url.rsplit("/mcp", 1)[0] + "/healthz"
-            reply_http = await request.app.state.upstream.get(health_url, timeout=2.0)
+            health_url = gateway_settings.mcp_url.rsplit("/mcp", 1)[0] + "/healthz"
+            reply_http = await gw.upstream.get(health_url, timeout=2.0)
             checks["mcp"] = "ok" if reply_http.status_code == 200 else f"status {reply_http.status_code}"
         except httpx.HTTPError as error:
             checks["mcp"] = f"unreachable ({type(error).__name__})"
@@ -106,46 +125,20 @@ def create_app(settings: GatewayGroup, signer: IdentitySigner) -> FastAPI:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
         return PlainTextResponse(
-            text.format(mcp_url=mcp_url, owner="the vault owner"), media_type="text/markdown; charset=utf-8"
+            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner="the vault owner"),
+            media_type="text/markdown; charset=utf-8",
         )
 
-    @app.api_route("/mcp", methods=["GET", "POST", "DELETE"])
-    async def mcp(request: Request) -> Response:
-        origin = request.headers.get("origin")
-        loopback_request = (
-            _is_loopback_address(request.client.host if request.client else None)
-            and (urlsplit(f"//{request.headers.get('host', '')}").hostname or "") in LOOPBACK_NAMES
-            and "x-forwarded-for" not in request.headers
-            and "forwarded" not in request.headers
-        )
-        if origin is not None:
-            origin_allowed = origin.rstrip("/") in allowed_origins or (
-                dev_mode and (urlsplit(origin).hostname or "") in LOOPBACK_NAMES
-            )
-            if not origin_allowed:
-                return problem(403, "Forbidden origin", f"requests from origin {origin[:100]!r} are not allowed")
-        if "access_token" in request.query_params:
-            return problem(400, "Token in query string", "send the access token in the Authorization header only")
-        if not (dev_mode and loopback_request):
-            return problem(
-                401,
-                "Unauthorized",
-                "sign-in for agents (OAuth) is not enabled on this gateway yet; on this machine, run it with "
-                "MEMVAULT_GATEWAY__DEV_MODE=true and connect through 127.0.0.1",
-                headers={"WWW-Authenticate": 'Bearer realm="memvault", error="invalid_token"'},
-            )
-        identity = Identity(subject=settings.dev_subject, client="", scopes=frozenset(SCOPES))
-        try:
-            body = await proxy.read_body(request)
-        except proxy.BodyTooLarge:
-            return problem(413, "Request too large", "the request body is over the gateway's limit (max_request_bytes)")
-        try:
-            return await proxy.forward(
-                request.app.state.upstream, settings.mcp_url, request, body, signer.sign(identity)
-            )
-        except httpx.HTTPError as error:
-            log.warning("mcp service unreachable", extra={"error": type(error).__name__})
-            return problem(503, "MCP service unavailable", "the mcp service did not answer; try again shortly")
+    for router in (
+        discovery.router,
+        clients.router,
+        authorize.router,
+        token_endpoint.router,
+        login.router,
+        api.router,
+        mcp_route.router,
+    ):
+        app.include_router(router)
 
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz")
     return app

@@ -2,34 +2,193 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+import ipaddress
+from typing import Self
+from urllib.parse import urlsplit
 
-from memvault_core.settings import IdentitySettings, LogSettings, ServiceSettings
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+
+from memvault_core.settings import IdentitySettings, LogSettings, PostgresSettings, ServiceSettings
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and `localhost`."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _https_or_loopback(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(parts.hostname or "")):
+        return value
+    raise ValueError("must be an https:// URL (plain http:// only for 127.0.0.1, localhost or [::1])")
 
 
 class GatewayGroup(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     public_url: str = "http://127.0.0.1:8080"
-    """The URL agents and browsers use to reach this gateway, without a trailing slash."""
+    """The URL agents and browsers use to reach this gateway, without a trailing slash. It is the
+    OAuth issuer; the MCP resource is `<public_url>/mcp`. https unless it is a loopback address."""
     mcp_url: str = "http://127.0.0.1:8090/mcp"
     vault_address: str = "127.0.0.1:50051"
     allowed_origins: list[str] = []
     """Extra browser origins allowed to call /mcp, besides the public URL's own."""
     dev_mode: bool = False
-    """Answer /mcp requests from loopback addresses as `dev_subject`, with no sign-in. Never on a server."""
+    """Answer /mcp requests from loopback addresses that carry no token as `dev_subject`. Never on a server."""
     dev_subject: str = "owner"
     upstream_timeout_seconds: float = Field(default=60.0, gt=0)
+    test_auto_approve_subject: str = ""
+    """Tests only: approve every authorization request as this account without asking. Refused unless
+    `host` is a loopback address."""
 
-    @field_validator("public_url", "mcp_url")
+    @field_validator("mcp_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
 
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str) -> str:
+        value = value.rstrip("/")
+        parts = urlsplit(value)
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query or fragment")
+        return _https_or_loopback(value)
+
+    @model_validator(mode="after")
+    def _auto_approve_only_on_loopback(self) -> Self:
+        if self.test_auto_approve_subject and not is_loopback_host(self.host):
+            raise ValueError(
+                "MEMVAULT_GATEWAY__TEST_AUTO_APPROVE_SUBJECT approves every agent without asking; it is allowed "
+                f"only while MEMVAULT_GATEWAY__HOST is a loopback address (it is {self.host!r})"
+            )
+        return self
+
+
+class OAuthGroup(BaseModel):
+    access_token_seconds: int = Field(default=3600, ge=1, le=86400)
+    refresh_token_days: int = Field(default=90, ge=1, le=365)
+    authorization_code_seconds: int = Field(default=120, ge=10, le=600)
+    extra_redirect_schemes: list[str] = []
+    """Private-use URI schemes (RFC 8252) a registering app may redirect to, e.g. `cursor`. By default
+    only https and loopback http redirects are accepted."""
+    metadata_documents: bool = True
+    """Accept https URLs as client_id and fetch the client's metadata document from them."""
+    metadata_document_private_addresses: bool = False
+    """Let metadata document URLs point at loopback and private addresses (tests and closed networks)."""
+
+    @field_validator("extra_redirect_schemes")
+    @classmethod
+    def _schemes(cls, value: list[str]) -> list[str]:
+        cleaned = [s.strip().lower().rstrip(":/") for s in value if s.strip()]
+        for scheme in cleaned:
+            if scheme in ("http", "https", "javascript", "data", "file", "vbscript") or not scheme.isascii():
+                raise ValueError(f"{scheme!r} cannot be a private-use redirect scheme")
+        return cleaned
+
+
+class LoginGroup(BaseModel):
+    local_accounts: bool = True
+    """Sign in with a username and password kept (argon2id) by the gateway."""
+    session_hours: int = Field(default=12, ge=1, le=24 * 30)
+    setup_link_hours: int = Field(default=24, ge=1, le=24 * 14)
+
+
+class OidcGroup(BaseModel):
+    issuer: str = ""
+    """The identity provider's issuer URL (Authelia, Authentik, Keycloak, Google...). Empty: off."""
+    client_id: str = ""
+    client_secret: SecretStr = SecretStr("")
+    scopes: str = "openid profile email"
+    button_label: str = "Sign in with single sign-on"
+    create_accounts: bool = True
+    """Create an account the first time someone signs in through the provider. Off: only people an
+    administrator added (by their provider subject) may sign in."""
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer(cls, value: str) -> str:
+        return _https_or_loopback(value.rstrip("/")) if value else value
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if self.issuer and not self.client_id:
+            raise ValueError("MEMVAULT_OIDC__CLIENT_ID is required when MEMVAULT_OIDC__ISSUER is set")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.issuer)
+
+
+class ForwardAuthGroup(BaseModel):
+    header: str = ""
+    """Header naming the signed-in user, set by a trusted proxy (Authelia, Authentik, oauth2-proxy),
+    e.g. `Remote-User`. Empty: off."""
+    name_header: str = ""
+    """Optional header with the user's display name, e.g. `Remote-Name`."""
+    trusted_proxies: list[str] = []
+    """Addresses or networks (CIDR) of the proxies allowed to set `header`; from anywhere else it is ignored."""
+    create_accounts: bool = True
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or CIDR network") from None
+        return value
+
+    @model_validator(mode="after")
+    def _needs_proxies(self) -> Self:
+        if self.header and not self.trusted_proxies:
+            raise ValueError(
+                "MEMVAULT_FORWARD_AUTH__TRUSTED_PROXIES must list the proxy addresses when "
+                "MEMVAULT_FORWARD_AUTH__HEADER is set"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.header)
+
+    def trusts(self, address: str | None) -> bool:
+        if not address:
+            return False
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in ipaddress.ip_network(entry, strict=False) for entry in self.trusted_proxies)
+
 
 class Settings(ServiceSettings):
     gateway: GatewayGroup = GatewayGroup()
+    oauth: OAuthGroup = OAuthGroup()
+    login: LoginGroup = LoginGroup()
+    oidc: OidcGroup = OidcGroup()
+    forward_auth: ForwardAuthGroup = ForwardAuthGroup()
+    postgres: PostgresSettings = PostgresSettings()
     identity: IdentitySettings
+    log: LogSettings = LogSettings()
+
+
+class MigrateSettings(ServiceSettings):
+    """`migrate` and `setup-link` need only the database and the public URL."""
+
+    gateway: GatewayGroup = GatewayGroup()
+    login: LoginGroup = LoginGroup()
+    postgres: PostgresSettings = PostgresSettings()
     log: LogSettings = LogSettings()

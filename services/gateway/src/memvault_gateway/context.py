@@ -1,0 +1,59 @@
+"""Everything a request handler needs, built once at start-up and kept on `app.state.gateway`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+from fastapi import Request
+
+from memvault_core.identity import IdentitySigner
+from memvault_gateway.settings import Settings
+from memvault_gateway.store import Store
+from memvault_gateway.vault_client import VaultClient
+from memvault_gateway.web import origin_of
+
+
+@dataclass
+class Gateway:
+    settings: Settings
+    store: Store
+    vault: VaultClient
+    signer: IdentitySigner
+    upstream: httpx.AsyncClient
+    """For the mcp service (inside the cluster)."""
+    outbound: httpx.AsyncClient
+    """For the internet: identity providers and client metadata documents."""
+    cache: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def issuer(self) -> str:
+        return self.settings.gateway.public_url
+
+    @property
+    def origin(self) -> str:
+        return origin_of(self.settings.gateway.public_url)
+
+    @property
+    def mcp_resource(self) -> str:
+        """The MCP endpoint's canonical URI: the audience of agents' access tokens."""
+        return f"{self.issuer}/mcp"
+
+    @property
+    def api_resource(self) -> str:
+        """The JSON API's canonical URI: the audience of tokens meant for scripts."""
+        return f"{self.issuer}/api/v1"
+
+    @property
+    def secure_cookies(self) -> bool:
+        return self.issuer.startswith("https://")
+
+    def resource_metadata_url(self, resource: str) -> str:
+        path = resource.removeprefix(self.origin)
+        return f"{self.origin}/.well-known/oauth-protected-resource{path}"
+
+
+def gateway(request: Request) -> Gateway:
+    """FastAPI dependency: the gateway's shared objects."""
+    context: Gateway = request.app.state.gateway
+    return context

@@ -1,0 +1,131 @@
+"""Owner sign-in with a local account: /login, /logout and the one-time /setup/<token> links."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+
+from memvault_core.errors import MemvaultError
+from memvault_gateway import credentials, pages, people, sessions
+from memvault_gateway.context import Gateway, gateway
+
+log = logging.getLogger("memvault_gateway")
+
+router = APIRouter()
+
+HOME = "/"
+
+
+def safe_next(value: str | None) -> str:
+    """A path on this site to continue to; anything else (another host, a scheme) becomes the home page."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value or len(value) > 4000:
+        return HOME
+    return value
+
+
+def _login_page(gw: Gateway, request: Request, next_path: str, error: str = "", status: int = 200) -> Response:
+    token = sessions.login_csrf(gw, request)
+    oidc = gw.settings.oidc
+    response = pages.login(
+        next_path=next_path,
+        csrf=token,
+        error=error,
+        local_accounts=gw.settings.login.local_accounts,
+        oidc_label=oidc.button_label if oidc.enabled else "",
+        status=status,
+    )
+    sessions.keep_login_csrf(gw, response, token)
+    return response
+
+
+@router.get("/login")
+async def login_form(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    next_path = safe_next(request.query_params.get("next"))
+    if await sessions.current_session(gw, request) is not None:
+        return RedirectResponse(next_path, status_code=302)
+    return _login_page(gw, request, next_path)
+
+
+@router.post("/login")
+async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    form = await request.form()
+    next_path = safe_next(str(form.get("next") or ""))
+    if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
+        return _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
+    if not gw.settings.login.local_accounts:
+        return _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
+    username = str(form.get("username") or "").strip().lower()
+    password = str(form.get("password") or "")
+    user = await gw.store.user_by_username(username) if username and len(username) < 100 else None
+    ok = await asyncio.to_thread(credentials.check_password, password[:1024], user.password_hash if user else None)
+    if user is None or not ok or user.disabled:
+        log.info("sign-in refused", extra={"reason": "bad credentials"})
+        if user is not None:
+            with contextlib.suppress(MemvaultError):
+                await gw.vault.audit(user.subject, "session.refuse", target=username, details={"method": "password"})
+        return _login_page(gw, request, next_path, "Wrong user name or password.", 401)
+    await people.ensure_vault_account(gw, user)
+    await sessions.start_session(gw, request, user, "password")
+    return RedirectResponse(next_path, status_code=303)
+
+
+@router.post("/logout")
+async def logout(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    form = await request.form()
+    session = await sessions.current_session(gw, request)
+    response = RedirectResponse("/login", status_code=303)
+    if session is not None and not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
+        return pages.message("Request refused", "This form was not sent from this site.", 403)
+    await sessions.end_session(gw, request, response)
+    return response
+
+
+@router.get("/setup/{token}")
+async def setup_form(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    user = await gw.store.setup_link_user(credentials.token_hash(token)) if len(token) < 200 else None
+    if user is None:
+        return pages.message(
+            "Link not valid", "This setup link was used already or has expired; ask for a new one.", 404
+        )
+    csrf = sessions.login_csrf(gw, request)
+    response = pages.setup(username=user.username or user.subject, token=token, csrf=csrf)
+    sessions.keep_login_csrf(gw, response, csrf)
+    return response
+
+
+@router.post("/setup/{token}")
+async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    form = await request.form()
+    token_hash = credentials.token_hash(token)
+    user = await gw.store.setup_link_user(token_hash) if len(token) < 200 else None
+    if user is None:
+        return pages.message(
+            "Link not valid", "This setup link was used already or has expired; ask for a new one.", 404
+        )
+    csrf = str(form.get("csrf_token") or "")
+    if not sessions.login_csrf_ok(gw, request, csrf):
+        return pages.message("Request refused", "The form expired; open the setup link again.", 403)
+    password = str(form.get("password") or "")
+    problem = credentials.password_problem(password)
+    if problem is None and password != str(form.get("password_again") or ""):
+        problem = "the two passwords differ"
+    if problem:
+        response = pages.setup(
+            username=user.username or user.subject, token=token, csrf=csrf, error=problem, status=400
+        )
+        return response
+    password_hash = await asyncio.to_thread(credentials.hash_password, password)
+    user = await gw.store.use_setup_link(token_hash, password_hash)
+    if user is None:
+        return pages.message("Link not valid", "This setup link was used already or has expired.", 404)
+    await people.ensure_vault_account(gw, user)
+    try:
+        await gw.vault.audit(user.subject, "account.password_set", target=user.username or user.subject)
+    except MemvaultError as error:
+        log.error("audit entry not written", extra={"action": "account.password_set", "error": error.kind})
+    await sessions.start_session(gw, request, user, "password")
+    return RedirectResponse(HOME, status_code=303)

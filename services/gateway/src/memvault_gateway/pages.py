@@ -1,0 +1,158 @@
+"""The few HTML pages the gateway itself serves: sign-in, first-time setup, consent, messages.
+
+Every value is escaped; every page forbids framing, scripts and referrers (a setup link's token
+must not leak through a Referer header).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from html import escape
+
+from fastapi.responses import HTMLResponse
+
+from memvault_core.identity import SCOPES
+
+_STYLE = """
+body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
+h1{font-size:1.4rem}fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0}
+label{display:block;margin:.3rem 0}input[type=text],input[type=password]{width:100%;padding:.4rem;box-sizing:border-box}
+button{padding:.5rem 1.2rem;margin:.5rem .5rem 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
+button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.muted{color:#666;font-size:.9rem}
+code{background:#f3f3f3;padding:0 .2rem}
+"""
+
+SCOPE_TEXT = {
+    "read": "read memories and the operating guide",
+    "write": "save, import and forget memories",
+    "admin": "change vault settings",
+}
+
+
+def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = ()) -> HTMLResponse:
+    sources = " ".join(["'self'", *form_action])
+    csp = (
+        f"default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'; form-action {sources}"
+    )
+    html = (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
+        f"content='width=device-width,initial-scale=1'><title>{escape(title)} · memvault</title>"
+        f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>"
+    )
+    return HTMLResponse(
+        html,
+        status_code=status,
+        headers={
+            "Content-Security-Policy": csp,
+            "X-Frame-Options": "DENY",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
+
+
+def message(title: str, text: str, status: int = 200) -> HTMLResponse:
+    return page(title, f"<p>{escape(text)}</p>", status)
+
+
+def _hidden(fields: Mapping[str, str]) -> str:
+    return "".join(f"<input type=hidden name='{escape(k)}' value='{escape(v)}'>" for k, v in fields.items())
+
+
+def login(
+    *,
+    next_path: str,
+    csrf: str,
+    error: str = "",
+    local_accounts: bool = True,
+    oidc_label: str = "",
+    status: int = 200,
+) -> HTMLResponse:
+    parts = []
+    if error:
+        parts.append(f"<p class=error>{escape(error)}</p>")
+    if local_accounts:
+        parts.append(
+            "<form method=post action='/login'>"
+            + _hidden({"next": next_path, "csrf_token": csrf})
+            + "<label>User name <input type=text name=username autocomplete=username required autofocus></label>"
+            "<label>Password <input type=password name=password autocomplete=current-password required></label>"
+            "<button class=primary type=submit>Sign in</button></form>"
+        )
+    if oidc_label:
+        parts.append(
+            "<form method=post action='/login/oidc'>"
+            + _hidden({"next": next_path, "csrf_token": csrf})
+            + f"<button type=submit>{escape(oidc_label)}</button></form>"
+        )
+    if not parts or (not local_accounts and not oidc_label):
+        parts.append("<p>No sign-in method is enabled on this gateway; ask its operator.</p>")
+    return page("Sign in to memvault", "".join(parts), status)
+
+
+def setup(*, username: str, token: str, csrf: str, error: str = "", status: int = 200) -> HTMLResponse:
+    body = (
+        (f"<p class=error>{escape(error)}</p>" if error else "")
+        + f"<p>Choose a password for <strong>{escape(username)}</strong>. This link works once.</p>"
+        + f"<form method=post action='/setup/{escape(token)}'>"
+        + _hidden({"csrf_token": csrf})
+        + "<label>Password <input type=password name=password autocomplete=new-password minlength=12 required"
+        " autofocus></label>"
+        "<label>Again <input type=password name=password_again autocomplete=new-password required></label>"
+        "<button class=primary type=submit>Set password and sign in</button></form>"
+    )
+    return page("Set up your memvault account", body, status)
+
+
+@dataclass(frozen=True)
+class VaultChoice:
+    name: str
+    role: str
+
+
+def consent(
+    *,
+    client_name: str,
+    client_id: str,
+    redirect_host: str,
+    redirect_origin: str,
+    verified_host: bool,
+    user_name: str,
+    vaults: list[VaultChoice],
+    requested_scopes: tuple[str, ...],
+    params: Mapping[str, str],
+    csrf: str,
+    error: str = "",
+) -> HTMLResponse:
+    vault_boxes = "".join(
+        f"<label><input type=checkbox name=vault value='{escape(v.name)}'"
+        f"{' checked' if (len(vaults) == 1 or v.name == 'default') else ''}> {escape(v.name)}"
+        f" <span class=muted>(you are {escape(v.role)})</span></label>"
+        for v in vaults
+    )
+    scope_boxes = "".join(
+        f"<label><input type=checkbox name=scope value='{s}'{' checked' if s in requested_scopes else ''}>"
+        f" <strong>{s}</strong>: {escape(SCOPE_TEXT[s])}</label>"
+        for s in SCOPES
+    )
+    where = (
+        f"<p>After you decide, your browser goes to <strong>{escape(redirect_host)}</strong>"
+        + (" (this app's own address)." if verified_host else ". Only approve if you just started connecting this app.")
+        + "</p>"
+    )
+    body = (
+        (f"<p class=error>{escape(error)}</p>" if error else "")
+        + f"<p><strong>{escape(client_name)}</strong> wants to use your memvault memory"
+        f" as <strong>{escape(user_name)}</strong>.</p>"
+        + where
+        + "<form method=post action='/authorize'>"
+        + _hidden({**params, "csrf_token": csrf})
+        + f"<fieldset><legend>Vaults it may use</legend>{vault_boxes or '<p>You have no vaults yet.</p>'}</fieldset>"
+        + f"<fieldset><legend>What it may do</legend>{scope_boxes}</fieldset>"
+        + "<button class=primary type=submit name=decision value=approve>Approve</button>"
+        "<button type=submit name=decision value=deny>Deny</button></form>"
+        + f"<p class=muted>App id: <code>{escape(client_id[:120])}</code>. You can revoke access at any time.</p>"
+    )
+    return page("Connect an app", body, form_action=[redirect_origin] if redirect_origin else [])

@@ -1,0 +1,53 @@
+"""OAuth scopes and which MCP tools need which.
+
+`admin` implies `write`, which implies `read` (the vault checks the same hierarchy). The vault
+is the authority on what a call may do; the gateway checks the tool's scope up front only so an
+agent hears `403 insufficient_scope` (and can ask for more) instead of a failed tool call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from memvault_core.identity import SCOPES
+
+DEFAULT_SCOPES = ("read", "write")
+"""What an app asking for nothing in particular is offered on the consent page."""
+
+_IMPLIED_BY = {"read": {"read", "write", "admin"}, "write": {"write", "admin"}, "admin": {"admin"}}
+
+WRITE_TOOLS = frozenset({"remember", "propose_memory", "bulk_remember", "forget"})
+"""MCP tools that change memories; every other tool needs only `read`."""
+
+
+def parse(scope: str | None) -> tuple[str, ...]:
+    """The known scopes in a space-separated `scope` parameter, in canonical order; unknown ones are dropped."""
+    asked = set((scope or "").split())
+    return tuple(s for s in SCOPES if s in asked)
+
+
+def satisfies(held: Iterable[str], needed: str) -> bool:
+    return bool(set(held) & _IMPLIED_BY[needed])
+
+
+def closure(scopes: Iterable[str]) -> tuple[str, ...]:
+    """Every scope the given ones imply, so `write` alone also reads."""
+    held = set(scopes)
+    return tuple(s for s in SCOPES if satisfies(held, s))
+
+
+def needed_for_mcp_body(body: bytes) -> str:
+    """The scope a JSON-RPC request body needs: `write` for a tools/call of a writing tool, else `read`."""
+    try:
+        message = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return "read"
+    messages = message if isinstance(message, list) else [message]
+    for item in messages:
+        if not isinstance(item, dict) or item.get("method") != "tools/call":
+            continue
+        params = item.get("params")
+        if isinstance(params, dict) and params.get("name") in WRITE_TOOLS:
+            return "write"
+    return "read"

@@ -1,0 +1,128 @@
+"""Browser sessions and CSRF protection.
+
+The session cookie holds a random id; the database keeps its hash, the person, and a CSRF token
+that every form and every state-changing API call must echo. Cookies are HttpOnly, SameSite=Lax,
+and `__Host-` + Secure whenever the public URL is https. A trusted forward-auth proxy's header
+signs people in too; they then get an ordinary session, so forms work the same way.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from datetime import timedelta
+
+from fastapi import Request, Response
+
+from memvault_core.errors import MemvaultError
+from memvault_gateway import credentials, people
+from memvault_gateway.context import Gateway
+from memvault_gateway.store import Session, User
+from memvault_gateway.web import client_address
+
+log = logging.getLogger("memvault_gateway")
+
+_STATE_KEY = "memvault_session"
+_NEW_COOKIE_KEY = "memvault_new_session_cookie"
+LOGIN_CSRF_MAX_AGE = 3600
+
+
+def session_cookie(gw: Gateway) -> str:
+    return "__Host-memvault_session" if gw.secure_cookies else "memvault_session"
+
+
+def login_csrf_cookie(gw: Gateway) -> str:
+    return "__Host-memvault_login_csrf" if gw.secure_cookies else "memvault_login_csrf"
+
+
+def set_cookie(gw: Gateway, response: Response, name: str, value: str, max_age: int) -> None:
+    response.set_cookie(name, value, max_age=max_age, path="/", httponly=True, secure=gw.secure_cookies, samesite="lax")
+
+
+async def start_session(gw: Gateway, request: Request, user: User, method: str) -> Session:
+    """A new session for `user`; the cookie is added to the response on its way out."""
+    token = credentials.new_token(credentials.SESSION)
+    csrf = secrets.token_urlsafe(32)
+    hours = gw.settings.login.session_hours
+    await gw.store.create_session(credentials.token_hash(token), user.id, csrf, method, timedelta(hours=hours))
+    session = await gw.store.session(credentials.token_hash(token))
+    assert session is not None
+    setattr(request.state, _NEW_COOKIE_KEY, (token, hours * 3600))
+    setattr(request.state, _STATE_KEY, session)
+    try:
+        await gw.vault.audit(
+            user.subject, "session.create", target=user.username or user.subject, details={"method": method}
+        )
+    except MemvaultError as error:
+        log.error("audit entry not written", extra={"action": "session.create", "error": error.kind})
+    return session
+
+
+def apply_new_session_cookie(gw: Gateway, request: Request, response: Response) -> None:
+    """Called for every response: set the cookie of a session started while handling the request."""
+    new = getattr(request.state, _NEW_COOKIE_KEY, None)
+    if new is not None:
+        set_cookie(gw, response, session_cookie(gw), new[0], new[1])
+
+
+async def end_session(gw: Gateway, request: Request, response: Response) -> None:
+    token = request.cookies.get(session_cookie(gw))
+    if token:
+        await gw.store.delete_session(credentials.token_hash(token))
+    response.delete_cookie(session_cookie(gw), path="/", secure=gw.secure_cookies, httponly=True, samesite="lax")
+
+
+async def _forward_auth_user(gw: Gateway, request: Request) -> User | None:
+    settings = gw.settings.forward_auth
+    if not settings.enabled or not settings.trusts(client_address(request)):
+        return None
+    name = (request.headers.get(settings.header) or "").strip()
+    if not name or len(name) > 200:
+        return None
+    display = (request.headers.get(settings.name_header) or "").strip() if settings.name_header else ""
+    user = await people.external_user(
+        gw, people.FORWARD_AUTH, name, prefix="proxy", display_name=display or name, create=settings.create_accounts
+    )
+    if user is not None:
+        await people.ensure_vault_account(gw, user)
+    return user
+
+
+async def current_session(gw: Gateway, request: Request) -> Session | None:
+    """The signed-in person's session, if any (cached on the request)."""
+    if hasattr(request.state, _STATE_KEY):
+        cached: Session | None = getattr(request.state, _STATE_KEY)
+        return cached
+    token = request.cookies.get(session_cookie(gw))
+    session = await gw.store.session(credentials.token_hash(token)) if token and len(token) < 200 else None
+    proxied = await _forward_auth_user(gw, request)
+    if proxied is not None and (session is None or session.user.id != proxied.id):
+        session = await start_session(gw, request, proxied, people.FORWARD_AUTH)
+    setattr(request.state, _STATE_KEY, session)
+    return session
+
+
+def csrf_ok(gw: Gateway, request: Request, session: Session, provided: str | None) -> bool:
+    """The request carries this session's CSRF token, and any Origin header is our own."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin.rstrip("/") != gw.origin:
+        return False
+    return bool(provided) and hmac.compare_digest(str(provided), session.csrf_token)
+
+
+def login_csrf(gw: Gateway, request: Request) -> str:
+    """A double-submit token for the sign-in form (there is no session yet to bind it to)."""
+    return request.cookies.get(login_csrf_cookie(gw)) or secrets.token_urlsafe(24)
+
+
+def keep_login_csrf(gw: Gateway, response: Response, token: str) -> None:
+    set_cookie(gw, response, login_csrf_cookie(gw), token, LOGIN_CSRF_MAX_AGE)
+
+
+def login_csrf_ok(gw: Gateway, request: Request, provided: str | None) -> bool:
+    origin = request.headers.get("origin")
+    if origin is not None and origin.rstrip("/") != gw.origin:
+        return False
+    cookie = request.cookies.get(login_csrf_cookie(gw))
+    return bool(cookie) and bool(provided) and hmac.compare_digest(str(cookie), str(provided))

@@ -1,0 +1,354 @@
+"""The authorization server and the /mcp token check, with agents approved by the test-only setting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gateway_helpers import (
+    INITIALIZE,
+    REDIRECT,
+    Agent,
+    RunningGateway,
+    StartGateway,
+    mcp_client,
+    mcp_post,
+    pkce,
+    query_of,
+    tool,
+    tool_call,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+
+async def auto_gateway(start_gateway: StartGateway, **groups: dict[str, Any]) -> tuple[RunningGateway, str]:
+    """A gateway that approves every request as a fresh subject; returns it and the subject."""
+    subject = unique("agent-owner")
+    gateway_group = {"test_auto_approve_subject": subject, **groups.pop("gateway", {})}
+    return await start_gateway(gateway=gateway_group, **groups), subject
+
+
+async def authorized(agent: Agent, scope: str = "read write") -> dict[str, Any]:
+    """Run the authorization-code flow; return the token response."""
+    verifier, challenge = pkce()
+    async with agent.gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge, scope=scope))
+    assert answer.status_code == 302, answer.text
+    params = query_of(answer.headers["location"])
+    tokens = await agent.exchange(params["code"], verifier)
+    assert tokens.status_code == 200, tokens.text
+    return dict(tokens.json())
+
+
+async def count_tokens(gateway: RunningGateway, client_id: str) -> int:
+    return int(
+        await gateway.fetchval(
+            "SELECT count(*) FROM gateway.token t JOIN gateway.access_grant g ON g.id = t.grant_id"
+            " WHERE g.client_id = $1",
+            client_id,
+        )
+    )
+
+
+async def test_discovery_documents_name_the_issuer_resource_and_methods(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    async with gateway.http() as http:
+        server = (await http.get("/.well-known/oauth-authorization-server")).json()
+        resource = await http.get("/.well-known/oauth-protected-resource/mcp")
+        root = (await http.get("/.well-known/oauth-protected-resource")).json()
+    assert server["issuer"] == gateway.url
+    assert server["code_challenge_methods_supported"] == ["S256"]
+    assert server["response_types_supported"] == ["code"]
+    assert "none" in server["token_endpoint_auth_methods_supported"]
+    assert server["authorization_response_iss_parameter_supported"] is True
+    assert server["registration_endpoint"] == f"{gateway.url}/register"
+    assert "offline_access" not in server["scopes_supported"]
+    assert resource.headers["content-type"].startswith("application/json")
+    assert resource.json()["resource"] == gateway.mcp
+    assert resource.json()["authorization_servers"] == [gateway.url]
+    assert root["resource"] == gateway.mcp
+
+
+async def test_mcp_without_a_token_is_challenged_with_metadata_and_scope(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    answer = await mcp_post(gateway, INITIALIZE)
+    assert answer.status_code == 401
+    challenge = answer.headers["www-authenticate"]
+    assert f'resource_metadata="{gateway.url}/.well-known/oauth-protected-resource/mcp"' in challenge
+    assert 'scope="read write"' in challenge
+
+
+async def test_agent_registers_authorizes_and_uses_tools_under_its_own_name(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register(client_name="Pocket agent"))
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge, state="xyz"))
+    assert answer.status_code == 302
+    location = answer.headers["location"]
+    assert location.startswith(REDIRECT + "?")
+    params = query_of(location)
+    assert params["state"] == "xyz"
+    assert params["iss"] == gateway.url
+
+    tokens = await agent.exchange(params["code"], verifier)
+    assert tokens.status_code == 200
+    assert tokens.headers["cache-control"] == "no-store"
+    body = tokens.json()
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] == 3600
+    assert body["scope"] == "read write"
+    assert body["access_token"].startswith("mva_") and body["refresh_token"].startswith("mvr_")
+
+    async with mcp_client(gateway.mcp, body["access_token"]) as client:
+        stored = await tool(client, "remember", content="The pocket agent likes green tea.", source="chat")
+        found = await tool(client, "recall", query="green tea")
+    assert found["results"][0]["id"] == stored["id"]
+    source = await gateway.fetchval("SELECT source FROM memory WHERE id = $1::uuid", stored["id"])
+    assert source == "chat (via Pocket agent)"
+    hashes = await gateway.fetchval(
+        "SELECT count(*) FROM gateway.token WHERE token_hash = $1 OR token_hash = $2",
+        body["access_token"],
+        body["refresh_token"],
+    )
+    assert hashes == 0  # only hashes are stored
+
+
+async def test_refresh_rotates_and_a_replayed_refresh_token_ends_the_grant(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    first = await authorized(agent)
+
+    refreshed = await agent.refresh(first["refresh_token"])
+    assert refreshed.status_code == 200
+    second = refreshed.json()
+    assert second["refresh_token"] != first["refresh_token"]
+    assert (await mcp_post(gateway, INITIALIZE, second["access_token"])).status_code == 200
+
+    replay = await agent.refresh(first["refresh_token"])
+    assert replay.status_code == 400
+    assert replay.json()["error"] == "invalid_grant"
+    # The replay revoked the whole grant: the tokens from the good refresh stop working too.
+    assert (await mcp_post(gateway, INITIALIZE, second["access_token"])).status_code == 401
+    assert (await agent.refresh(second["refresh_token"])).status_code == 400
+
+
+async def test_refresh_can_narrow_but_never_widen_scopes(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    tokens = await authorized(agent, scope="read")
+    wider = await agent.refresh(tokens["refresh_token"], scope="read write")
+    assert wider.status_code == 400
+    assert wider.json()["error"] == "invalid_scope"
+
+
+async def test_revoking_a_refresh_token_ends_the_grant_and_an_access_token_only_itself(
+    start_gateway: StartGateway,
+) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    one = await authorized(agent)
+    two = await authorized(agent)
+    async with gateway.http() as http:
+        revoked = await http.post("/revoke", data={"client_id": agent.client_id, "token": one["access_token"]})
+        assert revoked.status_code == 200
+        assert (await mcp_post(gateway, INITIALIZE, one["access_token"])).status_code == 401
+        assert (await agent.refresh(one["refresh_token"])).status_code == 200  # the grant lives on
+
+        await http.post("/revoke", data={"client_id": agent.client_id, "token": two["refresh_token"]})
+    assert (await mcp_post(gateway, INITIALIZE, two["access_token"])).status_code == 401
+    assert (await agent.refresh(two["refresh_token"])).status_code == 400
+
+
+async def test_confidential_client_must_authenticate(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    registered = await gateway.register(token_endpoint_auth_method="client_secret_basic")
+    assert registered["client_secret"].startswith("mvcs_")
+    agent = Agent(gateway, registered)
+    assert "access_token" in await authorized(agent)
+
+    impostor = Agent(gateway, {**registered, "client_secret": "mvcs_wrong"})
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        code = query_of((await http.get(agent.authorize_url(challenge))).headers["location"])["code"]
+    refused = await impostor.exchange(code, verifier)
+    assert refused.status_code == 401
+    assert refused.json()["error"] == "invalid_client"
+
+
+# --- refused, with nothing changed ------------------------------------------------------------------
+
+
+async def test_refused_tokens_missing_expired_tampered_wrong_audience_in_query(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    good = (await authorized(agent))["access_token"]
+    assert (await mcp_post(gateway, INITIALIZE, good)).status_code == 200
+
+    tampered = good[:-2] + ("AA" if not good.endswith("AA") else "BB")
+    answer = await mcp_post(gateway, INITIALIZE, tampered)
+    assert answer.status_code == 401
+    assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+
+    assert (await mcp_post(gateway, INITIALIZE, None)).status_code == 401
+    assert (await mcp_post(gateway, INITIALIZE, None, Authorization=f"Basic {good}")).status_code == 401
+
+    async with gateway.http() as http:
+        in_query = await http.post(f"/mcp?access_token={good}", json=INITIALIZE, headers={"Accept": "application/json"})
+    assert in_query.status_code == 400
+
+    # A token for the JSON API is not a token for /mcp.
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        location = (await http.get(agent.authorize_url(challenge, resource=f"{gateway.url}/api/v1"))).headers[
+            "location"
+        ]
+    api_tokens = await agent.token(
+        grant_type="authorization_code",
+        code=query_of(location)["code"],
+        code_verifier=verifier,
+        redirect_uri=agent.redirect_uri,
+        resource=f"{gateway.url}/api/v1",
+    )
+    assert api_tokens.status_code == 200
+    wrong_audience = await mcp_post(gateway, INITIALIZE, api_tokens.json()["access_token"])
+    assert wrong_audience.status_code == 401
+    assert "another resource" in wrong_audience.json()["detail"]
+
+    await gateway.fetchval(
+        "UPDATE gateway.token SET expires_at = now() - interval '1 second' WHERE kind = 'access'"
+        " AND grant_id IN (SELECT id FROM gateway.access_grant WHERE client_id = $1)",
+        agent.client_id,
+    )
+    expired = await mcp_post(gateway, INITIALIZE, good)
+    assert expired.status_code == 401
+    assert "expired" in expired.json()["detail"]
+
+
+async def test_authorize_refuses_unknown_resource_and_missing_pkce(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    _, challenge = pkce()
+    async with gateway.http() as http:
+        foreign = await http.get(agent.authorize_url(challenge, resource="https://evil.example/mcp"))
+        plain = await http.get(agent.authorize_url(challenge, code_challenge_method="plain"))
+        missing = await http.get(agent.authorize_url(""))
+    assert query_of(foreign.headers["location"])["error"] == "invalid_target"
+    assert query_of(plain.headers["location"])["error"] == "invalid_request"
+    assert query_of(missing.headers["location"])["error"] == "invalid_request"
+    assert query_of(missing.headers["location"])["iss"] == gateway.url
+    assert await count_tokens(gateway, agent.client_id) == 0
+
+
+async def test_pkce_verifier_mismatch_gets_no_tokens(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    _, challenge = pkce()
+    other_verifier, _ = pkce()
+    async with gateway.http() as http:
+        code = query_of((await http.get(agent.authorize_url(challenge))).headers["location"])["code"]
+    answer = await agent.exchange(code, other_verifier)
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "invalid_grant"
+    assert await count_tokens(gateway, agent.client_id) == 0
+
+
+async def test_reused_code_is_refused_and_revokes_what_it_issued(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        code = query_of((await http.get(agent.authorize_url(challenge))).headers["location"])["code"]
+    first = await agent.exchange(code, verifier)
+    assert first.status_code == 200
+    again = await agent.exchange(code, verifier)
+    assert again.status_code == 400
+    assert again.json()["error"] == "invalid_grant"
+    assert (await mcp_post(gateway, INITIALIZE, first.json()["access_token"])).status_code == 401
+
+
+async def test_redirect_uri_mismatch_is_never_redirected_to(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    _, challenge = pkce()
+    grants_before = await gateway.fetchval("SELECT count(*) FROM gateway.access_grant")
+    async with gateway.http() as http:
+        for uri in ("http://127.0.0.1:33419/callback", "https://evil.example/callback", REDIRECT + "/x"):
+            answer = await http.get(agent.authorize_url(challenge, redirect_uri=uri))
+            assert answer.status_code == 400
+            assert "location" not in answer.headers
+            assert "redirect_uri mismatch" in answer.text
+    assert await gateway.fetchval("SELECT count(*) FROM gateway.access_grant") == grants_before
+
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        code = query_of((await http.get(agent.authorize_url(challenge))).headers["location"])["code"]
+    switched = await agent.token(
+        grant_type="authorization_code", code=code, code_verifier=verifier, redirect_uri="http://127.0.0.1:1/cb"
+    )
+    assert switched.status_code == 400
+    assert switched.json()["error"] == "invalid_grant"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "http://evil.example/callback",
+        "http://192.168.1.20/callback",
+        "https://app.example/cb#fragment",
+        "javascript:alert(1)",
+        "cursor://anysphere.cursor-mcp/oauth/callback",
+    ],
+)
+async def test_registration_refuses_unsafe_redirect_uris(start_gateway: StartGateway, uri: str) -> None:
+    gateway = await start_gateway()
+    before = await gateway.fetchval("SELECT count(*) FROM gateway.oauth_client")
+    async with gateway.http() as http:
+        answer = await http.post("/register", json={"client_name": "x", "redirect_uris": [uri]})
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "invalid_redirect_uri"
+    assert await gateway.fetchval("SELECT count(*) FROM gateway.oauth_client") == before
+
+
+async def test_private_use_scheme_allowed_when_the_operator_lists_it(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway(oauth={"extra_redirect_schemes": ["cursor"]})
+    client = await gateway.register(redirect_uris=["cursor://anysphere.cursor-mcp/oauth/callback"])
+    assert client["redirect_uris"] == ["cursor://anysphere.cursor-mcp/oauth/callback"]
+
+
+async def test_revoked_grant_is_refused_at_once(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    tokens = await authorized(agent)
+    await gateway.fetchval("UPDATE gateway.access_grant SET revoked_at = now() WHERE client_id = $1", agent.client_id)
+    assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 401
+    assert (await agent.refresh(tokens["refresh_token"])).status_code == 400
+
+
+async def test_bad_origin_is_forbidden_before_the_token_is_looked_at(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    tokens = await authorized(Agent(gateway, await gateway.register()))
+    answer = await mcp_post(gateway, INITIALIZE, tokens["access_token"], Origin="https://evil.example")
+    assert answer.status_code == 403
+    ok = await mcp_post(gateway, INITIALIZE, tokens["access_token"], Origin=gateway.url)
+    assert ok.status_code == 200
+
+
+async def test_read_only_grant_cannot_remember(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    tokens = await authorized(Agent(gateway, await gateway.register()), scope="read")
+    assert tokens["scope"] == "read"
+    before = await gateway.fetchval("SELECT count(*) FROM memory")
+    answer = await mcp_post(
+        gateway, tool_call("remember", {"content": "Read-only agents must not write this."}), tokens["access_token"]
+    )
+    assert answer.status_code == 403
+    challenge = answer.headers["www-authenticate"]
+    assert 'error="insufficient_scope"' in challenge
+    assert 'scope="read write"' in challenge
+    assert await gateway.fetchval("SELECT count(*) FROM memory") == before
+    async with mcp_client(gateway.mcp, tokens["access_token"]) as client:
+        found = await tool(client, "recall", query="anything at all")
+    assert found["results"] == []

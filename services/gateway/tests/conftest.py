@@ -116,7 +116,7 @@ async def start_gateway(gateway_dsn: str, vault_address: str, mcp_url: str) -> A
         )
         server, task = await serve_asgi(create_app(settings, IdentitySigner(SECRET)), port)
         running.append((server, task))
-        return RunningGateway(settings.gateway.public_url, settings, gateway_dsn)
+        return RunningGateway(f"http://127.0.0.1:{port}", settings, gateway_dsn)
 
     yield start
     for server, task in reversed(running):

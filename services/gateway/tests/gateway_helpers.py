@@ -146,12 +146,11 @@ class Browser:
         """Open the consent page and submit it; `choices` override the checked vaults/scopes."""
         page = await self.http.get(authorize_url)
         assert page.status_code == 200, page.text
-        fields = hidden_fields(page.text)
-        form: list[tuple[str, str]] = list(fields.items())
-        vaults = choices.get("vault", checked(page.text, "vault"))
-        scopes = choices.get("scope", checked(page.text, "scope"))
-        form += [("vault", v) for v in vaults] + [("scope", s) for s in scopes] + [("decision", decision)]
-        return await self.http.post("/authorize", data=form)  # type: ignore[arg-type]
+        form: dict[str, str | list[str]] = dict(hidden_fields(page.text))
+        form["vault"] = choices.get("vault", checked(page.text, "vault"))
+        form["scope"] = choices.get("scope", checked(page.text, "scope"))
+        form["decision"] = decision
+        return await self.http.post("/authorize", data=form)
 
 
 def csrf_of(html: str) -> str:

@@ -66,6 +66,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         log.info("sign-in refused", extra={"reason": "bad credentials"})
         if user is not None:
             with contextlib.suppress(MemvaultError):
+                await gw.vault.ensure_account(user.subject, user.display_name)
                 await gw.vault.audit(user.subject, "session.refuse", target=username, details={"method": "password"})
         return _login_page(gw, request, next_path, "Wrong user name or password.", 401)
     await people.ensure_vault_account(gw, user)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from memvault_devstack.errors import DevstackError
 from memvault_devstack.ports import free_port, port_accepts
 from memvault_devstack.postgres import EmbeddedPostgres, create_database, drop_database, psql
 
@@ -66,3 +67,21 @@ def test_creates_and_drops_databases(directory: Path) -> None:
         assert (
             psql(server.server_dsn, "SELECT count(*) FROM pg_database WHERE datname = 'memvault_test_scratch'") == "0"
         )
+
+
+def test_an_interrupted_first_start_leaves_nothing_half_made(directory: Path) -> None:
+    (directory / "data.initdb").mkdir()  # what a Ctrl-C during initdb leaves behind
+    (directory / "data.initdb" / "base").mkdir()
+
+    with EmbeddedPostgres(directory / "data") as server:
+        assert psql(server.dsn, "SELECT 1") == "1"
+    assert not (directory / "data.initdb").exists()
+
+
+def test_a_directory_that_is_not_a_cluster_is_left_alone(directory: Path) -> None:
+    (directory / "data").mkdir()
+    (directory / "data" / "notes.txt").write_text("mine")
+
+    with pytest.raises(DevstackError, match="neither empty nor a Postgres data directory"):
+        EmbeddedPostgres(directory / "data").start()
+    assert (directory / "data" / "notes.txt").read_text() == "mine"

@@ -39,25 +39,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--data-dir",
         type=Path,
+        metavar="DIR",
         default=Path(".data"),
         help="directory for all data, logs and the identity secret; reuse it to keep your memories (default: .data)",
     )
     run.add_argument(
         "--gateway-port",
         type=int,
+        metavar="PORT",
         default=DEFAULT_GATEWAY_PORT,
         help=f"port of the gateway on 127.0.0.1, part of the URL agents use; 0 picks a free one "
         f"(default: {DEFAULT_GATEWAY_PORT})",
     )
     run.add_argument(
         "--postgres-dsn",
+        metavar="DSN",
         help="use this Postgres database (it must exist) instead of the embedded server",
     )
-    run.add_argument("--nats-url", help="use this NATS server (with JetStream) instead of the embedded one")
+    run.add_argument(
+        "--nats-url", metavar="URL", help="use this NATS server (with JetStream) instead of the embedded one"
+    )
     run.add_argument(
         "--services",
         type=_service_list,
         default=SERVICES,
+        metavar="LIST",
         help=f"comma-separated services to start (default: {','.join(SERVICES)})",
     )
     run.add_argument(
@@ -111,7 +117,14 @@ def connection_help(stack: Stack) -> str:
     return "\n".join(lines)
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # Only the first signal interrupts: stopping is bounded by per-process timeouts, and a second
+    # Ctrl-C in the middle of it would leave processes behind.
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -127,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     )
     # SIGTERM and a closed terminal stop the stack the same way Ctrl-C does. SIGINT is set too:
     # a shell starting us in the background would otherwise have it ignored.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in _STOP_SIGNALS:
         signal.signal(sig, _interrupt)
     try:
         stack.start()
@@ -151,8 +164,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"memvault-dev: {error}", file=sys.stderr)
         return 1
     finally:
-        # Stopping is bounded by per-process timeouts; a second Ctrl-C must not leave orphans behind.
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in _STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         stack.stop()
         print("memvault-dev: stopped", file=sys.stderr, flush=True)

@@ -117,6 +117,7 @@ class EmbeddedPostgres:
         self.start_timeout = start_timeout
         self._requested_port = port
         self._port: int | None = None
+        self._launched = False
         self._os_user = _os_user_for_postgres()
 
     @property
@@ -151,6 +152,8 @@ class EmbeddedPostgres:
             log.warning("Postgres in %s was left running by an earlier run; restarting it", self.data_dir)
             self._pg_ctl(bin_dir, ["-m", "fast", "-w", "-t", "60", "stop"], check=False)
         attempts = 1 if self._requested_port is not None else 3
+        # From here a postmaster may exist even if start() is interrupted; stop() must try.
+        self._launched = True
         for attempt in range(1, attempts + 1):
             port = self._requested_port or free_port()
             result = self._pg_ctl(bin_dir, self._start_arguments(port), check=False)
@@ -169,12 +172,13 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Fast shutdown (`pg_ctl -m fast`): open transactions roll back, data stays."""
-        if self._port is None:
+        if self._port is None and not self._launched:
             return
         result = self._pg_ctl(binaries_dir(), ["-m", "fast", "-w", "-t", "60", "stop"], check=False)
         if result.returncode != 0 and "PID file" not in result.stdout:
             log.warning("pg_ctl stop for %s failed: %s", self.data_dir, result.stdout.strip())
         self._port = None
+        self._launched = False
 
     def __enter__(self) -> EmbeddedPostgres:
         self.start()
@@ -198,12 +202,12 @@ class EmbeddedPostgres:
         return ["-l", str(self.log_path), "-o", server_options, "-w", "-t", timeout, "start"]
 
     def _prepare_directories(self, bin_dir: Path) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         if self._os_user is None:
             return
         _make_traversable(self.data_dir.parent)
         _make_usable_by_others(bin_dir.parent)
-        if self.data_dir.stat().st_uid != self._os_user.uid:
+        if self.data_dir.exists() and self.data_dir.stat().st_uid != self._os_user.uid:
             for root, dirs, files in os.walk(self.data_dir):
                 for name in (root, *(os.path.join(root, entry) for entry in dirs + files)):
                     os.chown(name, self._os_user.uid, self._os_user.gid, follow_symlinks=False)
@@ -222,13 +226,31 @@ class EmbeddedPostgres:
             self.data_dir.chmod(mode & 0o750)
 
     def _initdb(self, bin_dir: Path) -> None:
+        # initdb into a staging dir renamed into place at the end, so an interrupted first start
+        # (Ctrl-C) leaves nothing half-made behind.
+        if self.data_dir.exists():
+            if any(self.data_dir.iterdir()):
+                raise DevstackError(
+                    f"{self.data_dir} is neither empty nor a Postgres data directory (no PG_VERSION); move it away"
+                )
+            self.data_dir.rmdir()
+        staging = self.data_dir.with_name(self.data_dir.name + ".initdb")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(mode=0o700)
+        if self._os_user is not None:
+            os.chown(staging, self._os_user.uid, self._os_user.gid)
         arguments = [
-            "-D", str(self.data_dir), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8",
+            "-D", str(staging), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8",
             "--no-locale", "--text-search-config=english", "--no-instructions",
         ]  # fmt: skip
-        result = self._run(bin_dir / "initdb", arguments)
-        if result.returncode != 0:
-            raise DevstackError(f"initdb in {self.data_dir} failed:\n{result.stdout.strip()}")
+        try:
+            result = self._run(bin_dir / "initdb", arguments, cwd=staging)
+            if result.returncode != 0:
+                raise DevstackError(f"initdb in {self.data_dir} failed:\n{result.stdout.strip()}")
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        staging.rename(self.data_dir)
 
     def _check_version(self, bin_dir: Path) -> None:
         cluster = (self.data_dir / "PG_VERSION").read_text().strip()
@@ -247,14 +269,16 @@ class EmbeddedPostgres:
             raise DevstackError(f"pg_ctl {' '.join(arguments)} failed: {result.stdout.strip()}")
         return result
 
-    def _run(self, program: Path, arguments: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, program: Path, arguments: Sequence[str], *, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
         user = self._os_user
         # Output goes to a file, not a pipe: the postmaster pg_ctl leaves behind must not hold our pipe open.
         with tempfile.TemporaryFile("w+", encoding="utf-8") as output:
             result = subprocess.run(
                 [str(program), *arguments],
-                env=_clean_env(home=str(self.data_dir) if user else None),
-                cwd=self.data_dir,
+                env=_clean_env(home=str(cwd or self.data_dir) if user else None),
+                cwd=cwd or self.data_dir,
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

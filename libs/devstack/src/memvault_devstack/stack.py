@@ -270,7 +270,8 @@ class Stack:
     def stop_services(self) -> None:
         """Stop the services in reverse start order: SIGTERM, then SIGKILL after `stop_timeout`."""
         for name in reversed(list(self._processes)):
-            code = self._processes.pop(name).stop(self.stop_timeout)
+            code = self._processes[name].stop(self.stop_timeout)
+            del self._processes[name]  # only once stopped: an interrupted stop() can be repeated
             log.info("%s stopped (%s)", name, describe_exit(code))
 
     def restart_services(self) -> None:

@@ -99,5 +99,11 @@ def start_stack(postgres_dsn: str, nats_url: str, tmp_path: Path) -> Iterator[St
         return stack.start()
 
     yield start
+    failures: list[Exception] = []
     for stack in reversed(stacks):
-        stack.stop()
+        try:
+            stack.stop()
+        except Exception as error:  # stop the others all the same
+            failures.append(error)
+    if failures:
+        raise failures[0]

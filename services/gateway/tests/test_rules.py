@@ -1,0 +1,123 @@
+"""Pure rules: settings validation, redirect URIs, scopes, PKCE, passwords."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from memvault_gateway import credentials, scopes
+from memvault_gateway.redirects import redirect_uri_problem
+from memvault_gateway.settings import ForwardAuthGroup, GatewayGroup, OidcGroup
+from memvault_mcp.tools import build_tools
+
+pytestmark = pytest.mark.unit
+
+
+def test_auto_approve_is_refused_unless_the_gateway_listens_on_loopback() -> None:
+    GatewayGroup(host="127.0.0.1", test_auto_approve_subject="owner")
+    GatewayGroup(host="::1", test_auto_approve_subject="owner")
+    with pytest.raises(ValidationError, match="only while MEMVAULT_GATEWAY__HOST is a loopback address"):
+        GatewayGroup(host="0.0.0.0", test_auto_approve_subject="owner")
+
+
+@pytest.mark.parametrize("url", ["http://memvault.lan:8080", "ftp://x.example", "https://x.example/?a=1"])
+def test_public_url_must_be_https_unless_loopback(url: str) -> None:
+    with pytest.raises(ValidationError):
+        GatewayGroup(public_url=url)
+
+
+def test_public_url_loopback_http_and_https_are_fine() -> None:
+    assert GatewayGroup(public_url="http://localhost:8080/").public_url == "http://localhost:8080"
+    assert GatewayGroup(public_url="https://memvault.example/").public_url == "https://memvault.example"
+
+
+def test_forward_auth_needs_trusted_proxies_and_checks_them() -> None:
+    with pytest.raises(ValidationError, match="TRUSTED_PROXIES"):
+        ForwardAuthGroup(header="Remote-User")
+    group = ForwardAuthGroup(header="Remote-User", trusted_proxies=["10.0.0.0/8", "127.0.0.1"])
+    assert group.trusts("10.1.2.3") and group.trusts("127.0.0.1")
+    assert not group.trusts("192.168.1.1") and not group.trusts(None) and not group.trusts("nonsense")
+
+
+def test_oidc_needs_a_client_id_and_an_https_issuer() -> None:
+    with pytest.raises(ValidationError, match="CLIENT_ID"):
+        OidcGroup(issuer="https://idp.example")
+    with pytest.raises(ValidationError):
+        OidcGroup(issuer="http://idp.example", client_id="x")
+    assert OidcGroup(issuer="http://127.0.0.1:9000/", client_id="x").issuer == "http://127.0.0.1:9000"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "https://claude.ai/api/mcp/auth_callback",
+        "http://127.0.0.1:6276/oauth/callback",
+        "http://localhost/cb",
+        "http://[::1]:3000/callback",
+    ],
+)
+def test_redirect_uris_that_are_allowed(uri: str) -> None:
+    assert redirect_uri_problem(uri) is None
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "http://example.com/cb",
+        "https://x.example/cb#f",
+        "https://user:pw@x.example/cb",
+        "cursor://a/b",
+        "",
+        "https://",
+        "https://x.example/a b",
+        "http://127.0.0.1.evil.example/cb",
+    ],
+)
+def test_redirect_uris_that_are_refused(uri: str) -> None:
+    assert redirect_uri_problem(uri) is not None
+
+
+def test_private_use_schemes_only_when_listed() -> None:
+    assert redirect_uri_problem("cursor://anysphere.cursor-mcp/oauth/callback", ["cursor"]) is None
+
+
+def test_every_tool_that_changes_memories_needs_write() -> None:
+    class Unused:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError("no vault calls while building tools")
+
+    for tool in build_tools(Unused()):  # type: ignore[arg-type]
+        read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+        assert (tool.name in scopes.WRITE_TOOLS) == (not read_only), tool.name
+
+
+def test_scope_needed_for_a_request_body() -> None:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "forget", "arguments": {}}}
+    assert scopes.needed_for_mcp_body(json.dumps(call).encode()) == "write"
+    assert scopes.needed_for_mcp_body(json.dumps([call]).encode()) == "write"
+    assert scopes.needed_for_mcp_body(b'{"method": "tools/list"}') == "read"
+    assert scopes.needed_for_mcp_body(b"not json") == "read"
+    assert scopes.satisfies(["admin"], "write") and not scopes.satisfies(["read"], "write")
+    assert scopes.parse("write offline_access read bogus") == ("read", "write")
+
+
+def test_pkce_s256_is_unpadded_base64url_of_sha256() -> None:
+    verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gYWFo2gWM"
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    assert credentials.pkce_matches(verifier, challenge)
+    assert not credentials.pkce_matches(verifier, challenge[:-1] + ("A" if challenge[-1] != "A" else "B"))
+    assert not credentials.pkce_matches("too-short", challenge)
+
+
+def test_passwords_are_argon2id_and_checked() -> None:
+    stored = credentials.hash_password("correct horse battery staple")
+    assert stored.startswith("$argon2id$")
+    assert credentials.check_password("correct horse battery staple", stored)
+    assert not credentials.check_password("wrong", stored)
+    assert not credentials.check_password("anything", None)
+    assert credentials.password_problem("short") is not None

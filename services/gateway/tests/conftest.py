@@ -8,13 +8,12 @@ vaults (random names), so tests run in any order.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest_asyncio
 import uvicorn
-from gateway_helpers import SECRET, RunningGateway, StartGateway
+from gateway_helpers import SECRET, RunningGateway, StartGateway, free_port, serve_asgi, stop_asgi
 
 from memvault.vault.v1 import accounts_pb2_grpc, vault_pb2_grpc
 from memvault_core.grpc import build_server
@@ -30,31 +29,6 @@ from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.store import Store as VaultStore
 from memvault_vault.store import apply_migrations as apply_vault_migrations
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def serve_asgi(app: Any, port: int) -> tuple[uvicorn.Server, asyncio.Task[None]]:
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on")
-    )
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            return server, task
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    raise TimeoutError("server did not start")
-
-
-async def stop_asgi(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
-    server.should_exit = True
-    await task
 
 
 @pytest_asyncio.fixture(scope="session")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import re
 import secrets
+import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -17,6 +19,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import asyncpg
 import httpx
 import httpx2
+import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -34,6 +37,31 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def serve_asgi(app: Any, port: int) -> tuple[uvicorn.Server, asyncio.Task[None]]:
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="on")
+    )
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            return server, task
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    raise TimeoutError("server did not start")
+
+
+async def stop_asgi(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    server.should_exit = True
+    await task
 
 
 def unique(prefix: str) -> str:

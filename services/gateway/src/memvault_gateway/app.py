@@ -17,7 +17,17 @@ from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
-from memvault_gateway import api, authorize, clients, discovery, login, mcp_route, sessions, token_endpoint
+from memvault_gateway import (
+    api,
+    authorize,
+    clients,
+    discovery,
+    login,
+    mcp_route,
+    oidc,
+    sessions,
+    token_endpoint,
+)
 from memvault_gateway.context import Gateway
 from memvault_gateway.settings import Settings
 from memvault_gateway.store import Store, apply_migrations
@@ -135,6 +145,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         authorize.router,
         token_endpoint.router,
         login.router,
+        oidc.router,
         api.router,
         mcp_route.router,
     ):

@@ -1,0 +1,189 @@
+"""Owner sign-in through an OpenID Connect provider the homelab already runs.
+
+Authorization code flow with PKCE, `state` and `nonce` kept server-side (single use, 10
+minutes); the code is exchanged with authlib's client and the ID token checked with joserfc
+(signature against the provider's JWKS, issuer, audience, expiry, nonce). People are known by
+(issuer, sub); their vault subject is `oidc:<sub>`.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from authlib.integrations.httpx_client import AsyncOAuth2Client  # type: ignore[import-untyped]
+from authlib.oauth2.rfc7636 import create_s256_code_challenge  # type: ignore[import-untyped]
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
+
+from memvault_gateway import credentials, pages, people, sessions
+from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.login import safe_next
+
+log = logging.getLogger("memvault_gateway")
+
+router = APIRouter()
+
+DISCOVERY_CACHE_SECONDS = 3600
+LOGIN_STATE_LIFETIME = timedelta(minutes=10)
+_CACHE_KEY = "oidc_discovery"
+
+
+class SignInFailed(Exception):
+    """The provider's answer could not be used; the message is safe to show."""
+
+
+def callback_url(gw: Gateway) -> str:
+    return f"{gw.issuer}/login/oidc/callback"
+
+
+async def _get_json(gw: Gateway, url: str) -> dict[str, Any]:
+    try:
+        response = await gw.outbound.get(url, headers={"Accept": "application/json"})
+    except httpx.HTTPError as error:
+        raise SignInFailed(f"the identity provider did not answer ({type(error).__name__})") from None
+    if response.status_code != 200:
+        raise SignInFailed(f"the identity provider answered HTTP {response.status_code}")
+    try:
+        data = response.json()
+    except ValueError:
+        raise SignInFailed("the identity provider's answer is not JSON") from None
+    if not isinstance(data, dict):
+        raise SignInFailed("the identity provider's answer is not a JSON object")
+    return data
+
+
+async def provider_metadata(gw: Gateway) -> dict[str, Any]:
+    """The provider's discovery document (and its JWKS), cached for an hour."""
+    cached = gw.cache.get(_CACHE_KEY)
+    if isinstance(cached, tuple) and cached[0] > time.monotonic():
+        metadata: dict[str, Any] = cached[1]
+        return metadata
+    issuer = gw.settings.oidc.issuer
+    metadata = await _get_json(gw, f"{issuer}/.well-known/openid-configuration")
+    if metadata.get("issuer", "").rstrip("/") != issuer:
+        raise SignInFailed("the identity provider's discovery document names another issuer")
+    for field in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
+        if not isinstance(metadata.get(field), str):
+            raise SignInFailed(f"the identity provider's discovery document has no {field}")
+    metadata["_jwks"] = await _get_json(gw, metadata["jwks_uri"])
+    gw.cache[_CACHE_KEY] = (time.monotonic() + DISCOVERY_CACHE_SECONDS, metadata)
+    return metadata
+
+
+def _check_id_token(gw: Gateway, metadata: dict[str, Any], id_token: str, nonce: str) -> dict[str, Any]:
+    settings = gw.settings.oidc
+    algorithms = [a for a in metadata.get("id_token_signing_alg_values_supported", ["RS256"]) if a != "none"]
+    try:
+        keys = KeySet.import_key_set(metadata["_jwks"])
+        token = jwt.decode(id_token, keys, algorithms=algorithms or ["RS256"])
+        jwt.JWTClaimsRegistry(
+            leeway=60,
+            iss={"essential": True, "value": metadata["issuer"]},
+            aud={"essential": True, "value": settings.client_id},
+            sub={"essential": True},
+            exp={"essential": True},
+            nonce={"essential": True, "value": nonce},
+        ).validate(token.claims)
+    except (JoseError, ValueError, KeyError, TypeError) as error:
+        log.warning("ID token refused", extra={"error": type(error).__name__})
+        raise SignInFailed("the identity provider's ID token did not check out") from None
+    claims: dict[str, Any] = token.claims
+    audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
+    if len(audiences) > 1 and claims.get("azp") != settings.client_id:
+        raise SignInFailed("the ID token was issued to another application")
+    return claims
+
+
+@router.post("/login/oidc")
+async def start(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    """Send the browser to the identity provider."""
+    if not gw.settings.oidc.enabled:
+        return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
+    form = await request.form()
+    if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
+        return pages.message("Request refused", "The sign-in form expired; go back and try again.", 403)
+    try:
+        metadata = await provider_metadata(gw)
+    except SignInFailed as error:
+        return pages.message("Sign-in unavailable", str(error), 502)
+    state = secrets.token_urlsafe(32)
+    nonce = secrets.token_urlsafe(32)
+    verifier = secrets.token_urlsafe(48)
+    await gw.store.create_login_state(
+        credentials.token_hash(state), nonce, verifier, safe_next(str(form.get("next") or "")), LOGIN_STATE_LIFETIME
+    )
+    query = {
+        "response_type": "code",
+        "client_id": gw.settings.oidc.client_id,
+        "redirect_uri": callback_url(gw),
+        "scope": gw.settings.oidc.scopes,
+        "state": state,
+        "nonce": nonce,
+        "code_challenge": create_s256_code_challenge(verifier),
+        "code_challenge_method": "S256",
+    }
+    return RedirectResponse(f"{metadata['authorization_endpoint']}?{urlencode(query)}", status_code=303)
+
+
+@router.get("/login/oidc/callback")
+async def callback(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    """The provider sends the browser back here with a code; sign the person in."""
+    settings = gw.settings.oidc
+    if not settings.enabled:
+        return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
+    state = request.query_params.get("state", "")
+    found = await gw.store.take_login_state(credentials.token_hash(state)) if state and len(state) < 200 else None
+    if found is None:
+        return pages.message("Sign-in expired", "This sign-in attempt is unknown or too old; start again.", 400)
+    nonce, verifier, next_path = found
+    if "error" in request.query_params or "code" not in request.query_params:
+        return pages.message("Sign-in refused", "The identity provider did not sign you in.", 401)
+    try:
+        metadata = await provider_metadata(gw)
+        if "iss" in request.query_params and request.query_params["iss"] != metadata["issuer"]:
+            raise SignInFailed("the answer came from another identity provider")
+        secret = settings.client_secret.get_secret_value()
+        async with AsyncOAuth2Client(
+            client_id=settings.client_id,
+            client_secret=secret or None,
+            token_endpoint_auth_method="client_secret_basic" if secret else "none",
+            timeout=10.0,
+        ) as client:
+            try:
+                tokens = await client.fetch_token(
+                    metadata["token_endpoint"],
+                    grant_type="authorization_code",
+                    code=request.query_params["code"],
+                    redirect_uri=callback_url(gw),
+                    code_verifier=verifier,
+                )
+            except Exception as error:  # authlib raises several unrelated types for a refused exchange
+                log.warning("OIDC code exchange failed", extra={"error": type(error).__name__})
+                raise SignInFailed("the identity provider refused the sign-in code") from None
+        id_token = tokens.get("id_token")
+        if not isinstance(id_token, str):
+            raise SignInFailed("the identity provider sent no ID token")
+        claims = _check_id_token(gw, metadata, id_token, nonce)
+    except SignInFailed as error:
+        return pages.message("Sign-in failed", str(error), 401)
+
+    display = str(claims.get("name") or claims.get("preferred_username") or claims.get("email") or "")[:200]
+    user = await people.external_user(
+        gw, settings.issuer, str(claims["sub"]), prefix="oidc", display_name=display, create=settings.create_accounts
+    )
+    if user is None:
+        return pages.message(
+            "No account", "You signed in, but there is no memvault account for you; ask the administrator.", 403
+        )
+    await people.ensure_vault_account(gw, user)
+    await sessions.start_session(gw, request, user, "oidc")
+    return RedirectResponse(next_path, status_code=303)

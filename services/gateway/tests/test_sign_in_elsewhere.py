@@ -1,0 +1,155 @@
+"""Owner sign-in through an OpenID Connect provider, and through a trusted forward-auth proxy."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from gateway_helpers import (
+    Agent,
+    Browser,
+    RunningGateway,
+    StartGateway,
+    csrf_of,
+    free_port,
+    pkce,
+    query_of,
+    serve_asgi,
+    stop_asgi,
+    unique,
+)
+from oidc_provider import OidcProvider
+
+pytestmark = pytest.mark.integration
+
+
+@pytest_asyncio.fixture
+async def idp() -> AsyncIterator[OidcProvider]:
+    port = free_port()
+    provider = OidcProvider(issuer=f"http://127.0.0.1:{port}", user={"sub": unique("sub"), "name": "Carol"})
+    server, task = await serve_asgi(provider.app(), port)
+    yield provider
+    await stop_asgi(server, task)
+
+
+async def oidc_gateway(start_gateway: StartGateway, idp: OidcProvider, **oidc: Any) -> RunningGateway:
+    return await start_gateway(
+        oidc={"issuer": idp.issuer, "client_id": idp.client_id, "client_secret": idp.client_secret, **oidc}
+    )
+
+
+async def sso(gateway: RunningGateway, next_path: str = "/") -> tuple[Browser, httpx.Response]:
+    """Press the single sign-on button and follow the provider back; returns the callback's answer."""
+    browser = Browser(gateway)
+    page = await browser.http.get("/login", params={"next": next_path})
+    assert "Sign in with single sign-on" in page.text
+    start = await browser.http.post("/login/oidc", data={"csrf_token": csrf_of(page.text), "next": next_path})
+    assert start.status_code == 303
+    async with httpx.AsyncClient(follow_redirects=False) as outside:
+        at_idp = await outside.get(start.headers["location"])
+    assert at_idp.status_code == 302
+    back = at_idp.headers["location"]
+    assert back.startswith(f"{gateway.url}/login/oidc/callback?")
+    return browser, await browser.http.get(back.removeprefix(gateway.url))
+
+
+async def test_oidc_sign_in_creates_the_account_and_a_vault(start_gateway: StartGateway, idp: OidcProvider) -> None:
+    gateway = await oidc_gateway(start_gateway, idp)
+    browser, answer = await sso(gateway, next_path="/api/v1/me")
+    assert answer.status_code == 303 and answer.headers["location"] == "/api/v1/me"
+    me = (await browser.http.get("/api/v1/me")).json()
+    assert me["subject"] == f"oidc:{idp.user['sub']}"
+    assert me["display_name"] == "Carol" and me["signed_in_with"] == "oidc"
+    vaults = (await browser.http.get("/api/v1/vaults")).json()["vaults"]
+    assert [v["role"] for v in vaults] == ["owner"]
+
+    (sent,) = idp.authorize_requests
+    assert sent["code_challenge_method"] == "S256" and sent["nonce"] and sent["scope"] == "openid profile email"
+
+    again, second = await sso(gateway)
+    assert second.status_code == 303
+    assert (await again.http.get("/api/v1/me")).json()["subject"] == me["subject"]  # the same account
+    assert len((await again.http.get("/api/v1/vaults")).json()["vaults"]) == 1
+
+
+async def test_oidc_owner_approves_an_agent(start_gateway: StartGateway, idp: OidcProvider) -> None:
+    gateway = await oidc_gateway(start_gateway, idp)
+    agent = Agent(gateway, await gateway.register())
+    verifier, challenge = pkce()
+    browser, answer = await sso(gateway, next_path=agent.authorize_url(challenge))
+    approved = await browser.consent(answer.headers["location"])
+    code = query_of(approved.headers["location"])["code"]
+    assert (await agent.exchange(code, verifier)).status_code == 200
+
+
+@pytest.mark.parametrize("fault", ["wrong_nonce", "foreign_audience", "unknown_key"])
+async def test_oidc_refuses_an_id_token_that_does_not_check_out(
+    start_gateway: StartGateway, idp: OidcProvider, fault: str
+) -> None:
+    gateway = await oidc_gateway(start_gateway, idp)
+    setattr(idp, fault, True)
+    browser, answer = await sso(gateway)
+    assert answer.status_code == 401
+    assert (await browser.http.get("/api/v1/me")).status_code == 401
+    assert (
+        await gateway.fetchval(
+            "SELECT count(*) FROM gateway.user_account WHERE subject = $1", f"oidc:{idp.user['sub']}"
+        )
+        == 0
+    )
+
+
+async def test_oidc_callback_state_is_single_use(start_gateway: StartGateway, idp: OidcProvider) -> None:
+    gateway = await oidc_gateway(start_gateway, idp)
+    browser = Browser(gateway)
+    page = await browser.http.get("/login")
+    start = await browser.http.post("/login/oidc", data={"csrf_token": csrf_of(page.text), "next": "/"})
+    async with httpx.AsyncClient(follow_redirects=False) as outside:
+        back = (await outside.get(start.headers["location"])).headers["location"].removeprefix(gateway.url)
+    assert (await browser.http.get(back)).status_code == 303
+    replay = await Browser(gateway).http.get(back)
+    assert replay.status_code == 400
+    forged = await Browser(gateway).http.get("/login/oidc/callback", params={"code": "x", "state": "made-up"})
+    assert forged.status_code == 400
+
+
+async def test_oidc_without_account_creation_admits_only_known_people(
+    start_gateway: StartGateway, idp: OidcProvider
+) -> None:
+    gateway = await oidc_gateway(start_gateway, idp, create_accounts=False)
+    _, answer = await sso(gateway)
+    assert answer.status_code == 403
+    async with gateway.store() as store:
+        await store.create_user(f"oidc:{idp.user['sub']}", username=None, display_name="Carol")
+    browser, admitted = await sso(gateway)
+    assert admitted.status_code == 303
+    assert (await browser.http.get("/api/v1/me")).json()["subject"] == f"oidc:{idp.user['sub']}"
+
+
+async def test_forward_auth_header_signs_in_only_from_trusted_proxies(start_gateway: StartGateway) -> None:
+    name = unique("dave")
+    trusted = await start_gateway(forward_auth={"header": "Remote-User", "trusted_proxies": ["127.0.0.1/32"]})
+    elsewhere = await start_gateway(forward_auth={"header": "Remote-User", "trusted_proxies": ["10.0.0.0/8"]})
+
+    async with elsewhere.http(headers={"Remote-User": name}) as http:
+        assert (await http.get("/api/v1/me")).status_code == 401
+
+    async with trusted.http(headers={"Remote-User": name, "Remote-Name": "Dave"}) as http:
+        me = await http.get("/api/v1/me")
+        assert me.status_code == 200
+        assert me.json()["subject"] == f"proxy:{name}" and me.json()["signed_in_with"] == "forward-auth"
+        assert "memvault_session=" in me.headers["set-cookie"]
+        # A state-changing call still needs the session's CSRF token.
+        vault = {"name": unique("dave-vault")}
+        assert (await http.post("/api/v1/vaults", json=vault)).status_code == 403
+        created = await http.post("/api/v1/vaults", json=vault, headers={"X-CSRF-Token": me.json()["csrf_token"]})
+        assert created.status_code == 201
+
+    # Another name from the proxy is another person, even with the first one's session cookie.
+    async with trusted.http(headers={"Remote-User": unique("eve")}) as http:
+        http.cookies.set("memvault_session", me.cookies["memvault_session"])
+        other = (await http.get("/api/v1/me")).json()
+    assert other["subject"] != f"proxy:{name}"

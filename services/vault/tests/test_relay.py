@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,9 +17,9 @@ from vault_helpers import Caller
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core.settings import NatsSettings
 from memvault_devstack.nats import EmbeddedNats
 from memvault_devstack.ports import free_port
-from memvault_vault.events import STREAM
 from memvault_vault.relay import OutboxRelay
 from memvault_vault.store import Store
 
@@ -53,11 +54,11 @@ async def remember_many(caller: Caller, prefix: str, count: int) -> list[str]:
     return ids
 
 
-async def published_ids(url: str, vault_id: str) -> list[str]:
-    nc = await nats.connect(url)
+async def published_ids(settings: NatsSettings, vault_id: str) -> list[str]:
+    nc = await nats.connect(settings.url)
     try:
         js = nc.jetstream()
-        sub = await js.subscribe("memvault.events.v1.memory.created", ordered_consumer=True)
+        sub = await js.subscribe(f"{settings.subject_root}.events.v1.memory.created", ordered_consumer=True)
         seen: list[str] = []
         with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
             while True:
@@ -75,7 +76,8 @@ async def test_writes_survive_nats_outage_and_drain_once_it_returns(
 ) -> None:
     url = nats_server.url
     vault_id = await store._pool.fetchval("SELECT id::text FROM vault WHERE name = $1", caller.vault)
-    relay = OutboxRelay(vault_dsn, url, poll_seconds=0.2)
+    settings = NatsSettings(url=url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    relay = OutboxRelay(vault_dsn, settings, poll_seconds=0.2)
     task = asyncio.create_task(relay.run())
     try:
         before = await remember_many(caller, "Written while NATS is up", 5)
@@ -92,10 +94,10 @@ async def test_writes_survive_nats_outage_and_drain_once_it_returns(
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    seen = await published_ids(url, vault_id)
+    seen = await published_ids(settings, vault_id)
     assert sorted(seen) == sorted(before + during)  # each exactly once, in the stream
     nc = await nats.connect(url)
-    info = await nc.jetstream().stream_info(STREAM)
+    info = await nc.jetstream().stream_info(settings.stream)
     await nc.close()
     assert info.config.duplicate_window and info.config.duplicate_window >= 60
 

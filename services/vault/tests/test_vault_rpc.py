@@ -139,7 +139,7 @@ async def test_every_write_leaves_history_and_an_event(caller: Caller, store: St
     subjects = await store._pool.fetch(
         "SELECT subject, payload FROM outbox WHERE published_at IS NULL AND payload IS NOT NULL ORDER BY created_at"
     )
-    assert any(r["subject"] == "memvault.events.v1.memory.created" for r in subjects)
+    assert any(r["subject"] == "events.v1.memory.created" for r in subjects)
     assert all(b"British" not in bytes(r["payload"]) for r in subjects)
 
 

@@ -43,6 +43,22 @@ class PostgresSettings(BaseModel):
 
 class NatsSettings(BaseModel):
     url: str = "nats://127.0.0.1:4222"
+    namespace: str = Field(default="", pattern=r"^[a-z0-9_-]{0,32}$")
+    """Set it to share one NATS server between several memvault installations (or test runs):
+    streams, subjects and consumers then carry it, so they never see each other's events."""
+
+    @property
+    def stream(self) -> str:
+        return "MEMVAULT_EVENTS" + (f"_{self.namespace.upper().replace('-', '_')}" if self.namespace else "")
+
+    @property
+    def dead_letter_stream(self) -> str:
+        return "MEMVAULT_DEADLETTER" + (f"_{self.namespace.upper().replace('-', '_')}" if self.namespace else "")
+
+    @property
+    def subject_root(self) -> str:
+        """`memvault` or `<namespace>.memvault`: events are `<root>.events.v1.<entity>.<verb>`."""
+        return f"{self.namespace}.memvault" if self.namespace else "memvault"
 
     @field_validator("url")
     @classmethod

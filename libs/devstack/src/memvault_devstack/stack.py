@@ -142,6 +142,18 @@ class Stack:
         return self._identity_secret
 
     @property
+    def nats_namespace(self) -> str:
+        """Empty on a NATS server of the stack's own; on a shared one (tests, CI), a name kept in
+        `nats-namespace` so that this stack's streams and consumers never meet another's."""
+        if self._given_nats_url is None:
+            return ""
+        path = self.data_dir / "nats-namespace"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"s{secrets.token_hex(6)}\n")
+        return path.read_text().strip()
+
+    @property
     def ports(self) -> Mapping[str, int]:
         """Port of each service (all four are chosen even when fewer run)."""
         if self._ports is None:
@@ -192,6 +204,7 @@ class Stack:
             {
                 "MEMVAULT_POSTGRES__DSN": self.postgres_dsn,
                 "MEMVAULT_NATS__URL": self.nats_url,
+                "MEMVAULT_NATS__NAMESPACE": self.nats_namespace,
                 "MEMVAULT_IDENTITY__SECRET": self.identity_secret,
                 "MEMVAULT_LOG__LEVEL": self.log_level,
                 "PYTHONUNBUFFERED": "1",
@@ -205,7 +218,8 @@ class Stack:
             env["MEMVAULT_VAULT__INDEXER_ADDRESS"] = self.indexer_address
         elif service == "indexer":
             env["MEMVAULT_INDEXER__LISTEN"] = self.indexer_address
-            env["MEMVAULT_INDEXER__DATA_DIR"] = str(self.data_dir / "qdrant")
+            env["MEMVAULT_INDEXER__VAULT_ADDRESS"] = self.vault_address
+            env["MEMVAULT_QDRANT__DATA_DIR"] = str(self.data_dir / "qdrant")
         elif service == "mcp":
             env["MEMVAULT_MCP__HOST"] = LOOPBACK
             env["MEMVAULT_MCP__PORT"] = str(ports["mcp"])

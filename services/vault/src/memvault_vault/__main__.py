@@ -41,7 +41,7 @@ async def serve(settings: Settings) -> None:
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)
         relay = None
         if settings.vault.relay:
-            relay = asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats.url).run())
+            relay = asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats).run())
         log.info("serving", extra={"listen": settings.vault.listen})
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,

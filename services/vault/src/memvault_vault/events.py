@@ -15,8 +15,9 @@ from opentelemetry import propagate
 
 from memvault.events.v1 import memory_events_pb2 as pb
 
-STREAM = "MEMVAULT_EVENTS"
-SUBJECT_PREFIX = "memvault.events.v1."
+EVENTS = "events.v1."
+"""Subjects are `<subject root>.events.v1.memory.<verb>`; the root is `memvault` unless a NATS
+namespace is configured (see memvault_core.settings.NatsSettings)."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,8 @@ def _now() -> Timestamp:
 def _event(verb: str, message: Message, event_id: str) -> OutboxEvent:
     headers: dict[str, str] = {}
     propagate.inject(headers)  # trace context travels with the event
-    return OutboxEvent(event_id, f"{SUBJECT_PREFIX}memory.{verb}", message.SerializeToString(), headers)
+    # The outbox stores the subject without its root; the relay adds the configured one.
+    return OutboxEvent(event_id, f"{EVENTS}memory.{verb}", message.SerializeToString(), headers)
 
 
 def memory_created(memory_id: str, vault_id: str, content_hash: str) -> OutboxEvent:

@@ -19,9 +19,9 @@ import asyncpg
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.api import StorageType, StreamConfig
 
-from memvault_vault.events import STREAM, SUBJECT_PREFIX
+from memvault_core.events import ensure_streams
+from memvault_core.settings import NatsSettings
 
 log = logging.getLogger(__name__)
 
@@ -30,24 +30,10 @@ RELAY_LOCK_KEY = 0x6D656D76  # "memv": one relay at a time across replicas
 BATCH = 200
 
 
-async def ensure_stream(js: JetStreamContext) -> None:
-    config = StreamConfig(
-        name=STREAM,
-        subjects=[SUBJECT_PREFIX + ">"],
-        storage=StorageType.FILE,
-        duplicate_window=300.0,  # seconds in which a repeated Nats-Msg-Id is dropped
-    )
-    try:
-        await js.stream_info(STREAM)
-        await js.update_stream(config)
-    except nats.js.errors.NotFoundError:
-        await js.add_stream(config)
-
-
 class OutboxRelay:
-    def __init__(self, dsn: str, nats_url: str, poll_seconds: float = 1.0) -> None:
+    def __init__(self, dsn: str, nats_settings: NatsSettings, poll_seconds: float = 1.0) -> None:
         self._dsn = dsn
-        self._nats_url = nats_url
+        self._nats = nats_settings
         self._poll = poll_seconds
         self._wake = asyncio.Event()
         self.published = 0
@@ -75,9 +61,9 @@ class OutboxRelay:
             while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY):  # noqa: ASYNC110
                 await asyncio.sleep(self._poll * 5)
             await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
-            nc = await nats.connect(self._nats_url, connect_timeout=2, max_reconnect_attempts=0)
+            nc = await nats.connect(self._nats.url, connect_timeout=2, max_reconnect_attempts=0)
             js = nc.jetstream(timeout=5.0)
-            await ensure_stream(js)
+            await ensure_streams(js, self._nats)
             log.info("outbox relay running")
             while True:
                 sent = await self._drain(conn, js)
@@ -101,7 +87,7 @@ class OutboxRelay:
             for row in rows:
                 headers: dict[str, Any] = json.loads(row["headers"]) if row["headers"] else {}
                 headers["Nats-Msg-Id"] = row["id"]
-                await js.publish(row["subject"], bytes(row["payload"]), headers=headers)
+                await js.publish(f"{self._nats.subject_root}.{row['subject']}", bytes(row["payload"]), headers=headers)
                 done.append(row["id"])
         except Exception as error:
             if rows[len(done) :]:

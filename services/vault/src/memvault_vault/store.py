@@ -487,8 +487,10 @@ class Store:
     async def documents(self, ids: Sequence[str]) -> list[asyncpg.Record]:
         return list(
             await self._pool.fetch(
-                "SELECT id::text AS memory_id, vault_id::text, content, content_hash, created_at"
-                " FROM memory WHERE id = ANY($1::uuid[])",
+                "SELECT m.id::text AS memory_id, m.vault_id::text, m.content, m.content_hash, m.created_at,"
+                " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
+                " FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed'"
+                " WHERE m.id = ANY($1::uuid[])",
                 list(ids),
             )
         )
@@ -496,8 +498,10 @@ class Store:
     async def documents_after(self, after_id: str | None, limit: int) -> list[asyncpg.Record]:
         return list(
             await self._pool.fetch(
-                "SELECT id::text AS memory_id, vault_id::text, content, content_hash, created_at FROM memory"
-                " WHERE $1::uuid IS NULL OR id > $1::uuid ORDER BY id LIMIT $2",
+                "SELECT m.id::text AS memory_id, m.vault_id::text, m.content, m.content_hash, m.created_at,"
+                " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
+                " FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed'"
+                " WHERE $1::uuid IS NULL OR m.id > $1::uuid ORDER BY m.id LIMIT $2",
                 after_id,
                 limit,
             )

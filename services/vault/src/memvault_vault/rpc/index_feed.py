@@ -25,6 +25,8 @@ def _document(row: object) -> pb.IndexDocument:
         content=row["content"],  # type: ignore[index]
         content_hash=row["content_hash"],  # type: ignore[index]
         created_at=created,
+        indexed_hash=row["indexed_hash"],  # type: ignore[index]
+        indexed_model=row["indexed_model"],  # type: ignore[index]
     )
 
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemvault/index/v1/index.proto\x12\x11memvault.index.v1\".\n\x0bPendingText\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x83\x01\n\rSearchRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x11\n\tscore_ids\x18\x04 \x03(\t\x12/\n\x07pending\x18\x05 \x03(\x0b\x32\x1e.memvault.index.v1.PendingText\"1\n\x0cScoredMemory\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63osine\x18\x02 \x01(\x01\"N\n\x0eSearchResponse\x12-\n\x04hits\x18\x01 \x03(\x0b\x32\x1f.memvault.index.v1.ScoredMemory\x12\r\n\x05model\x18\x02 \x01(\t\"\x15\n\x13GetIndexInfoRequest\"m\n\x14GetIndexInfoResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x0e\n\x06points\x18\x04 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t2\xbe\x01\n\x0cIndexService\x12M\n\x06Search\x12 .memvault.index.v1.SearchRequest\x1a!.memvault.index.v1.SearchResponse\x12_\n\x0cGetIndexInfo\x12&.memvault.index.v1.GetIndexInfoRequest\x1a\'.memvault.index.v1.GetIndexInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemvault/index/v1/index.proto\x12\x11memvault.index.v1\".\n\x0bPendingText\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x83\x01\n\rSearchRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x11\n\tscore_ids\x18\x04 \x03(\t\x12/\n\x07pending\x18\x05 \x03(\x0b\x32\x1e.memvault.index.v1.PendingText\"1\n\x0cScoredMemory\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63osine\x18\x02 \x01(\x01\"N\n\x0eSearchResponse\x12-\n\x04hits\x18\x01 \x03(\x0b\x32\x1f.memvault.index.v1.ScoredMemory\x12\r\n\x05model\x18\x02 \x01(\t\"\x15\n\x13GetIndexInfoRequest\"m\n\x14GetIndexInfoResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x12\n\ncollection\x18\x03 \x01(\t\x12\x0e\n\x06points\x18\x04 \x01(\x03\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\"\x10\n\x0eReindexRequest\"2\n\x0fReindexResponse\x12\x0f\n\x07indexed\x18\x01 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x02 \x01(\x03\"\"\n\x10ReconcileRequest\x12\x0e\n\x06repair\x18\x01 \x01(\x08\"V\n\x11ReconcileResponse\x12\x0f\n\x07missing\x18\x01 \x01(\x03\x12\r\n\x05stale\x18\x02 \x01(\x03\x12\x0f\n\x07orphans\x18\x03 \x01(\x03\x12\x10\n\x08repaired\x18\x04 \x01(\x03\x32\xe8\x02\n\x0cIndexService\x12M\n\x06Search\x12 .memvault.index.v1.SearchRequest\x1a!.memvault.index.v1.SearchResponse\x12_\n\x0cGetIndexInfo\x12&.memvault.index.v1.GetIndexInfoRequest\x1a\'.memvault.index.v1.GetIndexInfoResponse\x12P\n\x07Reindex\x12!.memvault.index.v1.ReindexRequest\x1a\".memvault.index.v1.ReindexResponse\x12V\n\tReconcile\x12#.memvault.index.v1.ReconcileRequest\x1a$.memvault.index.v1.ReconcileResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,6 +43,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETINDEXINFOREQUEST']._serialized_end=386
   _globals['_GETINDEXINFORESPONSE']._serialized_start=388
   _globals['_GETINDEXINFORESPONSE']._serialized_end=497
-  _globals['_INDEXSERVICE']._serialized_start=500
-  _globals['_INDEXSERVICE']._serialized_end=690
+  _globals['_REINDEXREQUEST']._serialized_start=499
+  _globals['_REINDEXREQUEST']._serialized_end=515
+  _globals['_REINDEXRESPONSE']._serialized_start=517
+  _globals['_REINDEXRESPONSE']._serialized_end=567
+  _globals['_RECONCILEREQUEST']._serialized_start=569
+  _globals['_RECONCILEREQUEST']._serialized_end=603
+  _globals['_RECONCILERESPONSE']._serialized_start=605
+  _globals['_RECONCILERESPONSE']._serialized_end=691
+  _globals['_INDEXSERVICE']._serialized_start=694
+  _globals['_INDEXSERVICE']._serialized_end=1054
 # @@protoc_insertion_point(module_scope)

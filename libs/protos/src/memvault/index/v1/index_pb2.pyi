@@ -172,3 +172,91 @@ class GetIndexInfoResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetIndexInfoResponse: _TypeAlias = GetIndexInfoResponse  # noqa: Y015
+
+@_typing.final
+class ReindexRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReindexRequest: _TypeAlias = ReindexRequest  # noqa: Y015
+
+@_typing.final
+class ReindexResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEXED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    indexed: _builtins.int
+    failed: _builtins.int
+    def __init__(
+        self,
+        *,
+        indexed: _builtins.int = ...,
+        failed: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failed", b"failed", "indexed", b"indexed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReindexResponse: _TypeAlias = ReindexResponse  # noqa: Y015
+
+@_typing.final
+class ReconcileRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPAIR_FIELD_NUMBER: _builtins.int
+    repair: _builtins.bool
+    """False only reports the drift."""
+    def __init__(
+        self,
+        *,
+        repair: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["repair", b"repair"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconcileRequest: _TypeAlias = ReconcileRequest  # noqa: Y015
+
+@_typing.final
+class ReconcileResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MISSING_FIELD_NUMBER: _builtins.int
+    STALE_FIELD_NUMBER: _builtins.int
+    ORPHANS_FIELD_NUMBER: _builtins.int
+    REPAIRED_FIELD_NUMBER: _builtins.int
+    missing: _builtins.int
+    """In the vault but not in the index."""
+    stale: _builtins.int
+    """In the index with an older text (content hash) or another model."""
+    orphans: _builtins.int
+    """In the index but no longer in the vault."""
+    repaired: _builtins.int
+    def __init__(
+        self,
+        *,
+        missing: _builtins.int = ...,
+        stale: _builtins.int = ...,
+        orphans: _builtins.int = ...,
+        repaired: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "orphans", b"orphans", "repaired", b"repaired", "stale", b"stale"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconcileResponse: _TypeAlias = ReconcileResponse  # noqa: Y015

@@ -46,6 +46,16 @@ class IndexServiceStub:
                 request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexInfoRequest.SerializeToString,
                 response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexInfoResponse.FromString,
                 _registered_method=True)
+        self.Reindex = channel.unary_unary(
+                '/memvault.index.v1.IndexService/Reindex',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ReindexRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ReindexResponse.FromString,
+                _registered_method=True)
+        self.Reconcile = channel.unary_unary(
+                '/memvault.index.v1.IndexService/Reconcile',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileResponse.FromString,
+                _registered_method=True)
 
 
 class IndexServiceServicer:
@@ -61,7 +71,21 @@ class IndexServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetIndexInfo(self, request, context):
-        """Where the indexer stands: model, collection, points, events processed.
+        """Where the indexer stands: model, collection, points.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reindex(self, request, context):
+        """Rebuild the collection from the vault: every memory embedded again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reconcile(self, request, context):
+        """Compare the collection with the vault and repair missing, stale and orphan points.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -79,6 +103,16 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.GetIndexInfo,
                     request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexInfoRequest.FromString,
                     response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexInfoResponse.SerializeToString,
+            ),
+            'Reindex': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reindex,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ReindexRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ReindexResponse.SerializeToString,
+            ),
+            'Reconcile': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconcile,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +171,60 @@ class IndexService:
             '/memvault.index.v1.IndexService/GetIndexInfo',
             memvault_dot_index_dot_v1_dot_index__pb2.GetIndexInfoRequest.SerializeToString,
             memvault_dot_index_dot_v1_dot_index__pb2.GetIndexInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reindex(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/Reindex',
+            memvault_dot_index_dot_v1_dot_index__pb2.ReindexRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.ReindexResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconcile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/Reconcile',
+            memvault_dot_index_dot_v1_dot_index__pb2.ReconcileRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.ReconcileResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,7 +38,11 @@ class IndexServiceStub:
     Search: _grpc.UnaryUnaryMultiCallable[_index_pb2.SearchRequest, _index_pb2.SearchResponse]
     """Nearest memories of one vault to a query text, with cosine similarity."""
     GetIndexInfo: _grpc.UnaryUnaryMultiCallable[_index_pb2.GetIndexInfoRequest, _index_pb2.GetIndexInfoResponse]
-    """Where the indexer stands: model, collection, points, events processed."""
+    """Where the indexer stands: model, collection, points."""
+    Reindex: _grpc.UnaryUnaryMultiCallable[_index_pb2.ReindexRequest, _index_pb2.ReindexResponse]
+    """Rebuild the collection from the vault: every memory embedded again."""
+    Reconcile: _grpc.UnaryUnaryMultiCallable[_index_pb2.ReconcileRequest, _index_pb2.ReconcileResponse]
+    """Compare the collection with the vault and repair missing, stale and orphan points."""
 
 @_typing.type_check_only
 class IndexServiceAsyncStub(IndexServiceStub):
@@ -50,7 +54,11 @@ class IndexServiceAsyncStub(IndexServiceStub):
     Search: _aio.UnaryUnaryMultiCallable[_index_pb2.SearchRequest, _index_pb2.SearchResponse]  # type: ignore[assignment]
     """Nearest memories of one vault to a query text, with cosine similarity."""
     GetIndexInfo: _aio.UnaryUnaryMultiCallable[_index_pb2.GetIndexInfoRequest, _index_pb2.GetIndexInfoResponse]  # type: ignore[assignment]
-    """Where the indexer stands: model, collection, points, events processed."""
+    """Where the indexer stands: model, collection, points."""
+    Reindex: _aio.UnaryUnaryMultiCallable[_index_pb2.ReindexRequest, _index_pb2.ReindexResponse]  # type: ignore[assignment]
+    """Rebuild the collection from the vault: every memory embedded again."""
+    Reconcile: _aio.UnaryUnaryMultiCallable[_index_pb2.ReconcileRequest, _index_pb2.ReconcileResponse]  # type: ignore[assignment]
+    """Compare the collection with the vault and repair missing, stale and orphan points."""
 
 class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
     """IndexService is the indexer's query side: the only reader of the vector store.
@@ -71,6 +79,22 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _index_pb2.GetIndexInfoRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.GetIndexInfoResponse, _abc.Awaitable[_index_pb2.GetIndexInfoResponse]]:
-        """Where the indexer stands: model, collection, points, events processed."""
+        """Where the indexer stands: model, collection, points."""
+
+    @_abc_1.abstractmethod
+    def Reindex(
+        self,
+        request: _index_pb2.ReindexRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.ReindexResponse, _abc.Awaitable[_index_pb2.ReindexResponse]]:
+        """Rebuild the collection from the vault: every memory embedded again."""
+
+    @_abc_1.abstractmethod
+    def Reconcile(
+        self,
+        request: _index_pb2.ReconcileRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.ReconcileResponse, _abc.Awaitable[_index_pb2.ReconcileResponse]]:
+        """Compare the collection with the vault and repair missing, stale and orphan points."""
 
 def add_IndexServiceServicer_to_server(servicer: IndexServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -46,10 +46,15 @@ class IndexDocument(_message.Message):
     CONTENT_FIELD_NUMBER: _builtins.int
     CONTENT_HASH_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    INDEXED_HASH_FIELD_NUMBER: _builtins.int
+    INDEXED_MODEL_FIELD_NUMBER: _builtins.int
     memory_id: _builtins.str
     vault_id: _builtins.str
     content: _builtins.str
     content_hash: _builtins.str
+    indexed_hash: _builtins.str
+    """What the index last reported holding for this memory (empty if nothing)."""
+    indexed_model: _builtins.str
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -60,10 +65,12 @@ class IndexDocument(_message.Message):
         content: _builtins.str = ...,
         content_hash: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        indexed_hash: _builtins.str = ...,
+        indexed_model: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "memory_id", b"memory_id", "vault_id", b"vault_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "indexed_hash", b"indexed_hash", "indexed_model", b"indexed_model", "memory_id", b"memory_id", "vault_id", b"vault_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,107 @@
+"""memvault-indexer: embed memories into Qdrant and answer vector search; or run reindex / reconcile."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+
+import grpc
+
+from memvault.index.v1 import index_pb2, index_pb2_grpc
+from memvault_core.grpc import build_server, client_channel, error_from_rpc, serve_until_stopped
+from memvault_core.identity import IdentitySigner
+from memvault_core.logging import setup_logging
+from memvault_core.settings import load_settings
+from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
+from memvault_indexer.consumer import EventConsumer
+from memvault_indexer.embedder import create_embedder
+from memvault_indexer.feed import VaultFeed
+from memvault_indexer.indexing import Indexer
+from memvault_indexer.rpc import IndexServicer
+from memvault_indexer.settings import Settings
+from memvault_indexer.store import open_store
+
+log = logging.getLogger("memvault_indexer")
+
+
+async def serve(settings: Settings) -> None:
+    embedder = await asyncio.to_thread(create_embedder, settings.embedder)
+    store = open_store(settings.qdrant, model=embedder.name, dimension=embedder.dimension)
+    await store.ensure_collection()
+    signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
+    feed = VaultFeed(settings.indexer.vault_address, signer, settings.indexer.call_timeout_seconds)
+    indexer = Indexer(embedder, store, feed)
+    backend = "qdrant-server" if settings.qdrant.url else "qdrant-edge"
+    server, health = build_server(settings.indexer.listen)
+    index_pb2_grpc.add_IndexServiceServicer_to_server(IndexServicer(indexer, backend), server)
+    consumer = asyncio.create_task(
+        EventConsumer(
+            settings.nats,
+            indexer,
+            batch_size=settings.indexer.batch_size,
+            max_attempts=settings.indexer.max_attempts,
+        ).run()
+    )
+    log.info("serving", extra={"listen": settings.indexer.listen, "model": embedder.name, "backend": backend})
+    try:
+        names = [index_pb2.DESCRIPTOR.services_by_name["IndexService"].full_name]
+        await serve_until_stopped(server, health, names, settings.indexer.shutdown_grace_seconds)
+    finally:
+        consumer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consumer
+        await feed.close()
+        await store.close()
+
+
+async def maintain(address: str, command: str, repair: bool) -> str:
+    """Ask the running indexer to reindex or reconcile (it owns the vector store)."""
+    channel = client_channel(address)
+    stub = index_pb2_grpc.IndexServiceStub(channel)
+    try:
+        if command == "reindex":
+            reindexed = await stub.Reindex(index_pb2.ReindexRequest(), timeout=3600)
+            return f"reindexed {reindexed.indexed} memories"
+        report = await stub.Reconcile(index_pb2.ReconcileRequest(repair=repair), timeout=3600)
+        return (
+            f"missing {report.missing}, stale {report.stale}, orphans {report.orphans}; "
+            f"repaired {report.repaired}{'' if repair else ' (report only: pass --repair to fix)'}"
+        )
+    except grpc.aio.AioRpcError as error:
+        raise SystemExit(f"memvault-indexer {command}: {error_from_rpc(error, 'indexer').message}") from None
+    finally:
+        await channel.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="memvault-indexer", description=__doc__)
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("serve", help="consume events, embed, and serve IndexService over gRPC (the default)")
+    reindex = commands.add_parser(
+        "reindex", help="rebuild the whole collection from the vault (asks the running indexer)"
+    )
+    reconcile = commands.add_parser("reconcile", help="find and repair missing, stale and orphan points")
+    reconcile.add_argument("--repair", action="store_true", help="fix what is found (default: only report)")
+    for sub in (reindex, reconcile):
+        sub.add_argument("--address", help="the running indexer (default: MEMVAULT_INDEXER__LISTEN)")
+    args = parser.parse_args(argv)
+
+    settings = load_settings(Settings)
+    setup_logging("indexer", settings.log.level)
+    if args.command in ("reindex", "reconcile"):
+        address = args.address or settings.indexer.listen.replace("0.0.0.0", "127.0.0.1")
+        print(asyncio.run(maintain(address, args.command, getattr(args, "repair", False))))
+        sys.stdout.flush()
+        return
+    setup_telemetry("indexer")
+    try:
+        asyncio.run(serve(settings))
+    finally:
+        shutdown_telemetry()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The durable JetStream consumer that keeps the index in step with the vault.
+
+All indexer replicas pull from one durable consumer, so they share the work like a queue
+group. Events are fetched in batches; a batch is acknowledged only after the vector store
+holds its points. A transient failure (vault, store or NATS unavailable) puts the batch back
+with a delay; any other failure is retried event by event, and an event that has failed
+`max_attempts` deliveries goes to the dead-letter stream and is reported to the vault as a
+failed index job, so nothing fails silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import nats
+import nats.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig
+from opentelemetry import propagate, trace
+
+from memvault.events.v1 import memory_events_pb2 as events_pb
+from memvault_core.errors import Unavailable
+from memvault_core.events import ensure_streams
+from memvault_core.settings import NatsSettings
+from memvault_indexer.indexing import Indexer
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("memvault_indexer")
+
+DURABLE = "indexer"
+_MESSAGES: dict[str, Any] = {
+    "created": events_pb.MemoryCreated,
+    "updated": events_pb.MemoryUpdated,
+    "forgotten": events_pb.MemoryForgotten,
+}
+
+
+def _parse(message: Msg) -> tuple[str, str]:
+    """(verb, memory id) of an event message."""
+    verb = message.subject.rsplit(".", 1)[-1]
+    kind = _MESSAGES.get(verb)
+    if kind is None:
+        raise ValueError(f"unknown event subject {message.subject}")
+    return verb, str(kind.FromString(message.data).memory_id)
+
+
+class EventConsumer:
+    def __init__(self, settings: NatsSettings, indexer: Indexer, *, batch_size: int, max_attempts: int) -> None:
+        self._settings = settings
+        self._indexer = indexer
+        self._batch = batch_size
+        self._max_attempts = max_attempts
+        self.processed = 0
+
+    async def run(self) -> None:
+        """Consume until cancelled, reconnecting with backoff; nothing is acknowledged early."""
+        delay = 0.5
+        while True:
+            try:
+                await self._run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("event consumer paused", extra={"error": type(error).__name__, "retry_in": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+            else:
+                delay = 0.5
+
+    async def _run_once(self) -> None:
+        nc = await nats.connect(self._settings.url, connect_timeout=2, max_reconnect_attempts=0)
+        try:
+            js = nc.jetstream(timeout=5.0)
+            await ensure_streams(js, self._settings)
+            subscription = await js.pull_subscribe(
+                f"{self._settings.subject_root}.events.v1.memory.>",
+                durable=DURABLE,
+                stream=self._settings.stream,
+                config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=60.0, max_ack_pending=10_000),
+            )
+            log.info("consuming events", extra={"stream": self._settings.stream})
+            while True:
+                try:
+                    messages = await subscription.fetch(self._batch, timeout=1.0)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    messages = []
+                if not messages:
+                    await self._indexer.optimize_if_due()
+                    continue
+                await self._handle(js, messages)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+    async def _handle(self, js: JetStreamContext, messages: Sequence[Msg]) -> None:
+        spans = [
+            tracer.start_span(f"index {m.subject.rsplit('.', 1)[-1]}", context=propagate.extract(m.headers or {}))
+            for m in messages
+        ]
+        try:
+            try:
+                await self._apply(messages)
+            except Unavailable as error:
+                log.warning("index batch postponed", extra={"reason": error.message, "events": len(messages)})
+                for message in messages:
+                    await message.nak(delay=5.0)
+                return
+            except Exception:
+                log.exception("index batch failed; retrying its events one by one")
+                for message in messages:
+                    await self._one_by_one(js, message)
+                return
+            for message in messages:
+                await message.ack()
+            self.processed += len(messages)
+        finally:
+            for span in spans:
+                span.end()
+
+    async def _apply(self, messages: Sequence[Msg]) -> None:
+        created: list[str] = []
+        forgotten: list[str] = []
+        for message in messages:
+            verb, memory_id = _parse(message)
+            (forgotten if verb == "forgotten" else created).append(memory_id)
+        await self._indexer.forget(forgotten)
+        await self._indexer.index([i for i in created if i not in set(forgotten)])
+
+    async def _one_by_one(self, js: JetStreamContext, message: Msg) -> None:
+        try:
+            await self._apply([message])
+        except Unavailable:
+            await message.nak(delay=5.0)
+            return
+        except Exception as error:
+            attempts = message.metadata.num_delivered
+            if attempts < self._max_attempts:
+                await message.nak(delay=min(2.0**attempts, 60.0))
+                return
+            await self._dead_letter(js, message, error)
+        await message.ack()
+        self.processed += 1
+
+    async def _dead_letter(self, js: JetStreamContext, message: Msg, error: Exception) -> None:
+        reason = f"{type(error).__name__}: {str(error)[:200]}"
+        log.error("event moved to dead letter", extra={"subject": message.subject, "error": type(error).__name__})
+        suffix = message.subject.split(".events.", 1)[-1]
+        headers = {**(message.headers or {}), "Memvault-Error": reason}
+        await js.publish(f"{self._settings.subject_root}.deadletter.{suffix}", message.data, headers=headers)
+        with contextlib.suppress(Exception):
+            _, memory_id = _parse(message)
+            await self._indexer.feed.report([], self._indexer.model, failed=[(memory_id, reason)])

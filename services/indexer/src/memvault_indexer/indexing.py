@@ -1,0 +1,147 @@
+"""What the indexer does: embed memory text into the vector store, search it, rebuild and repair it.
+
+Postgres (through the vault) is the truth; this is derived. Indexing is idempotent on
+(memory id, content hash, model): a memory whose current text the vault says is already
+indexed with this model is skipped, and a point's id is its memory id, so a repeat
+overwrites rather than duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memvault_indexer.embedder import Embedder
+from memvault_indexer.feed import Document, VaultFeed
+from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters, VectorStore
+
+log = logging.getLogger(__name__)
+
+OPTIMIZE_AFTER_POINTS = 500
+"""Qdrant Edge builds its HNSW index only when asked: after this many new points, when idle."""
+
+
+@dataclass
+class ReconcileReport:
+    missing: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    repaired: int = 0
+
+
+class Indexer:
+    def __init__(self, embedder: Embedder, store: VectorStore, feed: VaultFeed) -> None:
+        self.embedder = embedder
+        self.store = store
+        self.feed = feed
+        self._since_optimize = 0
+
+    @property
+    def model(self) -> str:
+        return self.embedder.name
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.embedder.embed, list(texts))
+
+    async def index(self, memory_ids: Sequence[str], *, force: bool = False) -> list[Document]:
+        """Bring these memories' points up to date; forgotten ones are removed. Returns what was embedded."""
+        ids = list(dict.fromkeys(memory_ids))
+        documents = await self.feed.documents(ids)
+        present = {d.memory_id for d in documents}
+        gone = [i for i in ids if i not in present]
+        if gone:
+            await self.store.delete(gone)
+        todo = [
+            d for d in documents if force or not (d.indexed_hash == d.content_hash and d.indexed_model == self.model)
+        ]
+        await self._write(todo)
+        return todo
+
+    async def _write(self, documents: Sequence[Document]) -> None:
+        if not documents:
+            return
+        vectors = await self.embed([d.content for d in documents])
+        await self.store.upsert(
+            [
+                IndexedMemory(d.memory_id, d.vault_id, vector, d.content_hash)
+                for d, vector in zip(documents, vectors, strict=True)
+            ]
+        )
+        await self.feed.report(documents, self.model)
+        self._since_optimize += len(documents)
+
+    async def forget(self, memory_ids: Sequence[str]) -> None:
+        if memory_ids:
+            await self.store.delete(list(memory_ids))
+
+    async def optimize_if_due(self) -> None:
+        """Let an embedded Qdrant Edge build its index after a burst of writes (a server does this itself)."""
+        if self._since_optimize >= OPTIMIZE_AFTER_POINTS and isinstance(self.store, EdgeVectorStore):
+            self._since_optimize = 0
+            await self.store.optimize()
+
+    async def search(
+        self,
+        vault_id: str,
+        query: str,
+        limit: int,
+        score_ids: Sequence[str] = (),
+        pending: Sequence[tuple[str, str]] = (),
+    ) -> dict[str, float]:
+        """Cosine by memory id: the nearest memories of the vault, plus the ids and texts asked about."""
+        texts = [query, *(text for _, text in pending)]
+        vectors = await self.embed(texts)
+        query_vector = vectors[0]
+        cosines: dict[str, float] = {}
+        for hit in await self.store.search(query_vector, vault_id, limit):
+            cosines[hit.memory_id] = hit.score
+        wanted = [i for i in dict.fromkeys(score_ids) if i not in cosines]
+        if wanted:
+            for hit in await self.store.search(query_vector, vault_id, len(wanted), SearchFilters(memory_ids=wanted)):
+                cosines[hit.memory_id] = hit.score
+        for (memory_id, _), vector in zip(pending, vectors[1:], strict=True):
+            cosines.setdefault(memory_id, float(np.dot(query_vector, vector)))
+        return cosines
+
+    async def reindex(self, page_size: int = 256) -> int:
+        """Drop the collection and embed every memory again from the vault."""
+        await self.store.drop_collection()
+        await self.store.ensure_collection()
+        count = 0
+        async for page in self.feed.all_documents(page_size):
+            await self._write(page)
+            count += len(page)
+        self._since_optimize = max(self._since_optimize, OPTIMIZE_AFTER_POINTS)
+        await self.optimize_if_due()
+        log.info("reindexed", extra={"memories": count})
+        return count
+
+    async def reconcile(self, *, repair: bool) -> ReconcileReport:
+        """Find points that are missing, stale (old text or model) or orphaned, and optionally fix them."""
+        points = {p.memory_id: p async for p in self.store.scan()}
+        report = ReconcileReport()
+        seen: set[str] = set()
+        async for page in self.feed.all_documents():
+            stale_or_missing: list[Document] = []
+            for document in page:
+                seen.add(document.memory_id)
+                point = points.get(document.memory_id)
+                if point is None:
+                    report.missing.append(document.memory_id)
+                    stale_or_missing.append(document)
+                elif point.content_hash != document.content_hash or point.model != self.model:
+                    report.stale.append(document.memory_id)
+                    stale_or_missing.append(document)
+            if repair:
+                await self._write(stale_or_missing)
+                report.repaired += len(stale_or_missing)
+        report.orphans = [memory_id for memory_id in points if memory_id not in seen]
+        if repair and report.orphans:
+            await self.store.delete(report.orphans)
+            report.repaired += len(report.orphans)
+        await self.optimize_if_due()
+        return report

@@ -1,0 +1,59 @@
+"""IndexService over gRPC: translate and delegate to the Indexer."""
+
+from __future__ import annotations
+
+import grpc
+
+from memvault.index.v1 import index_pb2 as pb
+from memvault.index.v1 import index_pb2_grpc
+from memvault_core import limits
+from memvault_core.errors import InvalidArgument
+from memvault_indexer.indexing import Indexer
+
+MAX_SCORE_IDS = 500
+MAX_PENDING = 200
+
+
+class IndexServicer(index_pb2_grpc.IndexServiceServicer):
+    def __init__(self, indexer: Indexer, backend: str) -> None:
+        self._indexer = indexer
+        self._backend = backend
+
+    async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
+        if not request.vault_id:
+            raise InvalidArgument("vault_id is required", field="vault_id")
+        if not request.query.strip() or len(request.query) > limits.MAX_QUERY_CHARS:
+            raise InvalidArgument(f"query must be 1 to {limits.MAX_QUERY_CHARS} characters", field="query")
+        if len(request.score_ids) > MAX_SCORE_IDS or len(request.pending) > MAX_PENDING:
+            raise InvalidArgument(f"at most {MAX_SCORE_IDS} score_ids and {MAX_PENDING} pending texts")
+        cosines = await self._indexer.search(
+            request.vault_id,
+            request.query,
+            max(0, min(request.limit, limits.MAX_RECALL_RESULTS * 4)),
+            list(request.score_ids),
+            [(p.memory_id, p.text) for p in request.pending],
+        )
+        hits = sorted(cosines.items(), key=lambda item: item[1], reverse=True)
+        return pb.SearchResponse(
+            hits=[pb.ScoredMemory(memory_id=i, cosine=c) for i, c in hits], model=self._indexer.model
+        )
+
+    async def GetIndexInfo(
+        self, request: pb.GetIndexInfoRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetIndexInfoResponse:
+        return pb.GetIndexInfoResponse(
+            model=self._indexer.model,
+            dimension=self._indexer.embedder.dimension,
+            collection=self._indexer.store.collection,
+            points=await self._indexer.store.count(),
+            backend=self._backend,
+        )
+
+    async def Reindex(self, request: pb.ReindexRequest, context: grpc.aio.ServicerContext) -> pb.ReindexResponse:
+        return pb.ReindexResponse(indexed=await self._indexer.reindex())
+
+    async def Reconcile(self, request: pb.ReconcileRequest, context: grpc.aio.ServicerContext) -> pb.ReconcileResponse:
+        report = await self._indexer.reconcile(repair=request.repair)
+        return pb.ReconcileResponse(
+            missing=len(report.missing), stale=len(report.stale), orphans=len(report.orphans), repaired=report.repaired
+        )

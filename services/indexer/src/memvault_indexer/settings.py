@@ -1,0 +1,31 @@
+"""Indexer settings (`MEMVAULT_*` environment variables)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from memvault_core.settings import IdentitySettings, LogSettings, NatsSettings, ServiceSettings
+from memvault_indexer.embedder import EmbedderSettings
+from memvault_indexer.store import VectorStoreSettings
+
+
+class IndexerGroup(BaseModel):
+    listen: str = "127.0.0.1:50052"
+    """host:port for gRPC (IndexService); 0.0.0.0:50052 in a container."""
+    vault_address: str = "127.0.0.1:50051"
+    """The vault, where memory text is read and index state reported."""
+    batch_size: int = Field(default=64, ge=1, le=1000)
+    """Events fetched and embedded together."""
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    """Deliveries of one event before it goes to the dead-letter stream."""
+    call_timeout_seconds: float = Field(default=10.0, gt=0)
+    shutdown_grace_seconds: float = 10.0
+
+
+class Settings(ServiceSettings):
+    indexer: IndexerGroup = IndexerGroup()
+    embedder: EmbedderSettings = EmbedderSettings()
+    qdrant: VectorStoreSettings = VectorStoreSettings()
+    nats: NatsSettings = NatsSettings()
+    identity: IdentitySettings
+    log: LogSettings = LogSettings()

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_remember_recall_import_forget_and_restart(stack_starter: StackStarter, mode: str) -> None:
-    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+    stack = await asyncio.to_thread(stack_starter)  # all four services
     nas = "The homelab NAS is a Synology DS920+ with four 8 TB drives."
     async with mcp_session(stack.mcp_url, mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}

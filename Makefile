@@ -8,7 +8,7 @@ PACKAGES := libs/protos libs/core libs/devstack services/vault services/mcp serv
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 PROTO_OUT := libs/protos/src
 
-.PHONY: help install run test test-unit lint fmt proto proto-check bench clean chart-check
+.PHONY: help install run test test-unit lint fmt proto proto-check bench clean chart-check conformance
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -54,6 +54,9 @@ proto-check: $(STAMP)  ## fail when libs/protos is stale
 	find build/proto-check/memvault -type d -exec touch {}/__init__.py \;
 	diff -r build/proto-check/memvault $(PROTO_OUT)/memvault -x __pycache__ \
 	  || (echo "libs/protos is stale: run 'make proto' and commit the result" >&2; exit 1)
+
+conformance: $(STAMP)  ## official MCP conformance suite (Node 22 from npm) against the stack, through OAuth
+	$(BIN)/python tests/conformance/run.py
 
 bench: $(STAMP)  ## benchmarks; tables go to docs/benchmarks.md
 	$(BIN)/python -m tests.bench.run

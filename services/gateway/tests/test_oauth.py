@@ -108,6 +108,10 @@ async def test_agent_registers_authorizes_and_uses_tools_under_its_own_name(star
     assert found["results"][0]["id"] == stored["id"]
     source = await gateway.fetchval("SELECT source FROM memory WHERE id = $1::uuid", stored["id"])
     assert source == "chat (via Pocket agent)"
+    actor = await gateway.fetchval(
+        "SELECT actor FROM audit_log WHERE action = 'memory.remember' AND target = $1", stored["id"]
+    )
+    assert actor == "mcp:Pocket agent"
     hashes = await gateway.fetchval(
         "SELECT count(*) FROM gateway.token WHERE token_hash = $1 OR token_hash = $2",
         body["access_token"],
@@ -352,3 +356,18 @@ async def test_read_only_grant_cannot_remember(start_gateway: StartGateway) -> N
     async with mcp_client(gateway.mcp, tokens["access_token"]) as client:
         found = await tool(client, "recall", query="anything at all")
     assert found["results"] == []
+
+
+async def test_spent_state_is_purged(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    tokens = await authorized(agent)
+    await gateway.fetchval(
+        "UPDATE gateway.token SET expires_at = now() - interval '2 days' WHERE grant_id IN"
+        " (SELECT id FROM gateway.access_grant WHERE client_id = $1)",
+        agent.client_id,
+    )
+    async with gateway.store() as store:
+        assert await store.purge_expired() >= 2
+    assert await count_tokens(gateway, agent.client_id) == 0
+    assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 401

@@ -36,6 +36,8 @@ from memvault_gateway.web import problem
 
 log = logging.getLogger("memvault_gateway")
 
+PURGE_EVERY_SECONDS = 3600
+
 _STATUS_OF_ERROR = {
     "not_found": 404,
     "invalid_argument": 400,
@@ -45,6 +47,18 @@ _STATUS_OF_ERROR = {
     "unavailable": 503,
     "limit_exceeded": 413,
 }
+
+
+async def purge_periodically(store: Store) -> None:
+    """Drop spent codes, tokens, sessions and stale registrations, hourly (any replica may do it)."""
+    while True:
+        try:
+            deleted = await store.purge_expired()
+            if deleted:
+                log.info("expired OAuth state purged", extra={"rows": deleted})
+        except Exception as error:  # a failed purge is retried next hour; serving goes on
+            log.warning("purge failed", extra={"error": type(error).__name__})
+        await asyncio.sleep(PURGE_EVERY_SECONDS)
 
 
 def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
@@ -77,7 +91,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
                 log.info("gateway migrations applied", extra={"applied": applied})
             if gateway_settings.dev_mode and not mcp_route.dev_mode_usable(gw):
                 log.warning("dev mode ignored: the public URL is not a loopback address")
+            purger = asyncio.create_task(purge_periodically(store))
             yield
+            purger.cancel()
         finally:
             await upstream.aclose()
             await outbound.aclose()

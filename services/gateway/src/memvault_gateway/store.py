@@ -581,7 +581,7 @@ class Store:
         )
 
     async def purge_expired(self) -> int:
-        """Delete codes, tokens, sessions and sign-in states that can never be used again."""
+        """Delete codes, tokens, sessions, sign-in states and registrations that can never be used again."""
         deleted = 0
         for statement in (
             "DELETE FROM gateway.authorization_code WHERE expires_at < now() - interval '1 day'",
@@ -590,6 +590,9 @@ class Store:
             "DELETE FROM gateway.session WHERE expires_at < now()",
             "DELETE FROM gateway.login_state WHERE expires_at < now()",
             "DELETE FROM gateway.setup_link WHERE expires_at < now() - interval '7 days'",
+            # Registrations nobody ever approved (anyone may register, so they must not pile up).
+            "DELETE FROM gateway.oauth_client c WHERE c.created_at < now() - interval '30 days'"
+            " AND NOT EXISTS (SELECT 1 FROM gateway.access_grant g WHERE g.client_id = c.client_id)",
         ):
             result = await self._pool.execute(statement)
             deleted += int(result.rsplit(" ", 1)[-1])

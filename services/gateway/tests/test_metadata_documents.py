@@ -1,0 +1,130 @@
+"""Client ID metadata documents: an https client_id whose document the gateway fetches, within limits."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from gateway_helpers import Agent, StartGateway, free_port, pkce, query_of, serve_asgi, stop_asgi
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+pytestmark = pytest.mark.integration
+
+CALLBACK = "http://127.0.0.1:33420/callback"
+
+
+class DocumentHost:
+    """Serves client metadata documents on loopback; `documents[path]` is what each path answers."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Any] = {}
+        self.fetches = 0
+        self.base = ""
+
+    async def serve(self, request: Request) -> Response:
+        self.fetches += 1
+        document = self.documents.get(request.url.path)
+        if document is None:
+            return Response(status_code=404)
+        if isinstance(document, Response):
+            return document
+        return JSONResponse(document)
+
+    def add(self, path: str, **fields: Any) -> str:
+        url = f"{self.base}{path}"
+        self.documents[path] = {
+            "client_id": url,
+            "client_name": "Metadata agent",
+            "redirect_uris": [CALLBACK],
+            "token_endpoint_auth_method": "none",
+            "grant_types": ["authorization_code", "refresh_token"],
+            **fields,
+        }
+        return url
+
+
+@pytest_asyncio.fixture
+async def host() -> AsyncIterator[DocumentHost]:
+    documents = DocumentHost()
+    port = free_port()
+    documents.base = f"http://127.0.0.1:{port}"
+    server, task = await serve_asgi(Starlette(routes=[Route("/{path:path}", documents.serve)]), port)
+    yield documents
+    await stop_asgi(server, task)
+
+
+async def test_agent_known_by_its_metadata_document_is_authorized(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    client_id = host.add("/clients/agent.json")
+    agent = Agent(gateway, {"client_id": client_id, "token_endpoint_auth_method": "none"}, redirect_uri=CALLBACK)
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 302, answer.text
+    tokens = await agent.exchange(query_of(answer.headers["location"])["code"], verifier)
+    assert tokens.status_code == 200
+    assert host.fetches == 1  # cached for the token request
+    name = await gateway.fetchval("SELECT name FROM gateway.access_grant WHERE client_id = $1", client_id)
+    assert name == "Metadata agent"
+
+
+async def test_metadata_document_on_a_private_address_is_not_fetched_by_default(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    gateway = await start_gateway(gateway={"test_auto_approve_subject": "cimd-owner"})
+    agent = Agent(gateway, {"client_id": host.add("/c.json")}, redirect_uri=CALLBACK)
+    _, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert host.fetches == 0
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("mismatch", "client_id is not the URL"),
+        ("redirect", "redirect_uri mismatch"),
+        ("large", "larger than 16 KiB"),
+        ("redirected", "answered HTTP 302"),
+        ("secret", "only public clients"),
+        ("missing", "answered HTTP 404"),
+    ],
+)
+async def test_bad_metadata_documents_are_refused(
+    start_gateway: StartGateway, host: DocumentHost, fault: str, message: str
+) -> None:
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    path = f"/bad/{fault}.json"
+    url = host.add(path)
+    redirect = CALLBACK
+    if fault == "mismatch":
+        host.documents[path]["client_id"] = f"{host.base}/someone-else.json"
+    elif fault == "redirect":
+        redirect = "http://127.0.0.1:1/elsewhere"
+    elif fault == "large":
+        host.documents[path]["client_name"] = "x" * 20000
+    elif fault == "redirected":
+        host.documents[path] = RedirectResponse(f"{host.base}/clients/agent.json", status_code=302)
+    elif fault == "secret":
+        host.documents[path]["token_endpoint_auth_method"] = "client_secret_basic"
+    elif fault == "missing":
+        del host.documents[path]
+    agent = Agent(gateway, {"client_id": url}, redirect_uri=redirect)
+    _, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 400
+    assert "location" not in answer.headers
+    assert message in answer.text

@@ -79,3 +79,46 @@ async def otlp_receiver(port: int) -> AsyncIterator[SpanCollector]:
         yield collector
     finally:
         await server.stop(None)
+
+
+async def vault_stats(stack: Any, vault: str = "default") -> Any:
+    """The vault's GetStats for the dev owner, over gRPC."""
+    from memvault.vault.v1 import vault_pb2, vault_pb2_grpc
+    from memvault_core.grpc import client_channel
+    from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
+
+    token = IdentitySigner(stack.identity_secret).sign(Identity(subject="owner", scopes=frozenset(SCOPES)))
+    channel = client_channel(stack.vault_address)
+    try:
+        stub = vault_pb2_grpc.VaultServiceStub(channel)
+        return await stub.GetStats(vault_pb2.GetStatsRequest(vault=vault), metadata=((GRPC_METADATA_KEY, token),))
+    finally:
+        await channel.close()
+
+
+async def index_points(stack: Any) -> int:
+    """Points in the indexer's collection."""
+    from memvault.index.v1 import index_pb2, index_pb2_grpc
+    from memvault_core.grpc import client_channel
+
+    channel = client_channel(stack.indexer_address)
+    try:
+        info = await index_pb2_grpc.IndexServiceStub(channel).GetIndexInfo(index_pb2.GetIndexInfoRequest())
+        return int(info.points)
+    finally:
+        await channel.close()
+
+
+async def eventually(check: Any, deadline: float = 120.0, interval: float = 0.5) -> Any:
+    """Poll an async check until it returns something truthy, or fail at the deadline."""
+    import asyncio
+    import time
+
+    end = time.monotonic() + deadline
+    last: Any = None
+    while time.monotonic() < end:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"not reached within {deadline:.0f}s; last value: {last!r}")

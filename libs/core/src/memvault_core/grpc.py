@@ -132,6 +132,15 @@ async def serve_until_stopped(
     await server.stop(grace_seconds)
 
 
+_CLIENT_OPTIONS = [
+    *_CHANNEL_OPTIONS,
+    # Notice a restarted peer within seconds, not the default two minutes of backoff.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 3000),
+]
+
+
 def client_channel(target: str) -> grpc.aio.Channel:
     """A traced insecure channel (traffic stays inside the cluster or on loopback)."""
-    return grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS, interceptors=aio_client_interceptors())  # type: ignore[no-untyped-call]
+    return grpc.aio.insecure_channel(target, options=_CLIENT_OPTIONS, interceptors=aio_client_interceptors())  # type: ignore[no-untyped-call]

@@ -291,6 +291,12 @@ class ManagedProcess:
                 )
             time.sleep(0.1)
 
+    def kill(self) -> int | None:
+        """SIGKILL at once, as a crash or an OOM kill would end it; the exit code."""
+        if self._popen is not None and self._popen.poll() is None:
+            _signal_group(self._popen.pid, signal.SIGKILL)
+        return self.stop()
+
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, then SIGKILL after `timeout` seconds; the exit code (None if never started)."""
         popen = self._popen

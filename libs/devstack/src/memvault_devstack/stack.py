@@ -288,6 +288,16 @@ class Stack:
             del self._processes[name]  # only once stopped: an interrupted stop() can be repeated
             log.info("%s stopped (%s)", name, describe_exit(code))
 
+    def stop_service(self, name: str, *, kill: bool = False) -> None:
+        """Stop one service (SIGKILL at once with `kill`, as a crash would); `start_services` brings it back."""
+        process = self._processes.pop(name, None)
+        if process is None:
+            raise DevstackError(f"{name} is not running in this stack")
+        if kill:
+            process.kill()
+        else:
+            process.stop(self.stop_timeout)
+
     def restart_services(self) -> None:
         """Stop and start the services on the same ports; Postgres and NATS keep running."""
         self.stop_services()

@@ -1,0 +1,140 @@
+"""The indexer as a process: catching up, surviving crashes and outages, rebuilding from Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+
+import pytest
+from e2e_helpers import call, eventually, index_points, mcp_session, vault_stats
+
+from memvault_devstack.fixtures import StackStarter
+
+pytestmark = pytest.mark.e2e
+
+FACTS = [
+    "Sam's partner is allergic to peanuts.",
+    "The homelab NAS is a Synology DS920+ with four drives.",
+    "Deployments run on a k3s cluster of three Intel NUCs.",
+    "Prefers dark roast coffee in the morning.",
+    "The office printer is a Brother HL-L2350DW.",
+]
+
+
+def fully_indexed(expected: int):  # type: ignore[no-untyped-def]
+    async def check(stack):  # type: ignore[no-untyped-def]
+        stats = await vault_stats(stack)
+        return stats.indexed == expected and stats.index_pending == 0 and stats.index_failed == 0
+
+    return check
+
+
+async def test_recall_is_hybrid_and_finds_meaning_without_shared_words(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter)
+    async with mcp_session(stack.mcp_url) as client:
+        for fact in FACTS:
+            await call(client, "remember", content=fact)
+        # Found at once, before or after the indexer gets to it: recent writes are scored from their text.
+        found = await call(client, "recall", query="food allergy")
+        assert found["mode"] == "hybrid"
+        assert found["results"][0]["content"] == FACTS[0]
+        await eventually(lambda: fully_indexed(len(FACTS))(stack))
+        found = await call(client, "recall", query="kubernetes hardware")
+        assert found["results"][0]["content"] == FACTS[2]
+
+
+async def test_without_the_indexer_writes_succeed_and_recall_says_keyword_only(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter)
+    await asyncio.to_thread(stack.stop_service, "indexer")
+    async with mcp_session(stack.mcp_url) as client:
+        for fact in FACTS:
+            assert (await call(client, "remember", content=fact))["outcome"] == "stored"
+        found = await call(client, "recall", query="Which NAS is in the homelab?")
+        assert found["mode"] == "keyword-only"
+        assert any("semantic search is unavailable" in w for w in found["warnings"])
+        assert found["results"][0]["content"] == FACTS[1]
+        assert (await vault_stats(stack)).index_pending == len(FACTS)
+
+        await asyncio.to_thread(stack.start_services)  # the indexer catches up from the stream
+        await eventually(lambda: fully_indexed(len(FACTS))(stack))
+        # The vault notices the indexer is back within seconds (gRPC reconnect backoff is capped).
+        hybrid = await eventually(lambda: _mode_is(client, "food allergy", "hybrid"), deadline=15)
+        assert hybrid
+
+
+async def _mode_is(client, query, mode):  # type: ignore[no-untyped-def]
+    return (await call(client, "recall", query=query))["mode"] == mode
+
+
+async def test_indexer_killed_mid_import_indexes_every_memory_exactly_once(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter)
+    total, batch = 5_000, 500
+    items = [
+        {"content": f"Inventory item {i}: a {['red', 'blue', 'green'][i % 3]} cable of {i % 97} cm."}
+        for i in range(total)
+    ]
+    async with mcp_session(stack.mcp_url) as client:
+        for offset in range(0, total, batch):
+            if offset == 2 * batch:
+                await asyncio.to_thread(stack.stop_service, "indexer", kill=True)  # a crash, mid-import
+            result = await call(client, "bulk_remember", items=items[offset : offset + batch])
+            assert result["summary"] == {"stored": batch}
+    await asyncio.to_thread(stack.start_services)
+    await eventually(lambda: fully_indexed(total)(stack), deadline=300)
+    assert await index_points(stack) == total  # one point per memory: none lost, none twice
+
+
+async def test_deleted_collection_is_rebuilt_by_reindex_with_identical_recall(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter)
+    queries = ["food allergy", "storage server", "kubernetes hardware", "morning drink", "printer model"]
+    async with mcp_session(stack.mcp_url) as client:
+        await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
+        await eventually(lambda: fully_indexed(len(FACTS))(stack))
+        before = [await call(client, "recall", query=q) for q in queries]
+
+        await asyncio.to_thread(stack.stop_service, "indexer")
+        shutil.rmtree(stack.data_dir / "qdrant")  # the whole collection, gone
+        await asyncio.to_thread(stack.start_services)
+        assert await index_points(stack) == 0
+
+        env = stack.env_for("indexer")
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "memvault_indexer", "reindex", "--address", stack.indexer_address],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert f"reindexed {len(FACTS)} memories" in done.stdout
+        assert await index_points(stack) == len(FACTS)
+        after = [await call(client, "recall", query=q) for q in queries]
+    assert [[r["id"] for r in page["results"]] for page in after] == [
+        [r["id"] for r in page["results"]] for page in before
+    ]
+    assert [[r["score"] for r in page["results"]] for page in after] == [
+        [r["score"] for r in page["results"]] for page in before
+    ]
+
+
+async def test_reconcile_finds_and_repairs_drift(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter)
+    async with mcp_session(stack.mcp_url) as client:
+        await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
+        await eventually(lambda: fully_indexed(len(FACTS))(stack))
+    env = stack.env_for("indexer")
+    command = [sys.executable, "-m", "memvault_indexer", "reconcile", "--address", stack.indexer_address]
+    clean = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True, text=True, check=True)
+    assert "missing 0, stale 0, orphans 0" in clean.stdout
+    await asyncio.to_thread(stack.stop_service, "indexer")
+    shutil.rmtree(stack.data_dir / "qdrant")
+    await asyncio.to_thread(stack.start_services)
+    found = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True, text=True, check=True)
+    assert f"missing {len(FACTS)}, stale 0, orphans 0" in found.stdout
+    fixed = await asyncio.to_thread(
+        subprocess.run, [*command, "--repair"], env=env, capture_output=True, text=True, check=True
+    )
+    assert f"repaired {len(FACTS)}" in fixed.stdout
+    assert await index_points(stack) == len(FACTS)

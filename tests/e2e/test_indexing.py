@@ -138,3 +138,43 @@ async def test_reconcile_finds_and_repairs_drift(stack_starter: StackStarter) ->
     )
     assert f"repaired {len(FACTS)}" in fixed.stdout
     assert await index_points(stack) == len(FACTS)
+
+
+async def test_similarity_call_scores_memories_and_earlier_texts(stack_starter: StackStarter) -> None:
+    import asyncpg
+
+    from memvault.index.v1 import index_pb2, index_pb2_grpc
+    from memvault_core.grpc import client_channel
+
+    stack = await asyncio.to_thread(stack_starter)
+    async with mcp_session(stack.mcp_url) as client:
+        await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
+        await eventually(lambda: fully_indexed(len(FACTS))(stack))
+        listed = await call(client, "list_memories", limit=10)
+    nas_id = next(m["id"] for m in listed["memories"] if "Synology" in m["content"])
+    connection = await asyncpg.connect(stack.postgres_dsn)
+    vault_uuid = await connection.fetchval("SELECT id::text FROM vault WHERE name = 'default'")
+    await connection.close()
+    channel = client_channel(stack.indexer_address)
+    try:
+        response = await index_pb2_grpc.IndexServiceStub(channel).Similar(
+            index_pb2.SimilarRequest(
+                vault_id=vault_uuid,
+                texts=[
+                    "The homelab NAS is a Synology DS920+ with 4 drives.",
+                    "Completely unrelated: the cat sleeps on the radiator.",
+                    "Our NAS in the homelab is a Synology DS920+ with four drives.",
+                ],
+                limit=3,
+                min_cosine=0.8,
+            )
+        )
+    finally:
+        await channel.close()
+    first, unrelated, reworded = response.results
+    assert first.memories[0].memory_id == nas_id
+    assert first.memories[0].cosine >= 0.9
+    assert not unrelated.memories
+    assert reworded.memories[0].memory_id == nas_id
+    assert [e.index for e in reworded.earlier] == [0]
+    assert reworded.earlier[0].cosine >= 0.8

@@ -107,6 +107,41 @@ class Indexer:
             cosines.setdefault(memory_id, float(np.dot(query_vector, vector)))
         return cosines
 
+    async def similar(
+        self,
+        vault_id: str,
+        texts: Sequence[str],
+        limit: int,
+        min_cosine: float,
+        pending: Sequence[tuple[str, str]] = (),
+    ) -> list[tuple[list[tuple[str, float]], list[tuple[int, float]]]]:
+        """Per text: (similar memories of the vault, similar earlier texts by position), nearest first."""
+        vectors = await self.embed([*texts, *(text for _, text in pending)])
+        text_vectors, pending_vectors = vectors[: len(texts)], vectors[len(texts) :]
+        results: list[tuple[list[tuple[str, float]], list[tuple[int, float]]]] = []
+        for position, vector in enumerate(text_vectors):
+            memories = {
+                hit.memory_id: hit.score
+                for hit in await self.store.search(vector, vault_id, limit)
+                if hit.score >= min_cosine
+            }
+            for (memory_id, _), other in zip(pending, pending_vectors, strict=True):
+                cosine = float(np.dot(vector, other))
+                if cosine >= min_cosine:
+                    memories[memory_id] = max(cosine, memories.get(memory_id, -1.0))
+            earlier = [
+                (index, cosine)
+                for index in range(position)
+                if (cosine := float(np.dot(vector, text_vectors[index]))) >= min_cosine
+            ]
+            results.append(
+                (
+                    sorted(memories.items(), key=lambda item: item[1], reverse=True)[:limit],
+                    sorted(earlier, key=lambda item: item[1], reverse=True),
+                )
+            )
+        return results
+
     async def reindex(self, page_size: int = 256) -> int:
         """Drop the collection and embed every memory again from the vault."""
         await self.store.drop_collection()

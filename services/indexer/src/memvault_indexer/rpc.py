@@ -38,6 +38,29 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             hits=[pb.ScoredMemory(memory_id=i, cosine=c) for i, c in hits], model=self._indexer.model
         )
 
+    async def Similar(self, request: pb.SimilarRequest, context: grpc.aio.ServicerContext) -> pb.SimilarResponse:
+        if not request.vault_id:
+            raise InvalidArgument("vault_id is required", field="vault_id")
+        if len(request.texts) > limits.MAX_BULK_ITEMS or len(request.pending) > MAX_PENDING:
+            raise InvalidArgument(f"at most {limits.MAX_BULK_ITEMS} texts and {MAX_PENDING} pending texts")
+        results = await self._indexer.similar(
+            request.vault_id,
+            list(request.texts),
+            max(1, min(request.limit or 5, 50)),
+            request.min_cosine,
+            [(p.memory_id, p.text) for p in request.pending],
+        )
+        return pb.SimilarResponse(
+            results=[
+                pb.SimilarMatches(
+                    memories=[pb.ScoredMemory(memory_id=i, cosine=c) for i, c in memories],
+                    earlier=[pb.EarlierText(index=i, cosine=c) for i, c in earlier],
+                )
+                for memories, earlier in results
+            ],
+            model=self._indexer.model,
+        )
+
     async def GetIndexInfo(
         self, request: pb.GetIndexInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetIndexInfoResponse:

@@ -42,3 +42,29 @@ class IndexClient:
         except grpc.aio.AioRpcError as error:
             raise Unavailable(f"the indexer did not answer ({error.code().name})") from None
         return {hit.memory_id: hit.cosine for hit in response.hits}
+
+    async def similar(
+        self,
+        vault_id: str,
+        texts: Sequence[str],
+        *,
+        limit: int,
+        min_cosine: float,
+        pending: Sequence[tuple[str, str]] = (),
+    ) -> list[tuple[dict[str, float], dict[int, float]]]:
+        """Per text: cosine by similar memory id, and cosine by the position of a similar earlier text."""
+        request = index_pb2.SimilarRequest(
+            vault_id=vault_id,
+            texts=list(texts),
+            limit=limit,
+            min_cosine=min_cosine,
+            pending=[index_pb2.PendingText(memory_id=i, text=t) for i, t in pending],
+        )
+        try:
+            response = await self._stub.Similar(request, timeout=self._timeout * 10)
+        except grpc.aio.AioRpcError as error:
+            raise Unavailable(f"the indexer did not answer ({error.code().name})") from None
+        return [
+            ({m.memory_id: m.cosine for m in result.memories}, {e.index: e.cosine for e in result.earlier})
+            for result in response.results
+        ]

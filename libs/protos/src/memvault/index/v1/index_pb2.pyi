@@ -260,3 +260,112 @@ class ReconcileResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReconcileResponse: _TypeAlias = ReconcileResponse  # noqa: Y015
+
+@_typing.final
+class SimilarRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_ID_FIELD_NUMBER: _builtins.int
+    TEXTS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    MIN_COSINE_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    vault_id: _builtins.str
+    limit: _builtins.int
+    """Memories to return per text, nearest first."""
+    min_cosine: _builtins.float
+    """Only matches at or above this cosine similarity."""
+    @_builtins.property
+    def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def pending(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingText]:
+        """Recent memories not yet indexed, compared from their text."""
+
+    def __init__(
+        self,
+        *,
+        vault_id: _builtins.str = ...,
+        texts: _abc.Iterable[_builtins.str] | None = ...,
+        limit: _builtins.int = ...,
+        min_cosine: _builtins.float = ...,
+        pending: _abc.Iterable[Global___PendingText] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "min_cosine", b"min_cosine", "pending", b"pending", "texts", b"texts", "vault_id", b"vault_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SimilarRequest: _TypeAlias = SimilarRequest  # noqa: Y015
+
+@_typing.final
+class EarlierText(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    COSINE_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """Position of the earlier text in SimilarRequest.texts."""
+    cosine: _builtins.float
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        cosine: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cosine", b"cosine", "index", b"index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EarlierText: _TypeAlias = EarlierText  # noqa: Y015
+
+@_typing.final
+class SimilarMatches(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    EARLIER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[Global___ScoredMemory]: ...
+    @_builtins.property
+    def earlier(self) -> _containers.RepeatedCompositeFieldContainer[Global___EarlierText]: ...
+    def __init__(
+        self,
+        *,
+        memories: _abc.Iterable[Global___ScoredMemory] | None = ...,
+        earlier: _abc.Iterable[Global___EarlierText] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["earlier", b"earlier", "memories", b"memories"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SimilarMatches: _TypeAlias = SimilarMatches  # noqa: Y015
+
+@_typing.final
+class SimilarResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SimilarMatches]:
+        """One entry per request text, in order."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___SimilarMatches] | None = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SimilarResponse: _TypeAlias = SimilarResponse  # noqa: Y015

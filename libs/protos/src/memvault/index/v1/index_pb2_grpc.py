@@ -41,6 +41,11 @@ class IndexServiceStub:
                 request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.SearchRequest.SerializeToString,
                 response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.SearchResponse.FromString,
                 _registered_method=True)
+        self.Similar = channel.unary_unary(
+                '/memvault.index.v1.IndexService/Similar',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.SimilarRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.SimilarResponse.FromString,
+                _registered_method=True)
         self.GetIndexInfo = channel.unary_unary(
                 '/memvault.index.v1.IndexService/GetIndexInfo',
                 request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexInfoRequest.SerializeToString,
@@ -65,6 +70,14 @@ class IndexServiceServicer:
 
     def Search(self, request, context):
         """Nearest memories of one vault to a query text, with cosine similarity.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Similar(self, request, context):
+        """For each text, the most similar memories of the vault and the most similar earlier texts
+        of the same request, with cosine similarity: what duplicate and conflict rules need.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -98,6 +111,11 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.Search,
                     request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.SearchRequest.FromString,
                     response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.SearchResponse.SerializeToString,
+            ),
+            'Similar': grpc.unary_unary_rpc_method_handler(
+                    servicer.Similar,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.SimilarRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.SimilarResponse.SerializeToString,
             ),
             'GetIndexInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetIndexInfo,
@@ -144,6 +162,33 @@ class IndexService:
             '/memvault.index.v1.IndexService/Search',
             memvault_dot_index_dot_v1_dot_index__pb2.SearchRequest.SerializeToString,
             memvault_dot_index_dot_v1_dot_index__pb2.SearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Similar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/Similar',
+            memvault_dot_index_dot_v1_dot_index__pb2.SimilarRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.SimilarResponse.FromString,
             options,
             channel_credentials,
             insecure,

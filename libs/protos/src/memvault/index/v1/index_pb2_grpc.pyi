@@ -37,6 +37,10 @@ class IndexServiceStub:
     def __new__(cls, channel: _aio.Channel) -> IndexServiceAsyncStub: ...
     Search: _grpc.UnaryUnaryMultiCallable[_index_pb2.SearchRequest, _index_pb2.SearchResponse]
     """Nearest memories of one vault to a query text, with cosine similarity."""
+    Similar: _grpc.UnaryUnaryMultiCallable[_index_pb2.SimilarRequest, _index_pb2.SimilarResponse]
+    """For each text, the most similar memories of the vault and the most similar earlier texts
+    of the same request, with cosine similarity: what duplicate and conflict rules need.
+    """
     GetIndexInfo: _grpc.UnaryUnaryMultiCallable[_index_pb2.GetIndexInfoRequest, _index_pb2.GetIndexInfoResponse]
     """Where the indexer stands: model, collection, points."""
     Reindex: _grpc.UnaryUnaryMultiCallable[_index_pb2.ReindexRequest, _index_pb2.ReindexResponse]
@@ -53,6 +57,10 @@ class IndexServiceAsyncStub(IndexServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Search: _aio.UnaryUnaryMultiCallable[_index_pb2.SearchRequest, _index_pb2.SearchResponse]  # type: ignore[assignment]
     """Nearest memories of one vault to a query text, with cosine similarity."""
+    Similar: _aio.UnaryUnaryMultiCallable[_index_pb2.SimilarRequest, _index_pb2.SimilarResponse]  # type: ignore[assignment]
+    """For each text, the most similar memories of the vault and the most similar earlier texts
+    of the same request, with cosine similarity: what duplicate and conflict rules need.
+    """
     GetIndexInfo: _aio.UnaryUnaryMultiCallable[_index_pb2.GetIndexInfoRequest, _index_pb2.GetIndexInfoResponse]  # type: ignore[assignment]
     """Where the indexer stands: model, collection, points."""
     Reindex: _aio.UnaryUnaryMultiCallable[_index_pb2.ReindexRequest, _index_pb2.ReindexResponse]  # type: ignore[assignment]
@@ -72,6 +80,16 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.SearchResponse, _abc.Awaitable[_index_pb2.SearchResponse]]:
         """Nearest memories of one vault to a query text, with cosine similarity."""
+
+    @_abc_1.abstractmethod
+    def Similar(
+        self,
+        request: _index_pb2.SimilarRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.SimilarResponse, _abc.Awaitable[_index_pb2.SimilarResponse]]:
+        """For each text, the most similar memories of the vault and the most similar earlier texts
+        of the same request, with cosine similarity: what duplicate and conflict rules need.
+        """
 
     @_abc_1.abstractmethod
     def GetIndexInfo(

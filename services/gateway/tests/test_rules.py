@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memvault_gateway import credentials, scopes
+from memvault_gateway import credentials, scopes, tracing
 from memvault_gateway.redirects import redirect_uri_problem
 from memvault_gateway.settings import ForwardAuthGroup, GatewayGroup, OidcGroup
 from memvault_mcp.tools import build_tools
@@ -121,3 +121,26 @@ def test_passwords_are_argon2id_and_checked() -> None:
     assert not credentials.check_password("wrong", stored)
     assert not credentials.check_password("anything", None)
     assert credentials.password_problem("short") is not None
+
+
+def test_traced_urls_lose_credentials() -> None:
+    assert tracing.redact("/setup/mvsetup_abc123") == "/setup/REDACTED"
+    assert tracing.redact("http://h/mcp?access_token=mva_x&x=1") == "http://h/mcp?access_token=REDACTED&x=1"
+    assert tracing.redact_query("code=abc&state=s1&iss=http://h") == "code=REDACTED&state=REDACTED&iss=http://h"
+    assert tracing.redact("/authorize?client_id=c&code_challenge=x") == "/authorize?client_id=c&code_challenge=x"
+    assert tracing.redact("/api/v1/grants") == "/api/v1/grants"
+
+    class Span:
+        def __init__(self) -> None:
+            self.attributes = {"http.target": "/login/oidc/callback?code=secret&state=s", "http.method": "GET"}
+            self.written: dict[str, str] = {}
+
+        def is_recording(self) -> bool:
+            return True
+
+        def set_attribute(self, name: str, value: str) -> None:
+            self.written[name] = value
+
+    span = Span()
+    tracing.server_request_hook(span, {})
+    assert span.written == {"http.target": "/login/oidc/callback?code=REDACTED&state=REDACTED"}

@@ -27,6 +27,7 @@ from memvault_gateway import (
     oidc,
     sessions,
     token_endpoint,
+    tracing,
 )
 from memvault_gateway.context import Gateway
 from memvault_gateway.settings import Settings
@@ -167,5 +168,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
     ):
         app.include_router(router)
 
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz")
+    FastAPIInstrumentor.instrument_app(
+        app, excluded_urls="healthz,readyz", server_request_hook=tracing.server_request_hook
+    )
     return app

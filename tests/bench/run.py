@@ -18,6 +18,9 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+import asyncpg
 
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault.vault.v1 import vault_pb2_grpc
@@ -28,7 +31,7 @@ from memvault_devstack.stack import Stack
 from memvault_vault.domain.memory import RECALLABLE_BY_DEFAULT
 from memvault_vault.store import Store
 from tests.bench import corpus, report
-from tests.e2e.e2e_helpers import call, mcp_session
+from tests.e2e.e2e_helpers import call, mcp_session, vault_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,37 +101,168 @@ async def foundation(stack: Stack, size: int, calls: int) -> str:
     return "\n".join(lines)
 
 
+async def import_memories(client: Any, texts: list[str]) -> float:
+    start = time.perf_counter()
+    for offset in range(0, len(texts), 500):
+        await call(client, "bulk_remember", items=[{"content": t} for t in texts[offset : offset + 500]])
+    return time.perf_counter() - start
+
+
+async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        stats = await vault_stats(stack)
+        if stats.indexed >= expected and stats.index_pending == 0:
+            return
+        if stats.index_failed:
+            raise RuntimeError(f"{stats.index_failed} memories failed to index: {stats.recent_failures}")
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"not indexed within {deadline:.0f}s")
+
+
+async def recall_latencies(stack: Stack, queries: list[str]) -> tuple[list[float], list[float], str]:
+    """Recall over MCP (through the gateway) and over gRPC straight to the vault; and the mode answered."""
+    over_mcp: list[float] = []
+    mode = ""
+    async with mcp_session(stack.mcp_url) as client:
+        for query in queries:
+            start = time.perf_counter()
+            mode = (await call(client, "recall", query=query))["mode"]
+            over_mcp.append(time.perf_counter() - start)
+    signer = IdentitySigner(stack.identity_secret)
+    metadata = ((GRPC_METADATA_KEY, signer.sign(Identity(subject="owner", scopes=frozenset(SCOPES)))),)
+    channel = client_channel(stack.vault_address)
+    stub = vault_pb2_grpc.VaultServiceStub(channel)
+    over_grpc: list[float] = []
+    for query in queries:
+        await timed(over_grpc, lambda query=query: stub.Recall(vpb.RecallRequest(query=query), metadata=metadata))  # type: ignore[misc]
+    await channel.close()
+    return over_mcp, over_grpc, mode
+
+
+async def in_process_recall(stack: Stack, queries: list[str]) -> dict[str, list[float]]:
+    """The same work without service hops: embed, vector search and full-text search in this process."""
+    from memvault_indexer.embedder import OnnxMiniLMEmbedder
+    from memvault_indexer.store import EdgeVectorStore
+
+    embedder = OnnxMiniLMEmbedder(threads=1)
+    store = EdgeVectorStore(stack.data_dir / "qdrant", model=embedder.name, dimension=embedder.dimension)
+    await store.ensure_collection()
+    database = await Store.connect(stack.postgres_dsn, 1, 2)
+    vault = await database.vault_of("owner", "default")
+    assert vault is not None
+    connection = await asyncpg.connect(stack.postgres_dsn)
+    vault_id = await connection.fetchval("SELECT id::text FROM vault WHERE name = 'default'")
+    await connection.close()
+    samples: dict[str, list[float]] = {"embed": [], "vector search": [], "full-text search": [], "total": []}
+    for query in queries:
+        start = time.perf_counter()
+        vector = embedder.embed([query])[0]
+        embedded = time.perf_counter()
+        await store.search(vector, vault_id, 50)
+        searched = time.perf_counter()
+        await database.keyword_search(
+            vault, query, statuses=RECALLABLE_BY_DEFAULT, types=(), tags=(), limit=50, offset=0
+        )
+        done = time.perf_counter()
+        samples["embed"].append(embedded - start)
+        samples["vector search"].append(searched - embedded)
+        samples["full-text search"].append(done - searched)
+        samples["total"].append(done - start)
+    await store.close()
+    await database.close()
+    return samples
+
+
+async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str:
+    first, throughput_size, total = sizes
+    texts = corpus.memories(total)
+    queries = corpus.queries(calls, seed=23)
+    rows: list[str] = []
+    async with mcp_session(stack.mcp_url) as client:
+        await import_memories(client, texts[:first])
+        await until_indexed(stack, first)
+    mcp_small, grpc_small, mode = await recall_latencies(stack, queries)
+    rows += [
+        report.latency_row(f"recall over MCP, {first:,} memories ({mode})", mcp_small),
+        report.latency_row(f"recall over gRPC to vault, {first:,} memories", grpc_small),
+    ]
+    async with mcp_session(stack.mcp_url) as client:
+        start = time.perf_counter()
+        imported = await import_memories(client, texts[first : first + throughput_size])
+        await until_indexed(stack, first + throughput_size)
+        searchable = time.perf_counter() - start
+        await import_memories(client, texts[first + throughput_size :])
+        await until_indexed(stack, total)
+    mcp_big, grpc_big, mode = await recall_latencies(stack, queries)
+    rows += [
+        report.latency_row(f"recall over MCP, {total:,} memories ({mode})", mcp_big),
+        report.latency_row(f"recall over gRPC to vault, {total:,} memories", grpc_big),
+    ]
+    rss = {name: report.peak_rss_mib(stack.process(name).pid) for name in stack.services}
+    await asyncio.to_thread(stack.stop_service, "indexer")  # it owns the embedded store; now this process may open it
+    local = await in_process_recall(stack, queries)
+    rows += [report.latency_row(f"in-process at {total:,}: {name}", samples) for name, samples in local.items()]
+    lines = [
+        f"Index throughput: {throughput_size:,} memories through `bulk_remember` over MCP until every one is "
+        f"searchable: {searchable:.1f} s, **{throughput_size / searchable:,.0f} memories/s** "
+        f"(the import calls alone took {imported:.1f} s). Bundled all-MiniLM-L6-v2 int8, one onnxruntime thread, "
+        "Qdrant Edge.",
+        "",
+        f"Recall: {calls} different queries, one client, calls in sequence. Over MCP = gateway → mcp → vault → "
+        "indexer; over gRPC = vault → indexer; in-process = the same embedding, vector search (top 50) and "
+        "full-text search (top 50) in the benchmark process, without any service hop.",
+        "",
+        report.LATENCY_HEADER,
+        *rows,
+        "",
+        "| service | peak RSS MiB |",
+        "|---|---|",
+        *(f"| {name} | {mib:.0f} |" for name, mib in rss.items()),
+    ]
+    return "\n".join(lines)
+
+
 async def main_async(args: argparse.Namespace) -> None:
     data_dir = ROOT / "build" / "bench" / secrets.token_hex(3)
     server = os.environ.get("MEMVAULT_TEST_POSTGRES_DSN")
     database = f"memvault_bench_{secrets.token_hex(3)}"
     dsn = create_database(server, database, exist_ok=False) if server else None
+    services = ("vault", "mcp", "gateway") if args.suite == "foundation" else ("vault", "indexer", "mcp", "gateway")
     stack = Stack(
         data_dir,
         postgres_dsn=dsn,
         nats_url=os.environ.get("MEMVAULT_TEST_NATS_URL"),
-        services=args.services.split(","),
+        services=services,
         log_level="WARNING",
     )
     try:
         await asyncio.to_thread(stack.start)
-        body = await foundation(stack, args.memories, args.calls)
+        if args.suite == "foundation":
+            body = await foundation(stack, args.memories, args.calls)
+        else:
+            body = await indexing(stack, args.calls, (args.memories, args.throughput_memories, args.large_memories))
     finally:
         await asyncio.to_thread(stack.stop)
         if server:
             drop_database(server, database)
         shutil.rmtree(data_dir, ignore_errors=True)
     print(body)
-    report.write_section("foundation", body, "make bench")
+    command = "make bench" if args.default_sizes else f"python -m tests.bench.run {' '.join(sys.argv[1:])}"
+    report.write_section(args.suite, body, command)
     print(f"\nwritten to {report.BENCHMARKS.relative_to(ROOT)}", file=sys.stderr)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__)
+    parser.add_argument("suite", choices=["foundation", "indexing"], help="which benchmark to run")
     parser.add_argument("--memories", type=int, default=10_000, help="memories in the vault (default 10,000)")
+    parser.add_argument("--throughput-memories", type=int, default=20_000, help="indexing: memories timed (20,000)")
+    parser.add_argument("--large-memories", type=int, default=100_000, help="indexing: the large vault (100,000)")
     parser.add_argument("--calls", type=int, default=300, help="timed calls per operation (default 300)")
-    parser.add_argument("--services", default="vault,mcp,gateway", help="services to start")
-    asyncio.run(main_async(parser.parse_args()))
+    args = parser.parse_args()
+    args.default_sizes = len(sys.argv) == 2
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters
 
 log = logging.getLogger(__name__)
 
+QUERY_CACHE_SIZE = 256
 OPTIMIZE_AFTER_POINTS = 500
 """Qdrant Edge builds its HNSW index only when asked: after this many new points, when idle."""
 
@@ -39,6 +41,7 @@ class Indexer:
         self.store = store
         self.feed = feed
         self._since_optimize = 0
+        self._queries: dict[str, np.ndarray] = {}
 
     @property
     def model(self) -> str:
@@ -46,6 +49,16 @@ class Indexer:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return await asyncio.to_thread(self.embedder.embed, list(texts))
+
+    async def embed_query(self, query: str) -> np.ndarray:
+        """A query's embedding, remembered for a while: recall asks about the same query twice."""
+        vector = self._queries.get(query)
+        if vector is None:
+            vector = (await self.embed([query]))[0]
+            self._queries[query] = vector
+            if len(self._queries) > QUERY_CACHE_SIZE:
+                self._queries.pop(next(iter(self._queries)))
+        return vector
 
     async def index(self, memory_ids: Sequence[str], *, force: bool = False) -> list[Document]:
         """Bring these memories' points up to date; forgotten ones are removed. Returns what was embedded."""
@@ -93,17 +106,17 @@ class Indexer:
         pending: Sequence[tuple[str, str]] = (),
     ) -> dict[str, float]:
         """Cosine by memory id: the nearest memories of the vault, plus the ids and texts asked about."""
-        texts = [query, *(text for _, text in pending)]
-        vectors = await self.embed(texts)
-        query_vector = vectors[0]
+        query_vector = await self.embed_query(query)
+        pending_vectors: Any = await self.embed([text for _, text in pending]) if pending else []
         cosines: dict[str, float] = {}
-        for hit in await self.store.search(query_vector, vault_id, limit):
-            cosines[hit.memory_id] = hit.score
+        if limit > 0:
+            for hit in await self.store.search(query_vector, vault_id, limit):
+                cosines[hit.memory_id] = hit.score
         wanted = [i for i in dict.fromkeys(score_ids) if i not in cosines]
         if wanted:
             for hit in await self.store.search(query_vector, vault_id, len(wanted), SearchFilters(memory_ids=wanted)):
                 cosines[hit.memory_id] = hit.score
-        for (memory_id, _), vector in zip(pending, vectors[1:], strict=True):
+        for (memory_id, _), vector in zip(pending, pending_vectors, strict=True):
             cosines.setdefault(memory_id, float(np.dot(query_vector, vector)))
         return cosines
 

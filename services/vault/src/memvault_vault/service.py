@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -171,23 +172,33 @@ class MemoryService:
     ) -> tuple[list[tuple[Memory, float]], str]:
         """Every candidate from keyword and vector search, fused, best first; and which search answered."""
         filters: dict[str, Any] = {"statuses": statuses, "types": types, "tags": tags}
-        keyword = await self.store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters)
-        keyword_only = [fusion.Candidate(memory, rank, None) for memory, rank in keyword]
+        keyword_search = self.store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters)
         if self.index is None:
-            return fusion.fuse(keyword_only, cosine_weight=0.0), KEYWORD_ONLY
+            keyword = await keyword_search
+            return fusion.fuse([fusion.Candidate(m, r, None) for m, r in keyword], cosine_weight=0.0), KEYWORD_ONLY
+        index = self.index
+        pending = await self.store.unindexed_recent(vault, fusion.PENDING_TO_SCORE)
+        # Full-text and vector search run side by side; the keyword hits the vector search did not
+        # return are scored afterwards (the indexer keeps the query's embedding, so that is cheap).
+        dense_search = asyncio.ensure_future(
+            index.search(vault.id, query, limit=fusion.DENSE_CANDIDATES, score_ids=(), pending=pending)
+        )
         try:
-            cosines = await self.index.search(
-                vault.id,
-                query,
-                limit=fusion.DENSE_CANDIDATES,
-                score_ids=[memory.id for memory, _ in keyword],
-                pending=await self.store.unindexed_recent(vault, fusion.PENDING_TO_SCORE),
-            )
+            keyword = await keyword_search
+        except BaseException:
+            dense_search.cancel()
+            raise
+        try:
+            cosines = await dense_search
+            unscored = [memory.id for memory, _ in keyword if memory.id not in cosines]
+            if unscored:
+                cosines.update(await index.search(vault.id, query, limit=0, score_ids=unscored, pending=()))
         except Unavailable as error:
             log.warning("recall fell back to keyword-only", extra={"reason": error.message})
-            return fusion.fuse(keyword_only, cosine_weight=0.0), KEYWORD_ONLY
+            return fusion.fuse([fusion.Candidate(m, r, None) for m, r in keyword], cosine_weight=0.0), KEYWORD_ONLY
         known = {memory.id for memory, _ in keyword}
-        extra = await self.store.memories_by_ids(vault, [i for i in cosines if i not in known], query, **filters)
+        dense_only = [i for i in cosines if i not in known]
+        extra = await self.store.memories_by_ids(vault, dense_only, query, **filters) if dense_only else []
         candidates = [fusion.Candidate(memory, rank, cosines.get(memory.id)) for memory, rank in [*keyword, *extra]]
         return fusion.fuse(candidates), HYBRID
 

@@ -476,6 +476,8 @@ class Store:
             SELECT m.id::text, m.content FROM memory m
             LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed' AND s.content_hash = m.content_hash
             WHERE m.vault_id = $1 AND s.memory_id IS NULL AND m.status IN ('proposed', 'active')
+              -- Only recent writes: older unindexed memories are failures, which keyword search covers.
+              AND m.created_at > now() - interval '15 minutes'
             ORDER BY m.created_at DESC
             LIMIT $2
             """,

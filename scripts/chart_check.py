@@ -37,8 +37,8 @@ CREDENTIALS_IN_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]+:[^/@\s]+@")
 ALLOWED_SOURCES: dict[str, set[str] | None] = {
     "gateway": None,
     "mcp": {"gateway"},
-    "vault": {"gateway", "mcp", "migrate", "maintenance"},
-    "indexer": {"vault"},
+    "vault": {"gateway", "mcp", "indexer", "migrate", "maintenance"},
+    "indexer": {"vault", "maintenance"},
 }
 GRPC_COMPONENTS = {"vault", "indexer"}
 

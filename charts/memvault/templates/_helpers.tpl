@@ -216,9 +216,14 @@ topologySpreadConstraints:
 {{- define "memvault.env.indexer" -}}
 - name: MEMVAULT_INDEXER__LISTEN
   value: "0.0.0.0:50052"
-- name: MEMVAULT_INDEXER__QDRANT_URL
+- name: MEMVAULT_INDEXER__ADDRESS
+  value: {{ printf "%s:50052" (include "memvault.componentName" (dict "root" . "component" "indexer")) | quote }}
+- name: MEMVAULT_INDEXER__VAULT_ADDRESS
+  value: {{ printf "%s:50051" (include "memvault.componentName" (dict "root" . "component" "vault")) | quote }}
+- name: MEMVAULT_QDRANT__URL
   value: {{ include "memvault.qdrantUrl" . | quote }}
 {{ include "memvault.env.nats" . }}
+{{ include "memvault.env.identity" . }}
 {{- end }}
 
 {{/* Configuration the schema cannot express; fails with the value to set. */}}
@@ -239,7 +244,7 @@ topologySpreadConstraints:
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
 {{- /* Maintenance commands each image has today; extend when retention, reindex, etc. land. */}}
-{{- $commands := dict "vault" (list "migrate") "indexer" (list) }}
+{{- $commands := dict "vault" (list "migrate") "indexer" (list "reconcile" "reindex") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}
 {{- if not (has (first $job.args) $available) }}

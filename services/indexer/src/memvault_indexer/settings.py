@@ -12,6 +12,8 @@ from memvault_indexer.store import VectorStoreSettings
 class IndexerGroup(BaseModel):
     listen: str = "127.0.0.1:50052"
     """host:port for gRPC (IndexService); 0.0.0.0:50052 in a container."""
+    address: str = ""
+    """Where `reindex` and `reconcile` reach the running indexer; empty: the listen address on this host."""
     vault_address: str = "127.0.0.1:50051"
     """The vault, where memory text is read and index state reported."""
     batch_size: int = Field(default=64, ge=1, le=1000)

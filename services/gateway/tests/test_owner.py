@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -58,7 +59,7 @@ async def test_setup_link_sets_the_password_once_and_signs_in(start_gateway: Sta
     assert short.status_code == 400
     assert "at least 12 characters" in short.text
     done = await browser.http.post(path, data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": csrf})
-    assert done.status_code == 303
+    assert done.status_code == 303 and done.headers["location"] == "/account"
     me = (await browser.http.get("/api/v1/me")).json()
     assert me["username"] == username and me["signed_in_with"] == "password"
     vaults = (await browser.http.get("/api/v1/vaults")).json()["vaults"]
@@ -302,3 +303,27 @@ async def test_administrator_adds_an_account_with_a_setup_link(start_gateway: St
     assert (await browser.api("POST", "/api/v1/accounts", json={"username": unique("x")})).status_code == 403
     taken = await admin.api("POST", "/api/v1/accounts", json={"username": newcomer})
     assert taken.status_code == 400
+
+
+async def test_account_page_lists_apps_and_revokes_them(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    async with gateway.http() as http:
+        assert (await http.get("/account")).headers["location"] == "/login?next=/account"
+    browser, _ = await signed_in(gateway)
+    agent = Agent(gateway, await gateway.register(client_name="Kitchen <tablet>"))
+    verifier, challenge = pkce()
+    code = query_of((await browser.consent(agent.authorize_url(challenge))).headers["location"])["code"]
+    tokens = (await agent.exchange(code, verifier)).json()
+
+    page = await browser.http.get("/account")
+    assert page.status_code == 200
+    assert "Kitchen &lt;tablet&gt;" in page.text and f"{gateway.url}/mcp" in page.text
+    action = re.search(r"action='(/account/grants/[^']+/revoke)'", page.text)
+    assert action is not None
+    forged = await browser.http.post(action.group(1), data={"csrf_token": "forged"})
+    assert forged.status_code == 403
+    assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 200
+    revoked = await browser.http.post(action.group(1), data={"csrf_token": csrf_of(page.text)})
+    assert revoked.status_code == 303
+    assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 401
+    assert "No app has access yet" in (await browser.http.get("/account")).text

@@ -18,6 +18,7 @@ from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_gateway import (
+    account,
     api,
     authorize,
     clients,
@@ -162,6 +163,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         authorize.router,
         token_endpoint.router,
         login.router,
+        account.router,
         oidc.router,
         api.router,
         mcp_route.router,

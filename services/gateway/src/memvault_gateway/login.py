@@ -17,7 +17,7 @@ log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
 
-HOME = "/"
+HOME = "/account"
 
 
 def safe_next(value: str | None) -> str:

@@ -20,7 +20,8 @@ h1{font-size:1.4rem}fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem
 label{display:block;margin:.3rem 0}input[type=text],input[type=password]{width:100%;padding:.4rem;box-sizing:border-box}
 button{padding:.5rem 1.2rem;margin:.5rem .5rem 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
 button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.muted{color:#666;font-size:.9rem}
-code{background:#f3f3f3;padding:0 .2rem}
+code{background:#f3f3f3;padding:0 .2rem}h2{font-size:1.1rem;margin-top:2rem}
+table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{text-align:left;padding:.3rem;border-bottom:1px solid #ddd;vertical-align:top}
 """
 
 SCOPE_TEXT = {
@@ -156,3 +157,42 @@ def consent(
         + f"<p class=muted>App id: <code>{escape(client_id[:120])}</code>. You can revoke access at any time.</p>"
     )
     return page("Connect an app", body, form_action=[redirect_origin] if redirect_origin else [])
+
+
+@dataclass(frozen=True)
+class GrantRow:
+    id: str
+    kind: str
+    name: str
+    scopes: str
+    vaults: str
+    created: str
+    last_used: str
+
+
+def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) -> HTMLResponse:
+    """The signed-in owner's page: where agents connect, what has access, revoke, sign out."""
+    rows = "".join(
+        f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
+        f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
+        f"<td>{escape(g.last_used)}</td><td><form method=post action='/account/grants/{escape(g.id)}/revoke'>"
+        + _hidden({"csrf_token": csrf})
+        + "<button type=submit>Revoke</button></form></td></tr>"
+        for g in grants
+    )
+    table = (
+        "<table><tr><th>App</th><th>May</th><th>Vaults</th><th>Since</th><th>Last used</th><th></th></tr>"
+        + rows
+        + "</table>"
+        if grants
+        else "<p>No app has access yet.</p>"
+    )
+    body = (
+        f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
+        f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
+        f"<h2>Apps with access</h2>{table}"
+        "<form method=post action='/logout'>"
+        + _hidden({"csrf_token": csrf})
+        + "<button type=submit>Sign out</button></form>"
+    )
+    return page("Your memvault", body)

@@ -88,9 +88,14 @@ def _service_list(value: str) -> tuple[str, ...]:
     return names
 
 
-def connection_help(stack: Stack) -> str:
+def connection_help(stack: Stack, setup_link: str | None = None) -> str:
     """What to tell the user once everything is ready."""
     url = stack.mcp_url
+    owner = (
+        f"  Owner sign-in  first time: open this one-time link to set your password:\n                   {setup_link}"
+        if setup_link
+        else f"  Owner sign-in  {stack.gateway_url}/login (user name: owner)"
+    )
     lines = [
         "",
         f"memvault is running (data in {stack.data_dir})",
@@ -100,6 +105,7 @@ def connection_help(stack: Stack) -> str:
         f"  Postgres       {stack.postgres_dsn}",
         f"  NATS           {stack.nats_url}",
         f"  Logs           {stack.logs_dir}",
+        owner,
         "",
         "Connect an agent (dev mode: requests from this machine act as the owner, no sign-in):",
         "",
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         stack.start()
         if "gateway" in stack.services:
-            print(connection_help(stack), flush=True)
+            print(connection_help(stack, stack.owner_setup_link()), flush=True)
         else:
             print(f"\nstarted {', '.join(stack.services)}; press Ctrl-C to stop\n", flush=True)
         while not (exited := stack.exited()):

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import secrets
+import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from memvault_devstack.processes import (
     ManagedProcess,
     ReadinessProbe,
     describe_exit,
+    resolve_command,
     run_command,
 )
 
@@ -392,6 +394,30 @@ class Stack:
             log_path=setup_log,
             timeout=self.ready_timeout,
         )
+        if "gateway" in self.services:
+            self.timings["gateway migrate"] = run_command(
+                "gateway migrate",
+                [*self.commands["gateway"], "migrate"],
+                env=self.env_for("gateway"),
+                log_path=self.log_path("gateway-setup"),
+                timeout=self.ready_timeout,
+            )
+
+    def owner_setup_link(self) -> str | None:
+        """A one-time link for the owner to set a password and sign in, or None once one is set.
+
+        The link is a credential: returned to the caller, never written to a log.
+        """
+        result = subprocess.run(
+            resolve_command([*self.commands["gateway"], "setup-link", "--username", OWNER_SUBJECT]),
+            env=self.env_for("gateway"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        link = result.stdout.strip()
+        return link if result.returncode == 0 and link.startswith("http") else None
 
     def _probe(self, service: str) -> ReadinessProbe:
         if service == "vault":

@@ -1,6 +1,6 @@
 """A stand-in for the memvault services, speaking the same runtime contract as the real ones.
 
-    fake_service.py vault serve|migrate|create-owner ... | indexer | mcp | gateway
+    fake_service.py vault serve|migrate|create-owner ... | indexer | mcp | gateway [serve|migrate|setup-link]
 
 Readiness: vault and indexer serve grpc.health.v1 on MEMVAULT_<NAME>__LISTEN; mcp serves
 GET /healthz and gateway GET /readyz on their ports; both also answer GET /env with their
@@ -73,9 +73,12 @@ def serve_http(name: str, port: int, ready_path: str, stop: threading.Event) -> 
 
 def main() -> int:
     name, *arguments = sys.argv[1:]
-    if name == "vault" and arguments and arguments[0] != "serve":
-        record(" ".join(["vault", *arguments]))
-        print(f"fake vault: {' '.join(arguments)} done", flush=True)
+    if name in ("vault", "gateway") and arguments and arguments[0] != "serve":
+        record(" ".join([name, *arguments]))
+        if arguments[0] == "setup-link":
+            print("http://127.0.0.1/setup/fake-one-time-link", flush=True)
+        else:
+            print(f"fake {name}: {' '.join(arguments)} done", flush=True)
         return 0
     if os.environ.get("FAKE_FAIL") == name:
         print(f"fake {name}: cannot start, configured to fail", flush=True)

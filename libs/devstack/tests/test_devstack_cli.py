@@ -66,6 +66,7 @@ def test_run_prints_how_to_connect_and_stops_cleanly(
         assert f'url = "{url}"' in shown
         assert f'{{"mcpServers": {{"memvault": {{"url": "{url}"}}}}}}' in shown
         assert "gateway | INFO    gateway starting" in shown
+        assert "http://127.0.0.1/setup/fake-one-time-link" in shown  # the owner's first sign-in
         gateway = url.removesuffix("/mcp")
         assert httpx.get(f"{gateway}/readyz", trust_env=False).status_code == 200
 

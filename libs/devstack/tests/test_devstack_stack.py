@@ -70,9 +70,10 @@ def test_services_get_the_runtime_contract(fake_stack: StackStarter, events: Pat
     assert mcp["MEMVAULT_IDENTITY__SECRET"] == gateway["MEMVAULT_IDENTITY__SECRET"] == stack.identity_secret
     assert len(stack.identity_secret) >= 32
     assert stack.mcp_url == f"{stack.gateway_url}/mcp"
-    assert events.read_text().splitlines()[:2] == [
+    assert events.read_text().splitlines()[:3] == [
         "vault migrate",
         "vault create-owner --subject owner --vault default",
+        "gateway migrate",
     ]
 
 

@@ -24,6 +24,7 @@ from memvault_gateway.clients import resolve_client
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.redirects import host_of
 from memvault_gateway.store import Client, User
+from memvault_gateway.throttle import limited
 from memvault_gateway.token_endpoint import canonical_resource
 from memvault_gateway.web import with_query
 
@@ -230,7 +231,7 @@ def _choices(form: FormData, field: str) -> list[str]:
     return [str(v) for v in form.getlist(field)]
 
 
-@router.post("/authorize")
+@router.post("/authorize", dependencies=[Depends(limited("authorize"))])
 async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """The consent form's answer: Approve (with the chosen vaults and scopes) or Deny."""
     form = await request.form()

@@ -19,6 +19,7 @@ from memvault_gateway import credentials, metadata_documents
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.redirects import host_of, redirect_uri_problem
 from memvault_gateway.store import Client
+from memvault_gateway.throttle import limited
 from memvault_gateway.web import NO_STORE, oauth_error
 
 log = logging.getLogger("memvault_gateway")
@@ -96,7 +97,7 @@ def _registration_error(description: str, error: str = "invalid_client_metadata"
     return oauth_error(error, description)
 
 
-@router.post("/register")
+@router.post("/register", dependencies=[Depends(limited("register"))])
 async def register(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """RFC 7591 dynamic client registration: https or loopback redirect URIs only, matched exactly later."""
     body = await request.body()

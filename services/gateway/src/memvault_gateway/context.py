@@ -10,6 +10,7 @@ from fastapi import Request
 from memvault_core.identity import IdentitySigner
 from memvault_gateway.settings import Settings
 from memvault_gateway.store import Store
+from memvault_gateway.throttle import Throttle
 from memvault_gateway.vault_client import VaultClient
 from memvault_gateway.web import origin_of
 
@@ -25,6 +26,8 @@ class Gateway:
     outbound: httpx.AsyncClient
     """For the internet: identity providers and client metadata documents."""
     cache: dict[str, object] = field(default_factory=dict)
+    throttle: Throttle = field(default_factory=Throttle)
+    """Rate limits on sign-in, registration and the token endpoint (this replica's counts)."""
 
     @property
     def issuer(self) -> str:

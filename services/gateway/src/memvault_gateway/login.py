@@ -12,6 +12,7 @@ from fastapi.responses import RedirectResponse, Response
 from memvault_core.errors import MemvaultError
 from memvault_gateway import credentials, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.throttle import limited
 
 log = logging.getLogger("memvault_gateway")
 
@@ -50,7 +51,7 @@ async def login_form(request: Request, gw: Gateway = Depends(gateway)) -> Respon
     return _login_page(gw, request, next_path)
 
 
-@router.post("/login")
+@router.post("/login", dependencies=[Depends(limited("login"))])
 async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     form = await request.form()
     next_path = safe_next(str(form.get("next") or ""))
@@ -60,10 +61,21 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         return _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
     username = str(form.get("username") or "").strip().lower()
     password = str(form.get("password") or "")
+    if await gw.throttle.blocked("login-failures", username):
+        wait = await gw.throttle.retry_after("login-failures", username)
+        log.warning("sign-in refused", extra={"reason": "too many failures for this user name"})
+        return _login_page(
+            gw,
+            request,
+            next_path,
+            f"Too many failed attempts for this user; try again in {wait // 60 + 1} minutes.",
+            429,
+        )
     user = await gw.store.user_by_username(username) if username and len(username) < 100 else None
     ok = await asyncio.to_thread(credentials.check_password, password[:1024], user.password_hash if user else None)
     if user is None or not ok or user.disabled:
         log.info("sign-in refused", extra={"reason": "bad credentials"})
+        await gw.throttle.count("login-failures", username)
         if user is not None:
             with contextlib.suppress(MemvaultError):
                 await gw.vault.ensure_account(user.subject, user.display_name)
@@ -98,7 +110,7 @@ async def setup_form(token: str, request: Request, gw: Gateway = Depends(gateway
     return response
 
 
-@router.post("/setup/{token}")
+@router.post("/setup/{token}", dependencies=[Depends(limited("setup"))])
 async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     form = await request.form()
     token_hash = credentials.token_hash(token)

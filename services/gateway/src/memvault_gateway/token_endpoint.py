@@ -14,6 +14,7 @@ from memvault_gateway import credentials, scopes
 from memvault_gateway.clients import ClientAuthError, authenticate_client
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.store import Grant
+from memvault_gateway.throttle import limited
 from memvault_gateway.web import NO_STORE, oauth_error
 
 log = logging.getLogger("memvault_gateway")
@@ -72,7 +73,7 @@ async def _subject_of(gw: Gateway, grant: Grant) -> str:
     return user.subject if user else ""
 
 
-@router.post("/token")
+@router.post("/token", dependencies=[Depends(limited("token"))])
 async def token(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     form = await request.form()
     try:

@@ -1,0 +1,68 @@
+"""Rate limits on the endpoints an attacker can hammer without a credential.
+
+Moving-window counters (the `limits` library) in this process's memory: each gateway replica
+counts on its own, which is enough to make password guessing and registration floods slow.
+Keys are the peer address; behind a reverse proxy every request shares the proxy's address,
+so the limits are generous enough to act as a global ceiling there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import HTTPException, Request
+from limits import RateLimitItem, parse
+from limits.aio.storage import MemoryStorage
+from limits.aio.strategies import MovingWindowRateLimiter
+
+from memvault_gateway.web import client_address
+
+RULES: dict[str, RateLimitItem] = {
+    # Password attempts from one address.
+    "login": parse("20/minute"),
+    # Failed passwords for one user name, from anywhere: then the account waits out the window.
+    "login-failures": parse("10/15 minutes"),
+    "register": parse("30/hour"),
+    "authorize": parse("60/minute"),
+    "token": parse("120/minute"),
+    "setup": parse("20/hour"),
+}
+
+
+class Throttle:
+    def __init__(self) -> None:
+        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    async def allow(self, rule: str, *keys: str) -> bool:
+        """Count one attempt; False when the rule's limit is already reached (the attempt is refused)."""
+        return await self._limiter.hit(RULES[rule], rule, *keys)
+
+    async def blocked(self, rule: str, *keys: str) -> bool:
+        """Whether the limit is reached, without counting an attempt."""
+        return not await self._limiter.test(RULES[rule], rule, *keys)
+
+    async def count(self, rule: str, *keys: str) -> None:
+        await self._limiter.hit(RULES[rule], rule, *keys)
+
+    async def retry_after(self, rule: str, *keys: str) -> int:
+        stats = await self._limiter.get_window_stats(RULES[rule], rule, *keys)
+        return max(1, int(stats.reset_time - time.time()))
+
+
+def limited(rule: str) -> Callable[[Request], Coroutine[Any, Any, None]]:
+    """A route dependency: 429 with Retry-After once this peer has used up `rule`."""
+
+    async def check(request: Request) -> None:
+        peer = client_address(request) or "unknown"
+        throttle: Throttle = request.app.state.gateway.throttle
+        if not await throttle.allow(rule, peer):
+            wait = await throttle.retry_after(rule, peer)
+            raise HTTPException(
+                status_code=429,
+                detail=f"too many requests; try again in {wait} seconds",
+                headers={"Retry-After": str(wait)},
+            )
+
+    return check

@@ -1,0 +1,52 @@
+"""Rate limits: password guessing and registration floods are slowed down, with a clear answer."""
+
+from __future__ import annotations
+
+import pytest
+from gateway_helpers import Browser, StartGateway
+
+from memvault_gateway.throttle import RULES, Throttle
+
+
+@pytest.mark.unit
+async def test_a_rule_refuses_past_its_limit_and_says_when_to_retry() -> None:
+    throttle = Throttle()
+    allowed = [await throttle.allow("login", "198.51.100.7") for _ in range(RULES["login"].amount + 3)]
+    assert allowed.count(True) == RULES["login"].amount
+    assert allowed[-3:] == [False, False, False]
+    assert 1 <= await throttle.retry_after("login", "198.51.100.7") <= 60
+    assert await throttle.allow("login", "198.51.100.8")  # another address has its own count
+
+
+@pytest.mark.unit
+async def test_failed_passwords_lock_one_user_name_only() -> None:
+    throttle = Throttle()
+    for _ in range(RULES["login-failures"].amount):
+        assert not await throttle.blocked("login-failures", "owner")
+        await throttle.count("login-failures", "owner")
+    assert await throttle.blocked("login-failures", "owner")
+    assert not await throttle.blocked("login-failures", "someone-else")
+
+
+@pytest.mark.integration
+async def test_repeated_wrong_passwords_lock_the_user_name_even_for_the_right_one(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    username, password = await gateway.create_user()
+    browser = Browser(gateway)
+    for _ in range(RULES["login-failures"].amount):
+        assert (await browser.sign_in(username, "not the password")).status_code == 401
+    locked = await browser.sign_in(username, password)
+    assert locked.status_code == 429
+    assert "Too many failed attempts" in locked.text
+    assert (await browser.http.get("/api/v1/me")).status_code == 401
+
+
+@pytest.mark.integration
+async def test_registration_flood_gets_429_with_retry_after(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    body = {"client_name": "flood", "redirect_uris": ["http://127.0.0.1:9/cb"], "token_endpoint_auth_method": "none"}
+    async with gateway.http() as http:
+        answers = [await http.post("/register", json=body) for _ in range(RULES["register"].amount + 1)]
+    assert {a.status_code for a in answers[:-1]} == {201}
+    assert answers[-1].status_code == 429
+    assert int(answers[-1].headers["retry-after"]) > 0

@@ -1,6 +1,8 @@
 """`python -m tests.bench.lifecycle <suite>`: memory lifecycle numbers, written into docs/benchmarks.md.
 
 - `secrets`: precision and recall of the secret detector on its corpus (no services).
+- `similarity`: the duplicate and conflict thresholds on built pairs, with the bundled embedder
+  in this process (the indexer's model; no services).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from memvault_vault.domain import duplicates
 from memvault_vault.domain.secrets import find_secret
-from tests.bench import report
+from tests.bench import report, similarity_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,14 +60,94 @@ def secrets_section() -> str:
     )
 
 
+def _cosines(pairs: list[tuple[str, str]]) -> list[float]:
+    import numpy as np
+
+    from memvault_indexer.embedder import OnnxMiniLMEmbedder
+
+    embedder = OnnxMiniLMEmbedder()
+    first = np.asarray(embedder.embed([a for a, _ in pairs]))
+    second = np.asarray(embedder.embed([b for _, b in pairs]))
+    return [float(c) for c in (first * second).sum(axis=1)]
+
+
+def similarity_section() -> str:
+    rows = [
+        "| pairs | n | cosine min | median | max | skipped as near-duplicate | linked as similar | stored unlinked "
+        "| right |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    scored: dict[str, list[tuple[float, str, str]]] = {}
+    for name, (pairs, expected) in similarity_pairs.CATEGORIES.items():
+        cosines = _cosines(pairs)
+        scored[name] = [(c, a, b) for c, (a, b) in zip(cosines, pairs, strict=True)]
+        outcomes = [duplicates.classify(c, b, a) for c, a, b in scored[name]]
+        ordered = sorted(cosines)
+        rows.append(
+            f"| {name} | {len(pairs)} | {ordered[0]:.3f} | {ordered[len(ordered) // 2]:.3f} | {ordered[-1]:.3f} "
+            f"| {outcomes.count('near-duplicate')} | {outcomes.count('similar')} | {outcomes.count(None)} "
+            f"| {sum(o == expected for o in outcomes)}/{len(pairs)} |"
+        )
+    sweep = [
+        "| near-duplicate cosine | rewordings skipped | changed facts or negations skipped (must be 0) |",
+        "|---|---|---|",
+    ]
+    rewordings = scored["rewording"]
+    changed = scored["changed number, date, version or address"] + scored["negation"]
+    for threshold in (0.85, 0.90, 0.93, 0.95, 0.97):
+        skipped = sum(1 for c, a, b in rewordings if c >= threshold and duplicates.same_facts(a, b))
+        wrong = sum(1 for c, a, b in changed if c >= threshold and duplicates.same_facts(a, b))
+        without_facts = sum(1 for c, _, _ in changed if c >= threshold)
+        sweep.append(
+            f"| {threshold:.2f} | {skipped}/{len(rewordings)} | {wrong} (without the facts rule: {without_facts}) |"
+        )
+    linked = [
+        "| similar cosine | changed facts linked | negations linked | related pairs linked (should be 0) |",
+        "|---|---|---|---|",
+    ]
+    for threshold in (0.60, 0.70, 0.75, 0.80, 0.85, 0.90):
+        linked.append(
+            f"| {threshold:.2f} "
+            f"| {sum(c >= threshold for c, _, _ in scored['changed number, date, version or address'])}/"
+            f"{len(scored['changed number, date, version or address'])} "
+            f"| {sum(c >= threshold for c, _, _ in scored['negation'])}/{len(scored['negation'])} "
+            f"| {sum(c >= threshold for c, _, _ in scored['related (same topic, different fact)'])}/"
+            f"{len(scored['related (same topic, different fact)'])} |"
+        )
+    return "\n".join(
+        [
+            f"Pairs from `tests/bench/similarity_pairs.py`, embedded with the bundled all-MiniLM-L6-v2 (the "
+            f"indexer's default model). Rules (`services/vault/src/memvault_vault/domain/duplicates.py`): "
+            f"near-duplicate at cosine ≥ {duplicates.NEAR_DUPLICATE_COSINE} with the same numbers, versions, "
+            f"addresses, dates and negations; similar at ≥ {duplicates.SIMILAR_COSINE}, or ≥ "
+            f"{duplicates.NEGATED_SIMILAR_COSINE} when one text negates the other.",
+            "",
+            *rows,
+            "",
+            "A changed number scores like a rewording (0.88–1.00), so cosine alone cannot tell an update from a "
+            "repeat; the facts rule does. Negations score lower than changed numbers, hence their lower bar. "
+            "Rewordings that fall below the near-duplicate bar are linked as similar, which costs the owner a "
+            "review, never a lost fact.",
+            "",
+            *sweep,
+            "",
+            *linked,
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.lifecycle", description=__doc__)
-    parser.add_argument("suite", choices=["secrets"], help="which numbers to measure")
+    parser.add_argument("suite", choices=["secrets", "similarity"], help="which numbers to measure")
     args = parser.parse_args()
     command = f"python -m tests.bench.lifecycle {args.suite}"
     if args.suite == "secrets":
         body = secrets_section()
         report.write_section("secrets", body, command)
+        print(body)
+    if args.suite == "similarity":
+        body = similarity_section()
+        report.write_section("similarity", body, command)
         print(body)
     sys.stdout.flush()
 

@@ -1,0 +1,202 @@
+"""When a new memory repeats, updates or may contradict one already stored: every threshold in one place.
+
+A write is compared with the vault's active, proposed and superseded memories and with the
+earlier items of the same import, by the cosine similarity of their embeddings (the indexer's
+Similar call):
+
+- near-duplicate: cosine >= NEAR_DUPLICATE_COSINE *and* the same facts (numbers, versions, IP
+  addresses, dates, month and day names, negations): skipped, naming the memory it repeats;
+- similar: cosine >= SIMILAR_COSINE: stored and linked (`similar_to`), because it may be an
+  update or a contradiction ("1 Gbps" vs "2 Gbps" scores like a rewording; only the facts differ).
+
+The numbers were calibrated on the bundled all-MiniLM-L6-v2 embedder with the pairs in
+`tests/bench/similarity_pairs.py` (`python -m tests.bench.lifecycle similarity`, table in
+docs/benchmarks.md). Another embedding model needs its own calibration.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from memvault_vault.domain.memory import Status
+
+NEAR_DUPLICATE_COSINE = 0.93
+SIMILAR_COSINE = 0.80
+NEGATED_SIMILAR_COSINE = 0.70
+"""A pair where one text negates what the other says scores lower than a changed number does
+("Sam drinks coffee" / "Sam does not drink coffee": 0.74), so it is linked from here."""
+SIMILAR_PER_TEXT = 10
+"""Nearest memories asked for per text; enough that rejected and invalidated ones cannot crowd out the rest."""
+PENDING_TO_COMPARE = 200
+"""Newest memories not yet in the index that are compared from their text (the indexer's cap)."""
+INDEX_CATCH_UP_SECONDS = 10.0
+"""How long a write waits for the index to catch up when more memories than that are pending."""
+
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14",
+    "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19", "twenty": "20",
+    "thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000", "dozen": "12",
+    "once": "1", "twice": "2",
+}  # fmt: skip
+_NAMED_DATES = {
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "today", "tomorrow",
+    "yesterday", "morning", "afternoon", "evening", "noon", "midnight", "am", "pm", "hour", "night", "day",
+    "week", "fortnight", "month", "quarter", "year",
+}  # fmt: skip
+# "nightly" says what "every night" says.
+_PERIODS = {"hourly": "hour", "nightly": "night", "daily": "day", "weekly": "week", "monthly": "month",
+            "quarterly": "quarter", "yearly": "year", "annually": "year", "annual": "year"}  # fmt: skip
+# Negations, and the verbs that turn a statement around the same way ("likes" / "dislikes").
+_NEGATIONS = {
+    "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "nowhere", "cannot", "without",
+    "stopped", "quit", "dropped", "disabled", "removed", "avoid", "avoids", "dislikes", "hates",
+}  # fmt: skip
+_IP = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?\b|\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.I)
+_VERSION = re.compile(r"\bv?\d+(?:\.\d+)+[a-z0-9\-+]*\b", re.I)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def _number(text: str) -> str:
+    """'02' and '2' are the same number; '1,450' and '1450' too."""
+    text = text.replace(",", "")
+    whole, dot, fraction = text.partition(".")
+    return (whole.lstrip("0") or "0") + dot + fraction
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What must match for two texts to say the same thing."""
+
+    values: tuple[str, ...]
+    named_dates: tuple[str, ...]
+    negations: int
+
+
+def facts(text: str) -> Facts:
+    lowered = text.lower()
+    values: list[str] = []
+    rest = lowered
+    for pattern in (_IP, _VERSION):
+        values.extend(m.group(0).lstrip("v") for m in pattern.finditer(rest))
+        rest = pattern.sub(" ", rest)
+    values.extend(_number(m.group(0)) for m in _NUMBER.finditer(rest))
+    words = _WORD.findall(rest)
+    values.extend(_NUMBER_WORDS[w] for w in words if w in _NUMBER_WORDS)
+    negations = sum(1 for w in words if w in _NEGATIONS or w.endswith("n't"))
+    dates = sorted({_PERIODS.get(w, w) for w in words} & _NAMED_DATES)
+    return Facts(tuple(sorted(Counter(values).elements())), tuple(dates), negations)
+
+
+def same_facts(a: str, b: str) -> bool:
+    """Same numbers, versions, addresses and dates, and the same negations (counted as present or not)."""
+    fa, fb = facts(a), facts(b)
+    return fa.values == fb.values and fa.named_dates == fb.named_dates and (fa.negations > 0) == (fb.negations > 0)
+
+
+def negated(a: str, b: str) -> bool:
+    """One text negates and the other does not."""
+    return (facts(a).negations > 0) != (facts(b).negations > 0)
+
+
+def classify(cosine: float, new_text: str, old_text: str) -> str | None:
+    """'near-duplicate', 'similar' or None for one pair."""
+    if cosine >= NEAR_DUPLICATE_COSINE and same_facts(new_text, old_text):
+        return "near-duplicate"
+    if cosine >= SIMILAR_COSINE or (cosine >= NEGATED_SIMILAR_COSINE and negated(new_text, old_text)):
+        return "similar"
+    return None
+
+
+def lowest_cosine() -> float:
+    """The lowest cosine any rule looks at: what to ask the indexer for."""
+    return min(SIMILAR_COSINE, NEGATED_SIMILAR_COSINE)
+
+
+class DuplicateCheck(StrEnum):
+    SEMANTIC = "semantic"
+    EXACT_ONLY = "exact-only"
+    """The indexer was unavailable (or is not configured): only exact duplicates were caught."""
+
+
+@dataclass(frozen=True)
+class Match:
+    """A stored memory the index found near a new text."""
+
+    memory_id: str
+    cosine: float
+    content: str
+    status: Status
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one new text: 'store', 'similar' (store and link) or 'duplicate' (skip)."""
+
+    kind: str
+    duplicate_of: str = ""
+    """The memory it repeats, or empty when it repeats an earlier item of the same import."""
+    duplicate_of_item: int | None = None
+    similar_to: tuple[str, ...] = ()
+    similar_items: tuple[int, ...] = ()
+    cosine: float = 0.0
+
+
+_COMPARED = (Status.ACTIVE, Status.PROPOSED, Status.SUPERSEDED)
+_LINKED = (Status.ACTIVE, Status.PROPOSED)
+
+
+def decide(
+    texts: Sequence[str], matches: Sequence[Sequence[Match]], earlier: Sequence[dict[int, float]]
+) -> list[Decision]:
+    """Decide each new text in order, against stored memories and the texts before it.
+
+    `matches[i]` are stored memories near text i; `earlier[i]` maps the position of an earlier
+    text to its cosine with text i. Rejected and invalidated memories are not compared; a
+    superseded one can be repeated (near-duplicate) but is not linked as similar.
+    """
+    decisions: list[Decision] = []
+    for position, text in enumerate(texts):
+        near: list[tuple[float, str, int | None]] = []
+        similar: list[tuple[float, str]] = []
+        similar_items: list[tuple[float, int]] = []
+        for match in matches[position]:
+            if match.status not in _COMPARED:
+                continue
+            kind = classify(match.cosine, text, match.content)
+            if kind == "near-duplicate":
+                near.append((match.cosine, match.memory_id, None))
+            elif kind == "similar" and match.status in _LINKED:
+                similar.append((match.cosine, match.memory_id))
+        for other, cosine in earlier[position].items():
+            before = decisions[other]
+            kind = classify(cosine, text, texts[other])
+            if kind == "near-duplicate":
+                if before.kind == "duplicate":
+                    near.append((cosine, before.duplicate_of, before.duplicate_of_item))
+                else:
+                    near.append((cosine, "", other))
+            elif kind == "similar" and before.kind != "duplicate":
+                similar_items.append((cosine, other))
+        if near:
+            cosine, memory_id, item = max(near, key=lambda n: n[0])
+            decisions.append(Decision("duplicate", duplicate_of=memory_id, duplicate_of_item=item, cosine=cosine))
+        elif similar or similar_items:
+            decisions.append(
+                Decision(
+                    "similar",
+                    similar_to=tuple(m for _, m in sorted(similar, reverse=True)),
+                    similar_items=tuple(i for _, i in sorted(similar_items, reverse=True)),
+                    cosine=max([c for c, _ in similar] + [c for c, _ in similar_items]),
+                )
+            )
+        else:
+            decisions.append(Decision("store"))
+    return decisions

@@ -1,0 +1,108 @@
+"""Pairs of memories for calibrating the duplicate and conflict thresholds (memvault_vault.domain.duplicates).
+
+Each category says what the right outcome is when the second text is written after the first:
+rewordings are near-duplicates (skip), changed facts and negations must reach the owner as
+similar (link, review), related and unrelated pairs must be stored without a link.
+"""
+
+from __future__ import annotations
+
+# The second text says the same thing as the first: skip it as a near-duplicate.
+REWORDINGS: list[tuple[str, str]] = [
+    ("The homelab NAS is a Synology DS920+ with four 8 TB drives.", "Our homelab NAS is a Synology DS920+ with 4 drives of 8 TB."),
+    ("Backups run nightly at 02:00 to the NAS.", "Every night at 02:00 the backups run to the NAS."),
+    ("Sam prefers dark mode in every editor.", "Sam likes dark mode in all editors."),
+    ("The memvault project deploys to the k3s cluster.", "Memvault is deployed on the k3s cluster."),
+    ("Prefers British spelling in documents.", "Prefers British English spelling in documents."),
+    ("The router runs OpenWrt 23.05.", "OpenWrt 23.05 runs on the router."),
+    ("The team's standup is at 09:30 every weekday.", "Standup for the team is every weekday at 09:30."),
+    ("Alice is allergic to peanuts.", "Alice has a peanut allergy."),
+    ("The office Wi-Fi network is called Helios.", "The Wi-Fi network at the office is named Helios."),
+    ("Uses Tailscale for remote access to the homelab.", "Remote access to the homelab goes through Tailscale."),
+    ("The database for memvault is Postgres 15.", "Memvault's database is Postgres 15."),
+    ("Sam's daughter Mia was born in 2019.", "Mia, Sam's daughter, was born in 2019."),
+    ("The Grafana dashboard lives at grafana.home.arpa.", "Grafana's dashboard is at grafana.home.arpa."),
+    ("Prefers tea over coffee in the afternoon.", "In the afternoon Sam prefers tea to coffee."),
+    ("The printer is a Brother HL-L2350DW in the study.", "In the study there is a Brother HL-L2350DW printer."),
+    ("Chose Postgres over SQLite for memvault because of concurrent writers.", "Memvault uses Postgres rather than SQLite because of concurrent writers."),
+    ("The family car is a 2018 Toyota Corolla.", "A 2018 Toyota Corolla is the family car."),
+    ("Code reviews need two approvals before merging.", "Before merging, code reviews need two approvals."),
+    ("the homelab nas is a synology ds920+ with four 8 tb drives", "The homelab NAS is a Synology DS920+ with four 8 TB drives!"),
+    ("Sam runs every Sunday morning in the park.", "Every Sunday morning Sam goes running in the park."),
+]  # fmt: skip
+
+# The same statement with a different number, date, version or address: an update or a contradiction.
+CHANGED_FACTS: list[tuple[str, str]] = [
+    ("The internet connection is 1 Gbps.", "The internet connection is 2 Gbps."),
+    ("Backups run nightly at 02:00 to the NAS.", "Backups run nightly at 03:00 to the NAS."),
+    ("The NAS has four 8 TB drives.", "The NAS has four 12 TB drives."),
+    ("The router runs OpenWrt 23.05.", "The router runs OpenWrt 24.10."),
+    ("The NAS is at 192.168.1.20.", "The NAS is at 192.168.1.30."),
+    ("The database for memvault is Postgres 15.", "The database for memvault is Postgres 16."),
+    ("The dentist appointment is on March 3.", "The dentist appointment is on March 10."),
+    ("The team's standup is at 09:30 every weekday.", "The team's standup is at 10:00 every weekday."),
+    ("Rent is 1,450 EUR a month.", "Rent is 1,520 EUR a month."),
+    ("The lease ends on 2026-06-30.", "The lease ends on 2027-06-30."),
+    ("Sam's daughter Mia was born in 2019.", "Sam's daughter Mia was born in 2018."),
+    ("The campaign budget is $50,000.", "The campaign budget is $35,000."),
+    ("Trash is collected on Tuesday.", "Trash is collected on Thursday."),
+    ("The flight to Lisbon leaves at 07:15.", "The flight to Lisbon leaves at 09:45."),
+    ("Python 3.11 is the minimum version for memvault.", "Python 3.12 is the minimum version for memvault."),
+    ("Code reviews need two approvals before merging.", "Code reviews need one approval before merging."),
+    ("The gym membership costs 39 EUR per month.", "The gym membership costs 45 EUR per month."),
+    ("The k3s cluster has three nodes.", "The k3s cluster has five nodes."),
+    ("Sam runs every Sunday morning in the park.", "Sam runs every Saturday morning in the park."),
+    ("The Kubernetes version is 1.29.", "The Kubernetes version is 1.31."),
+]  # fmt: skip
+
+# The second text says the opposite.
+NEGATIONS: list[tuple[str, str]] = [
+    ("Sam drinks coffee.", "Sam does not drink coffee."),
+    ("The NAS is exposed to the internet.", "The NAS is not exposed to the internet."),
+    ("Alice eats meat.", "Alice never eats meat."),
+    ("Deploys to production need a manual approval.", "Deploys to production do not need a manual approval."),
+    ("The cat is allowed in the bedroom.", "The cat isn't allowed in the bedroom."),
+    ("Sam likes cilantro.", "Sam dislikes cilantro."),
+    ("The homelab uses IPv6.", "The homelab doesn't use IPv6."),
+    ("Backups are encrypted.", "Backups are not encrypted."),
+    ("Prefers meetings in the morning.", "Never schedule meetings in the morning."),
+    ("The project uses Docker Compose for local development.", "The project stopped using Docker Compose for local development."),
+    ("Sam can drive on Fridays.", "Sam cannot drive on Fridays."),
+    ("The VPN is required for the admin panel.", "The VPN is not required for the admin panel."),
+]  # fmt: skip
+
+# Same topic, different facts: both true, no link needed.
+RELATED: list[tuple[str, str]] = [
+    ("The homelab NAS is a Synology DS920+.", "The homelab router runs OpenWrt."),
+    ("Sam prefers dark mode in every editor.", "Sam prefers a 14 pt font in the terminal."),
+    ("Backups run nightly at 02:00 to the NAS.", "The NAS sends an email when a drive fails."),
+    ("Alice is allergic to peanuts.", "Alice is vegetarian."),
+    ("Memvault's database is Postgres 15.", "Memvault's message bus is NATS JetStream."),
+    ("The team's standup is at 09:30.", "The team's retrospective is every second Friday."),
+    ("The family car is a 2018 Toyota Corolla.", "The car's next service is due in May."),
+    ("Uses Tailscale for remote access.", "Uses Caddy as the reverse proxy."),
+    ("Mia goes to the Montessori school on Elm Street.", "Mia's piano lessons are on Wednesdays."),
+    ("The printer is a Brother HL-L2350DW.", "Printer toner is ordered from Amazon."),
+]  # fmt: skip
+
+# Nothing in common.
+UNRELATED: list[tuple[str, str]] = [
+    ("The homelab NAS is a Synology DS920+.", "Sam is allergic to cats."),
+    ("Backups run nightly at 02:00.", "Prefers British spelling in documents."),
+    ("The k3s cluster has three nodes.", "Mia's favourite colour is green."),
+    ("The flight to Lisbon leaves at 07:15.", "Code reviews need two approvals."),
+    ("Rent is 1,450 EUR a month.", "The router runs OpenWrt."),
+    ("Alice is vegetarian.", "The Kubernetes version is 1.29."),
+    ("Trash is collected on Tuesday.", "The memvault gateway speaks OAuth 2.1."),
+    ("Sam runs every Sunday.", "The printer is a Brother HL-L2350DW."),
+    ("The campaign budget is $50,000.", "The cat sleeps on the radiator."),
+    ("Uses Tailscale for remote access.", "The dentist appointment is on March 3."),
+]  # fmt: skip
+
+CATEGORIES: dict[str, tuple[list[tuple[str, str]], str | None]] = {
+    "rewording": (REWORDINGS, "near-duplicate"),
+    "changed number, date, version or address": (CHANGED_FACTS, "similar"),
+    "negation": (NEGATIONS, "similar"),
+    "related (same topic, different fact)": (RELATED, None),
+    "unrelated": (UNRELATED, None),
+}

@@ -171,11 +171,15 @@ async def test_bad_writes_are_refused_and_nothing_is_written(
     assert await count_memories(store, caller.vault) == 0
 
 
-async def test_a_bulk_with_one_bad_item_writes_nothing(caller: Caller, store: Store) -> None:
+async def test_a_bad_item_is_reported_and_an_oversized_bulk_writes_nothing(caller: Caller, store: Store) -> None:
     request = vpb.BulkRememberRequest(vault=caller.vault, items=[draft("fine"), draft("  ")])
-    with pytest.raises(grpc.aio.AioRpcError) as error:
-        await caller.stub.BulkRemember(request, metadata=caller.metadata())
-    assert "items[1].content" in (error.value.details() or "")
+    response = await caller.stub.BulkRemember(request, metadata=caller.metadata())
+    assert [r.outcome for r in response.results] == [vpb.WRITE_OUTCOME_STORED, vpb.WRITE_OUTCOME_INVALID]
+    assert "items[1].content is empty" in response.results[1].message
+    await caller.stub.Forget(
+        vpb.ForgetRequest(vault=caller.vault, memory_id=response.results[0].memory_id), metadata=caller.metadata()
+    )
+    await store._pool.execute("DELETE FROM import_batch WHERE id = $1::uuid", response.batch_id)
     too_many = vpb.BulkRememberRequest(
         vault=caller.vault, items=[draft(f"memory {i}") for i in range(limits.MAX_BULK_ITEMS + 1)]
     )

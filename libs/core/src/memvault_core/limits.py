@@ -42,6 +42,27 @@ MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
 MAX_RESULT_BYTES: Final = 64 * 1024
 """Bytes of memory text in one page of recall or list results; the page ends early rather than grow past it."""
 
+MAX_DEPENDS_ON: Final = 20
+"""Memories one memory can depend on."""
+
+MAX_REASON_CHARS: Final = 500
+"""Characters in the reason given for rejecting or invalidating a memory."""
+
+MAX_IMPORT_TEXT_CHARS: Final = 1_000_000
+"""Characters of markdown or plain text in one import; it is split into at most max_bulk_items memories."""
+
+MAX_GUIDE_CHARS: Final = 20_000
+"""Characters in the operating guide."""
+
+MAX_AUDIT_RESULTS: Final = 200
+"""Entries or findings in one page of an audit listing."""
+
+MAX_HISTORY_ENTRIES: Final = 100
+"""Versions of one memory that explain_memory shows (the newest)."""
+
+MAX_RETENTION_DAYS: Final = 36_500
+"""Longest retention period a vault setting accepts."""
+
 DEFAULT_RECALL_RESULTS: Final = 10
 DEFAULT_LIST_RESULTS: Final = 20
 
@@ -60,4 +81,9 @@ def as_dict() -> dict[str, int]:
         "max_key_chars": MAX_KEY_CHARS,
         "max_request_bytes": MAX_REQUEST_BYTES,
         "max_result_bytes": MAX_RESULT_BYTES,
+        "max_depends_on": MAX_DEPENDS_ON,
+        "max_reason_chars": MAX_REASON_CHARS,
+        "max_import_text_chars": MAX_IMPORT_TEXT_CHARS,
+        "max_guide_chars": MAX_GUIDE_CHARS,
+        "max_audit_results": MAX_AUDIT_RESULTS,
     }

@@ -11,17 +11,18 @@ from typing import Any
 
 import asyncpg
 
+from memvault_core.errors import Conflict, InvalidArgument, NotFound
 from memvault_vault import events
 from memvault_vault.domain import guide
 from memvault_vault.domain.memory import (
     Draft,
     Memory,
     MemoryType,
-    Outcome,
     Status,
     Trust,
-    WriteResult,
-    review_after,
+    check_version,
+    require_status,
+    review_date,
 )
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -57,11 +58,42 @@ class VaultAccess:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A memory about to be inserted; its id is chosen beforehand so later items of an import can link to it."""
+
+    id: str
     content: str
     content_hash: str
     draft: Draft
     status: Status
     trust: Trust
+    outcome: str = "stored"
+    similar_to: tuple[str, ...] = ()
+    supersedes: str | None = None
+
+
+@dataclass(frozen=True)
+class Existing:
+    """A memory that already holds some text (id empty: the text is excluded)."""
+
+    id: str
+    status: Status
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    source: str
+    item_count: int
+    outcomes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    batch_id: str | None
+    inserted: set[str]
+    raced: dict[str, Existing]
+    """Candidate id -> the memory that took its text between the caller's check and the write."""
+    conflicts: dict[str, tuple[str, ...]]
+    """Candidate id -> other active memories with the same key and scope."""
 
 
 _VAULTS_OF = """
@@ -85,7 +117,7 @@ _KEYWORD = """
       AND m.status = ANY($3::text[])
       AND ($4::text[] IS NULL OR m.type = ANY($4::text[]))
       AND m.tags @> $5::text[]
-      AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND ($8::bool OR m.expires_at IS NULL OR m.expires_at > now())
     ORDER BY rank DESC, m.created_at DESC, m.id
     LIMIT $6 OFFSET $7
 """
@@ -125,6 +157,10 @@ def _memory(row: asyncpg.Record, vault: str) -> Memory:
         pinned=row["pinned"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        status_reason=row["status_reason"],
+        flagged_reason=row["flagged_reason"],
+        flagged_at=row["flagged_at"],
+        reviewed_at=row["reviewed_at"],
     )
 
 
@@ -196,13 +232,48 @@ class Store:
             await self._audit(conn, vault_id, f"user:{subject}", "vault.create", vault_name, {})
             return True
 
-    async def guide(self, vault: VaultAccess) -> guide.Guide:
-        row = await self._pool.fetchrow("SELECT text, version FROM operating_guide WHERE vault_id = $1", vault.id)
-        if row is None:
-            return guide.Guide(vault.name, guide.default_text(), 0)
-        return guide.Guide(vault.name, row["text"], row["version"])
-
     # --- writes --------------------------------------------------------------------------------
+
+    async def lookup_texts(self, vault: VaultAccess, hashes: Sequence[str]) -> tuple[dict[str, Existing], set[str]]:
+        """Memories already holding these texts (by hash), and the hashes excluded from being stored."""
+        rows = await self._pool.fetch(
+            "SELECT id::text, content_hash, status FROM memory WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
+            vault.id,
+            list(hashes),
+        )
+        excluded = await self._pool.fetch(
+            "SELECT content_hash FROM exclusion WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
+            vault.id,
+            list(hashes),
+        )
+        return (
+            {row["content_hash"]: Existing(row["id"], Status(row["status"])) for row in rows},
+            {row["content_hash"] for row in excluded},
+        )
+
+    async def unindexed_for_compare(self, vault: VaultAccess, limit: int) -> tuple[list[tuple[str, str]], int]:
+        """(id, text) of the newest memories a duplicate check compares with whose text the index does not hold
+        yet, and how many such memories there are (failed ones not counted: they are reported elsewhere)."""
+        rows = await self._pool.fetch(
+            """
+            SELECT m.id::text, m.content, count(*) OVER () AS total FROM memory m
+            LEFT JOIN index_state s ON s.memory_id = m.id
+            WHERE m.vault_id = $1 AND m.status IN ('proposed', 'active', 'superseded')
+              AND (s.memory_id IS NULL OR (s.content_hash <> m.content_hash AND s.state <> 'failed'))
+              AND m.created_at > now() - interval '1 hour'
+            ORDER BY m.created_at DESC
+            LIMIT $2
+            """,
+            vault.id,
+            limit,
+        )
+        return [(row["id"], row["content"]) for row in rows], (int(rows[0]["total"]) if rows else 0)
+
+    async def existing_ids(self, vault: VaultAccess, ids: Sequence[str]) -> set[str]:
+        rows = await self._pool.fetch(
+            "SELECT id::text FROM memory WHERE vault_id = $1 AND id = ANY($2::uuid[])", vault.id, list(ids)
+        )
+        return {row["id"] for row in rows}
 
     async def write(
         self,
@@ -211,15 +282,44 @@ class Store:
         *,
         actor: str,
         client: str,
-        batch_source: str | None = None,
-    ) -> tuple[str | None, list[WriteResult]]:
-        """Store candidates in one transaction, skipping exact duplicates and forgotten text.
+        batch: BatchRecord | None = None,
+        audit: tuple[str, dict[str, Any]] = ("memory.remember", {}),
+    ) -> WriteReport:
+        """Insert candidates in one transaction (with their history, events, batch and audit entry).
 
-        With `batch_source` set, the write is one import batch and its id is returned.
+        Writes to one vault are serialised, so a text that another write stored since the caller
+        looked is caught here (`raced`) instead of failing the whole call.
         """
-        hashes = [c.content_hash for c in candidates]
-        now = datetime.now(UTC)
         async with self._pool.acquire() as conn, conn.transaction():
+            await self._lock_vault(conn, vault)
+            return await self._insert(conn, vault, candidates, actor=actor, client=client, batch=batch, audit=audit)
+
+    async def _lock_vault(self, conn: asyncpg.Connection, vault: VaultAccess) -> None:
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", vault.id)
+
+    async def _insert(
+        self,
+        conn: asyncpg.Connection,
+        vault: VaultAccess,
+        candidates: Sequence[Candidate],
+        *,
+        actor: str,
+        client: str,
+        batch: BatchRecord | None,
+        audit: tuple[str, dict[str, Any]],
+    ) -> WriteReport:
+        hashes = [c.content_hash for c in candidates]
+        raced: dict[str, Existing] = {}
+        if candidates:
+            taken = {
+                row["content_hash"]: Existing(row["id"], Status(row["status"]))
+                for row in await conn.fetch(
+                    "SELECT id::text, content_hash, status FROM memory"
+                    " WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
+                    vault.id,
+                    hashes,
+                )
+            }
             excluded = {
                 row["content_hash"]
                 for row in await conn.fetch(
@@ -228,102 +328,95 @@ class Store:
                     hashes,
                 )
             }
-            batch_id = None
-            if batch_source is not None:
-                batch_id = await conn.fetchval(
-                    "INSERT INTO import_batch (vault_id, source, actor, item_count, stored_count)"
-                    " VALUES ($1, $2, $3, $4, 0) RETURNING id::text",
-                    vault.id,
-                    batch_source,
-                    actor,
-                    len(candidates),
-                )
-            first_of: dict[str, int] = {}
-            to_insert: list[int] = []
-            for index, candidate in enumerate(candidates):
-                if candidate.content_hash in excluded or candidate.content_hash in first_of:
-                    continue
-                first_of[candidate.content_hash] = index
-                to_insert.append(index)
-            inserted: dict[str, str] = {}
-            if to_insert:
-                rows = await conn.fetch(
-                    """
-                    INSERT INTO memory (vault_id, content, content_hash, type, key, scope, tags, source, client,
-                                        trust, confidence, status, valid_from, review_after, batch_id)
-                    SELECT $1, r.content, r.content_hash, r.type, r.key, r.scope,
-                           ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.source, $2, r.trust, r.confidence,
-                           r.status, coalesce(r.valid_from, now()), r.review_after, $3::uuid
-                    FROM jsonb_to_recordset($4::jsonb) AS r(content text, content_hash text, type text, key text,
-                         scope text, tags jsonb, source text, trust text, confidence real, status text,
-                         valid_from timestamptz, review_after timestamptz)
-                    ON CONFLICT (vault_id, content_hash) DO NOTHING
-                    RETURNING id::text, content_hash
-                    """,
-                    vault.id,
-                    client,
-                    batch_id,
-                    json.dumps([_row_of(candidates[i], now) for i in to_insert], default=str),
-                )
-                inserted = {row["content_hash"]: row["id"] for row in rows}
-            existing: dict[str, tuple[str, str]] = {}
-            missing = [h for h in first_of if h not in inserted]
-            if missing:
-                for row in await conn.fetch(
-                    "SELECT id::text, content_hash, status FROM memory"
-                    " WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
-                    vault.id,
-                    missing,
-                ):
-                    existing[row["content_hash"]] = (row["id"], row["status"])
-            if inserted:
-                ids = list(inserted.values())
-                await conn.execute(
-                    "INSERT INTO memory_history (memory_id, vault_id, version, change, snapshot, actor)"
-                    " SELECT id, vault_id, version, 'created', to_jsonb(m) - 'search', $2"
-                    " FROM memory m WHERE id = ANY($1::uuid[])",
-                    ids,
-                    actor,
-                )
-                await self._enqueue(
-                    conn, [events.memory_created(memory_id, vault.id, h) for h, memory_id in inserted.items()]
-                )
-            results: list[WriteResult] = []
-            for index, candidate in enumerate(candidates):
-                h = candidate.content_hash
-                if h in excluded:
-                    results.append(
-                        WriteResult(
-                            Outcome.EXCLUDED,
-                            "",
-                            candidate.status,
-                            "this text was forgotten earlier and will not be stored again",
-                            index,
-                        )
-                    )
-                elif h in inserted and first_of[h] == index:
-                    results.append(WriteResult(Outcome.STORED, inserted[h], candidate.status, "", index))
-                else:
-                    memory_id, status = (
-                        (inserted[h], candidate.status.value) if h in inserted else existing.get(h, ("", "active"))
-                    )
-                    results.append(
-                        WriteResult(
-                            Outcome.DUPLICATE,
-                            memory_id,
-                            Status(status),
-                            "the same text (ignoring case and whitespace) is already stored",
-                            index,
-                        )
-                    )
-            stored = sum(1 for r in results if r.outcome is Outcome.STORED)
-            if batch_id is not None:
-                await conn.execute("UPDATE import_batch SET stored_count = $2 WHERE id = $1", batch_id, stored)
-            counts = {o.value: sum(1 for r in results if r.outcome is o) for o in Outcome}
-            target = batch_id or (results[0].memory_id if results else "")
-            action = "memory.bulk_remember" if batch_id else "memory.remember"
-            await self._audit(conn, vault.id, actor, action, target, counts)
-        return batch_id, results
+            for candidate in candidates:
+                if candidate.content_hash in excluded:
+                    raced[candidate.id] = Existing("", Status.REJECTED)
+                elif candidate.content_hash in taken:
+                    raced[candidate.id] = taken[candidate.content_hash]
+        to_insert = [c for c in candidates if c.id not in raced]
+        batch_id = None
+        if batch is not None:
+            outcomes = dict(batch.outcomes)
+            for candidate in candidates:
+                if candidate.id in raced:
+                    outcomes[candidate.outcome] = outcomes.get(candidate.outcome, 0) - 1
+                    late = "excluded" if not raced[candidate.id].id else "duplicate"
+                    outcomes[late] = outcomes.get(late, 0) + 1
+            batch_id = await conn.fetchval(
+                "INSERT INTO import_batch (vault_id, source, actor, item_count, stored_count, outcomes)"
+                " VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id::text",
+                vault.id,
+                batch.source,
+                actor,
+                batch.item_count,
+                len(to_insert),
+                json.dumps({k: v for k, v in outcomes.items() if v}),
+            )
+        now = datetime.now(UTC)
+        if to_insert:
+            inserted = await conn.fetch(
+                """
+                INSERT INTO memory (id, vault_id, content, content_hash, type, key, scope, tags, source, client,
+                                    trust, confidence, status, valid_from, valid_to, review_after, expires_at,
+                                    depends_on, similar_to, supersedes, batch_id)
+                SELECT r.id, $1, r.content, r.content_hash, r.type, r.key, r.scope,
+                       ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.source, $2, r.trust, r.confidence,
+                       r.status, coalesce(r.valid_from, now()), r.valid_to, r.review_after, r.expires_at,
+                       ARRAY(SELECT jsonb_array_elements_text(r.depends_on))::uuid[],
+                       ARRAY(SELECT jsonb_array_elements_text(r.similar_to))::uuid[], r.supersedes, $3::uuid
+                FROM jsonb_to_recordset($4::jsonb) AS r(id uuid, content text, content_hash text, type text,
+                     key text, scope text, tags jsonb, source text, trust text, confidence real, status text,
+                     valid_from timestamptz, valid_to timestamptz, review_after timestamptz,
+                     expires_at timestamptz, depends_on jsonb, similar_to jsonb, supersedes uuid)
+                RETURNING id::text
+                """,
+                vault.id,
+                client,
+                batch_id,
+                json.dumps([_row_of(c, now) for c in to_insert], default=str),
+            )
+            ids = [row["id"] for row in inserted]
+            await self._history(conn, ids, "created", actor)
+            await self._enqueue(conn, [events.memory_created(c.id, vault.id, c.content_hash) for c in to_insert])
+        conflicts = await self._same_key_active(conn, vault, [c.id for c in to_insert])
+        action, details = audit
+        await self._audit(conn, vault.id, actor, action, batch_id or (to_insert[0].id if to_insert else ""), details)
+        return WriteReport(batch_id, {c.id for c in to_insert}, raced, conflicts)
+
+    async def _same_key_active(
+        self, conn: asyncpg.Connection, vault: VaultAccess, ids: Sequence[str]
+    ) -> dict[str, tuple[str, ...]]:
+        """For each of these memories that has a key: the other active memories with its key and scope."""
+        if not ids:
+            return {}
+        rows = await conn.fetch(
+            """
+            SELECT n.id::text AS id, array_agg(o.id::text ORDER BY o.created_at) AS others
+            FROM memory n
+            JOIN memory o ON o.vault_id = n.vault_id AND o.key = n.key AND o.scope IS NOT DISTINCT FROM n.scope
+                         AND o.id <> n.id AND o.status = 'active'
+            WHERE n.vault_id = $1 AND n.id = ANY($2::uuid[]) AND n.key IS NOT NULL
+            GROUP BY n.id
+            """,
+            vault.id,
+            list(ids),
+        )
+        return {row["id"]: tuple(row["others"]) for row in rows}
+
+    async def _history(
+        self, conn: asyncpg.Connection, ids: Sequence[str], change: str, actor: str, cause: str | None = None
+    ) -> None:
+        """Snapshot these memories as they are now, as one more version of each."""
+        if ids:
+            await conn.execute(
+                "INSERT INTO memory_history (memory_id, vault_id, version, change, snapshot, actor, cause)"
+                " SELECT id, vault_id, version, $2, to_jsonb(m) - 'search', $3, $4::uuid"
+                " FROM memory m WHERE id = ANY($1::uuid[])",
+                list(ids),
+                change,
+                actor,
+                cause,
+            )
 
     async def forget(self, vault: VaultAccess, memory_id: str, actor: str) -> bool:
         """Delete a memory and its history, and exclude its text from being stored again."""
@@ -383,6 +476,7 @@ class Store:
         tags: Sequence[str],
         limit: int,
         offset: int,
+        expired_ok: bool = False,
     ) -> list[tuple[Memory, float]]:
         rows = await self._pool.fetch(
             _KEYWORD,
@@ -393,6 +487,7 @@ class Store:
             list(tags),
             limit,
             offset,
+            expired_ok,
         )
         return [(_memory(row, vault.name), float(row["rank"])) for row in rows]
 
@@ -443,6 +538,7 @@ class Store:
         statuses: Sequence[Status],
         types: Sequence[MemoryType],
         tags: Sequence[str],
+        expired_ok: bool = False,
     ) -> list[tuple[Memory, float]]:
         """These memories of the vault that pass the filters, each with its keyword rank (0 when no word matches)."""
         rows = await self._pool.fetch(
@@ -458,7 +554,7 @@ class Store:
               AND m.status = ANY($4::text[])
               AND ($5::text[] IS NULL OR m.type = ANY($5::text[]))
               AND m.tags @> $6::text[]
-              AND (m.expires_at IS NULL OR m.expires_at > now())
+              AND ($7::bool OR m.expires_at IS NULL OR m.expires_at > now())
             """,
             vault.id,
             list(ids),
@@ -466,6 +562,7 @@ class Store:
             [s.value for s in statuses],
             [t.value for t in types] or None,
             list(tags),
+            expired_ok,
         )
         return [(_memory(row, vault.name), float(row["rank"])) for row in rows]
 
@@ -555,6 +652,631 @@ class Store:
             "recent_failures": [dict(row) for row in failures],
             "outbox_pending": outbox,
         }
+
+    # --- lifecycle: supersede, invalidate, review, explain, audit, imports, settings, guide -------------
+
+    async def get_memory(self, vault: VaultAccess, memory_id: str) -> Memory | None:
+        row = await self._pool.fetchrow(
+            "SELECT * FROM memory WHERE vault_id = $1 AND id = $2::uuid", vault.id, memory_id
+        )
+        return None if row is None else _memory(row, vault.name)
+
+    async def memories(self, vault: VaultAccess, ids: Sequence[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        rows = await self._pool.fetch(
+            "SELECT * FROM memory WHERE vault_id = $1 AND id = ANY($2::uuid[])", vault.id, list(dict.fromkeys(ids))
+        )
+        return {str(row["id"]): _memory(row, vault.name) for row in rows}
+
+    async def _locked(self, conn: asyncpg.Connection, vault: VaultAccess, memory_id: str) -> Memory:
+        row = await conn.fetchrow(
+            "SELECT * FROM memory WHERE vault_id = $1 AND id = $2::uuid FOR UPDATE", vault.id, memory_id
+        )
+        if row is None:
+            raise NotFound(
+                f"no memory {memory_id} in vault '{vault.name}'; find ids with recall or list_memories",
+                field="memory_id",
+            )
+        return _memory(row, vault.name)
+
+    async def _retire(
+        self, conn: asyncpg.Connection, vault: VaultAccess, ids: Sequence[str], *, by: str, actor: str
+    ) -> list[str]:
+        """Mark these memories superseded by `by` (their validity ends now); return their flagged dependents."""
+        if not ids:
+            return []
+        await conn.execute(
+            "UPDATE memory SET status = 'superseded', superseded_by = $3::uuid, valid_to = coalesce(valid_to, now()),"
+            " version = version + 1, updated_at = now()"
+            " WHERE vault_id = $1 AND id = ANY($2::uuid[])",
+            vault.id,
+            list(ids),
+            by,
+        )
+        await self._history(conn, ids, "superseded", actor, cause=by)
+        flagged: list[str] = []
+        for memory_id in ids:
+            flagged += await self._flag_dependents(
+                conn, vault, memory_id, f"depends on {memory_id}, which was superseded by {by}", actor, cause=by
+            )
+        return flagged
+
+    async def _flag_dependents(
+        self, conn: asyncpg.Connection, vault: VaultAccess, memory_id: str, reason: str, actor: str, cause: str
+    ) -> list[str]:
+        rows = await conn.fetch(
+            "UPDATE memory SET flagged_reason = $3, flagged_at = now(), version = version + 1, updated_at = now()"
+            " WHERE vault_id = $1 AND depends_on @> ARRAY[$2::uuid] AND status IN ('active', 'proposed')"
+            " RETURNING id::text",
+            vault.id,
+            memory_id,
+            reason,
+        )
+        ids = [row["id"] for row in rows]
+        await self._history(conn, ids, "flagged", actor, cause=cause)
+        return ids
+
+    async def supersede(
+        self,
+        vault: VaultAccess,
+        old_id: str,
+        candidate: Candidate,
+        *,
+        apply: bool,
+        expected_version: int,
+        actor: str,
+        client: str,
+    ) -> tuple[WriteReport, list[str]]:
+        """Store `candidate` as the replacement of `old_id`; with `apply`, the old one is superseded now."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._lock_vault(conn, vault)
+            old = await self._locked(conn, vault, old_id)
+            require_status(old, (Status.ACTIVE, Status.PROPOSED), "supersede")
+            check_version(old, expected_version)
+            report = await self._insert(
+                conn,
+                vault,
+                [candidate],
+                actor=actor,
+                client=client,
+                batch=None,
+                audit=("memory.supersede", {"old": old_id, "applied": apply}),
+            )
+            if candidate.id in report.raced:
+                existing = report.raced[candidate.id]
+                raise Conflict(
+                    f"the replacement text is already stored as memory {existing.id or '(forgotten)'} "
+                    f"({existing.status.value}); supersede {old_id} with different text, or invalidate it",
+                    field="content",
+                )
+            flagged = await self._retire(conn, vault, [old_id], by=candidate.id, actor=actor) if apply else []
+            return report, flagged
+
+    async def invalidate(
+        self, vault: VaultAccess, memory_id: str, reason: str, *, apply: bool, expected_version: int, actor: str
+    ) -> tuple[Memory, list[str]]:
+        """Mark a memory no longer true (its validity ends now), or, without `apply`, flag it for the owner."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            memory = await self._locked(conn, vault, memory_id)
+            require_status(memory, (Status.ACTIVE, Status.PROPOSED), "invalidate")
+            check_version(memory, expected_version)
+            flagged: list[str] = []
+            if apply:
+                await conn.execute(
+                    "UPDATE memory SET status = 'invalidated', status_reason = nullif($2, ''),"
+                    " valid_to = coalesce(valid_to, now()), version = version + 1, updated_at = now()"
+                    " WHERE id = $1::uuid",
+                    memory_id,
+                    reason,
+                )
+                await self._history(conn, [memory_id], "invalidated", actor)
+                flagged = await self._flag_dependents(
+                    conn, vault, memory_id, f"depends on {memory_id}, which was invalidated", actor, cause=memory_id
+                )
+            else:
+                await conn.execute(
+                    "UPDATE memory SET flagged_reason = $2, flagged_at = now(), status_reason = nullif($3, ''),"
+                    " version = version + 1, updated_at = now() WHERE id = $1::uuid",
+                    memory_id,
+                    f"invalidation proposed by {actor}",
+                    reason,
+                )
+                await self._history(conn, [memory_id], "invalidation proposed", actor)
+            action = "memory.invalidate" if apply else "memory.propose_invalidation"
+            await self._audit(conn, vault.id, actor, action, memory_id, {"flagged_dependents": len(flagged)})
+            row = await conn.fetchrow("SELECT * FROM memory WHERE id = $1::uuid", memory_id)
+            return _memory(row, vault.name), flagged
+
+    async def approve(
+        self,
+        vault: VaultAccess,
+        memory_id: str,
+        *,
+        replace_similar: bool,
+        replace_ids: Sequence[str],
+        expected_version: int,
+        actor: str,
+    ) -> tuple[Memory, list[str], list[str]]:
+        """Make a proposed memory active; supersede what it replaces. Returns it, the superseded and the flagged."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._lock_vault(conn, vault)
+            memory = await self._locked(conn, vault, memory_id)
+            require_status(memory, (Status.PROPOSED,), "approve")
+            check_version(memory, expected_version)
+            same_key = (await self._same_key_active(conn, vault, [memory_id])).get(memory_id, ())
+            replaceable = dict.fromkeys(
+                [*([memory.supersedes] if memory.supersedes else []), *memory.similar_to, *same_key]
+            )
+            if replace_ids:
+                for i, other in enumerate(replace_ids):
+                    if other not in replaceable:
+                        raise InvalidArgument(
+                            f"replace_ids[{i}] {other} is not a memory this one is similar to, replaces or shares a "
+                            f"key with; it can replace: {', '.join(replaceable) or 'nothing'}",
+                            field=f"replace_ids[{i}]",
+                        )
+                chosen = list(dict.fromkeys(replace_ids))
+            elif replace_similar:
+                chosen = list(replaceable)
+            else:
+                chosen = [memory.supersedes] if memory.supersedes else []
+            live = [
+                row["id"]
+                for row in await conn.fetch(
+                    "SELECT id::text FROM memory WHERE vault_id = $1 AND id = ANY($2::uuid[])"
+                    " AND status IN ('active', 'proposed') AND id <> $3::uuid FOR UPDATE",
+                    vault.id,
+                    chosen,
+                    memory_id,
+                )
+            ]
+            await conn.execute(
+                "UPDATE memory SET status = 'active', reviewed_at = now(), version = version + 1, updated_at = now()"
+                " WHERE id = $1::uuid",
+                memory_id,
+            )
+            await self._history(conn, [memory_id], "approved", actor)
+            flagged = await self._retire(conn, vault, live, by=memory_id, actor=actor)
+            await self._audit(
+                conn,
+                vault.id,
+                actor,
+                "memory.approve",
+                memory_id,
+                {"superseded": live, "flagged_dependents": len(flagged)},
+            )
+            row = await conn.fetchrow("SELECT * FROM memory WHERE id = $1::uuid", memory_id)
+            return _memory(row, vault.name), live, flagged
+
+    async def reject(
+        self, vault: VaultAccess, memory_id: str, reason: str, *, expected_version: int, actor: str
+    ) -> Memory:
+        async with self._pool.acquire() as conn, conn.transaction():
+            memory = await self._locked(conn, vault, memory_id)
+            require_status(memory, (Status.PROPOSED,), "reject")
+            check_version(memory, expected_version)
+            await conn.execute(
+                "UPDATE memory SET status = 'rejected', status_reason = nullif($2, ''), reviewed_at = now(),"
+                " version = version + 1, updated_at = now() WHERE id = $1::uuid",
+                memory_id,
+                reason,
+            )
+            await self._history(conn, [memory_id], "rejected", actor)
+            flagged = await self._flag_dependents(
+                conn, vault, memory_id, f"depends on {memory_id}, which was rejected", actor, cause=memory_id
+            )
+            await self._audit(conn, vault.id, actor, "memory.reject", memory_id, {"flagged_dependents": len(flagged)})
+            row = await conn.fetchrow("SELECT * FROM memory WHERE id = $1::uuid", memory_id)
+            return _memory(row, vault.name)
+
+    async def mark_reviewed(
+        self, vault: VaultAccess, memory_id: str, next_review: datetime | None, *, expected_version: int, actor: str
+    ) -> Memory:
+        """Clear a memory's flag and set its next review date: the owner checked it and it still holds."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            memory = await self._locked(conn, vault, memory_id)
+            require_status(memory, (Status.ACTIVE, Status.PROPOSED), "mark as reviewed")
+            check_version(memory, expected_version)
+            await conn.execute(
+                "UPDATE memory SET flagged_reason = NULL, flagged_at = NULL, reviewed_at = now(), review_after = $2,"
+                " status_reason = CASE WHEN flagged_reason LIKE 'invalidation proposed%' THEN NULL ELSE status_reason END,"
+                " version = version + 1, updated_at = now() WHERE id = $1::uuid",
+                memory_id,
+                next_review,
+            )
+            await self._history(conn, [memory_id], "reviewed", actor)
+            await self._audit(conn, vault.id, actor, "memory.review", memory_id, {})
+            row = await conn.fetchrow("SELECT * FROM memory WHERE id = $1::uuid", memory_id)
+            return _memory(row, vault.name)
+
+    async def history(self, vault: VaultAccess, memory_id: str, limit: int) -> list[HistoryRecord]:
+        """The newest `limit` versions of a memory, oldest first."""
+        rows = await self._pool.fetch(
+            """
+            SELECT * FROM (
+                SELECT version, change, actor, changed_at, coalesce(cause::text, '') AS cause, snapshot::text AS snapshot
+                FROM memory_history WHERE vault_id = $1 AND memory_id = $2::uuid
+                ORDER BY id DESC LIMIT $3
+            ) newest ORDER BY version, changed_at
+            """,
+            vault.id,
+            memory_id,
+            limit,
+        )
+        return [
+            HistoryRecord(r["version"], r["change"], r["actor"], r["changed_at"], r["cause"], json.loads(r["snapshot"]))
+            for r in rows
+        ]
+
+    async def related(self, vault: VaultAccess, memory: Memory, limit: int) -> list[tuple[str, Memory]]:
+        """Memories linked to this one, each with how: depends_on, dependent, similar, similar_from,
+        supersedes, superseded_by, same_key."""
+        rows = await self._pool.fetch(
+            """
+            SELECT 'depends_on' AS relation, m.* FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($3::uuid[])
+            UNION ALL
+            SELECT 'dependent', m.* FROM memory m WHERE m.vault_id = $1 AND m.depends_on @> ARRAY[$2::uuid]
+            UNION ALL
+            SELECT 'similar', m.* FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($4::uuid[])
+            UNION ALL
+            SELECT 'similar_from', m.* FROM memory m WHERE m.vault_id = $1 AND m.similar_to @> ARRAY[$2::uuid]
+            UNION ALL
+            SELECT 'supersedes', m.* FROM memory m WHERE m.vault_id = $1 AND m.superseded_by = $2::uuid
+            UNION ALL
+            SELECT 'superseded_by', m.* FROM memory m WHERE m.vault_id = $1 AND m.id = $5::uuid
+            UNION ALL
+            SELECT 'same_key', m.* FROM memory m
+            WHERE m.vault_id = $1 AND $6::text IS NOT NULL AND m.key = $6 AND m.scope IS NOT DISTINCT FROM $7
+              AND m.id <> $2::uuid AND m.status IN ('active', 'proposed')
+            LIMIT $8
+            """,
+            vault.id,
+            memory.id,
+            list(memory.depends_on),
+            list(memory.similar_to),
+            memory.superseded_by,
+            memory.key,
+            memory.scope,
+            limit,
+        )
+        seen: set[tuple[str, str]] = set()
+        related: list[tuple[str, Memory]] = []
+        for row in rows:
+            relation = row["relation"]
+            if (relation, str(row["id"])) not in seen:
+                seen.add((relation, str(row["id"])))
+                related.append((relation, _memory(row, vault.name)))
+        if memory.supersedes and ("supersedes", memory.supersedes) not in seen:
+            target = await self.get_memory(vault, memory.supersedes)
+            if target is not None:
+                related.append(("supersedes", target))
+        return related
+
+    async def recall_context(
+        self, vault: VaultAccess, ids: Sequence[str]
+    ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """For each memory: (active memories linked as similar either way, active memories with its key and scope)."""
+        if not ids:
+            return {}
+        rows = await self._pool.fetch(
+            """
+            SELECT m.id::text AS id,
+                   ARRAY(SELECT o.id::text FROM memory o
+                         WHERE o.vault_id = m.vault_id AND o.id <> m.id AND o.status = 'active'
+                           AND (o.id = ANY(m.similar_to) OR o.similar_to @> ARRAY[m.id])) AS similar,
+                   ARRAY(SELECT o.id::text FROM memory o
+                         WHERE o.vault_id = m.vault_id AND o.id <> m.id AND o.status = 'active'
+                           AND m.key IS NOT NULL AND o.key = m.key AND o.scope IS NOT DISTINCT FROM m.scope) AS same_key
+            FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($2::uuid[])
+            """,
+            vault.id,
+            list(ids),
+        )
+        return {row["id"]: (tuple(row["similar"]), tuple(row["same_key"])) for row in rows}
+
+    async def audit_findings(
+        self, vault: VaultAccess, kinds: Sequence[str], limit: int, after_id: str | None
+    ) -> tuple[list[tuple[Memory, list[str], list[str]]], dict[str, int]]:
+        """Active and proposed memories that need attention, by id; and the count of each kind in the vault."""
+        rows = await self._pool.fetch(
+            _FINDINGS + " WHERE cardinality(f.kinds) > 0 AND f.kinds && $2::text[]"
+            " AND ($3::uuid IS NULL OR f.id > $3::uuid) ORDER BY f.id LIMIT $4",
+            vault.id,
+            list(kinds),
+            after_id,
+            limit,
+        )
+        counts = await self._pool.fetch(
+            _FINDING_COUNTS,
+            vault.id,
+            list(kinds),
+        )
+        found = [(_memory(row, vault.name), list(row["kinds"]), list(row["related"])) for row in rows]
+        return found, {row["kind"]: row["count"] for row in counts}
+
+    async def review_queue(
+        self, vault: VaultAccess, limit: int, after: tuple[datetime, str] | None
+    ) -> tuple[list[Memory], int]:
+        """Proposed memories, oldest first, and how many there are."""
+        rows = await self._pool.fetch(
+            "SELECT * FROM memory WHERE vault_id = $1 AND status = 'proposed'"
+            " AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3::uuid))"
+            " ORDER BY created_at, id LIMIT $4",
+            vault.id,
+            after[0] if after else None,
+            after[1] if after else None,
+            limit,
+        )
+        total = await self._pool.fetchval(
+            "SELECT count(*) FROM memory WHERE vault_id = $1 AND status = 'proposed'", vault.id
+        )
+        return [_memory(row, vault.name) for row in rows], int(total)
+
+    async def batches(self, vault: VaultAccess, limit: int, before: tuple[datetime, str] | None) -> list[BatchInfo]:
+        rows = await self._pool.fetch(
+            "SELECT id::text, source, actor, item_count, stored_count, created_at, undone_at, outcomes::text"
+            " FROM import_batch WHERE vault_id = $1"
+            " AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3::uuid))"
+            " ORDER BY created_at DESC, id DESC LIMIT $4",
+            vault.id,
+            before[0] if before else None,
+            before[1] if before else None,
+            limit,
+        )
+        return [_batch(row) for row in rows]
+
+    async def undo_batch(self, vault: VaultAccess, batch_id: str, actor: str) -> UndoReport | None:
+        """Delete the batch's memories and put back every other memory it changed; None if no such batch.
+
+        A memory outside the batch that only the batch changed (superseded by one of its memories,
+        flagged because of one) is restored exactly as it was. One that changed since for another
+        reason keeps that change and only loses its links to the batch.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._lock_vault(conn, vault)
+            row = await conn.fetchrow(
+                "SELECT id::text, source, actor, item_count, stored_count, created_at, undone_at, outcomes::text"
+                " FROM import_batch WHERE vault_id = $1 AND id = $2::uuid FOR UPDATE",
+                vault.id,
+                batch_id,
+            )
+            if row is None:
+                return None
+            if row["undone_at"] is not None:
+                raise Conflict(
+                    f"import {batch_id} was already undone at {row['undone_at'].isoformat()}", field="batch_id"
+                )
+            ids = [
+                r["id"]
+                for r in await conn.fetch(
+                    "SELECT id::text FROM memory WHERE vault_id = $1 AND batch_id = $2::uuid", vault.id, batch_id
+                )
+            ]
+            touched = await conn.fetch(
+                """
+                SELECT h.memory_id::text AS id, min(h.version) AS first
+                FROM memory_history h
+                WHERE h.vault_id = $1 AND h.cause = ANY($2::uuid[]) AND h.memory_id <> ALL($2::uuid[])
+                GROUP BY h.memory_id
+                """,
+                vault.id,
+                ids,
+            )
+            restored = 0
+            kept: list[str] = []
+            for t in touched:
+                other = await conn.fetchval(
+                    "SELECT count(*) FROM memory_history WHERE memory_id = $1::uuid AND version >= $2"
+                    " AND (cause IS NULL OR cause <> ALL($3::uuid[]))",
+                    t["id"],
+                    t["first"],
+                    ids,
+                )
+                before = await conn.fetchval(
+                    "SELECT snapshot::text FROM memory_history WHERE memory_id = $1::uuid AND version < $2"
+                    " ORDER BY version DESC, id DESC LIMIT 1",
+                    t["id"],
+                    t["first"],
+                )
+                if other == 0 and before is not None:
+                    await conn.execute(_RESTORE, t["id"], before)
+                    await conn.execute(
+                        "DELETE FROM memory_history WHERE memory_id = $1::uuid AND version >= $2", t["id"], t["first"]
+                    )
+                    restored += 1
+                else:
+                    kept.append(t["id"])
+            # Memories written or changed since that still point at the batch: links removed, the rest kept.
+            linked = await conn.fetch(
+                """
+                UPDATE memory m SET
+                    similar_to = ARRAY(SELECT x FROM unnest(m.similar_to) x WHERE x <> ALL($2::uuid[])),
+                    depends_on = ARRAY(SELECT x FROM unnest(m.depends_on) x WHERE x <> ALL($2::uuid[])),
+                    status = CASE WHEN m.superseded_by = ANY($2::uuid[]) THEN 'active' ELSE m.status END,
+                    valid_to = CASE WHEN m.superseded_by = ANY($2::uuid[]) THEN NULL ELSE m.valid_to END,
+                    superseded_by = CASE WHEN m.superseded_by = ANY($2::uuid[]) THEN NULL ELSE m.superseded_by END,
+                    supersedes = CASE WHEN m.supersedes = ANY($2::uuid[]) THEN NULL ELSE m.supersedes END,
+                    version = m.version + 1, updated_at = now()
+                WHERE m.vault_id = $1 AND m.id <> ALL($2::uuid[])
+                  AND (m.similar_to && $2::uuid[] OR m.depends_on && $2::uuid[]
+                       OR m.superseded_by = ANY($2::uuid[]) OR m.supersedes = ANY($2::uuid[]))
+                RETURNING m.id::text
+                """,
+                vault.id,
+                ids,
+            )
+            unlinked = [r["id"] for r in linked]
+            await self._history(conn, unlinked, "import undone", actor)
+            kept = list(dict.fromkeys([*kept, *unlinked]))
+            await conn.execute(
+                "DELETE FROM memory_history WHERE vault_id = $1 AND memory_id = ANY($2::uuid[])", vault.id, ids
+            )
+            await conn.execute("DELETE FROM memory WHERE vault_id = $1 AND id = ANY($2::uuid[])", vault.id, ids)
+            await self._enqueue(conn, [events.memory_forgotten(memory_id, vault.id) for memory_id in ids])
+            undone = await conn.fetchrow(
+                "UPDATE import_batch SET undone_at = now(), undone_by = $2 WHERE id = $1::uuid"
+                " RETURNING id::text, source, actor, item_count, stored_count, created_at, undone_at, outcomes::text",
+                batch_id,
+                actor,
+            )
+            await self._audit(
+                conn,
+                vault.id,
+                actor,
+                "batch.undo",
+                batch_id,
+                {"removed": len(ids), "restored": restored, "kept_changes": len(kept)},
+            )
+            return UndoReport(_batch(undone), len(ids), restored, kept)
+
+    async def settings(self, vault: VaultAccess) -> dict[str, Any]:
+        row = await self._pool.fetchrow(
+            "SELECT approval_mode, superseded_retention_days, rejected_retention_days, audit_retention_days"
+            " FROM vault_settings WHERE vault_id = $1",
+            vault.id,
+        )
+        if row is None:
+            return {
+                "approval_mode": "review",
+                "superseded_retention_days": 365,
+                "rejected_retention_days": 30,
+                "audit_retention_days": 365,
+            }
+        return dict(row)
+
+    async def update_settings(self, vault: VaultAccess, changes: dict[str, Any], actor: str) -> dict[str, Any]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("INSERT INTO vault_settings (vault_id) VALUES ($1) ON CONFLICT DO NOTHING", vault.id)
+            before = dict(
+                await conn.fetchrow(
+                    "SELECT approval_mode, superseded_retention_days, rejected_retention_days, audit_retention_days"
+                    " FROM vault_settings WHERE vault_id = $1 FOR UPDATE",
+                    vault.id,
+                )
+            )
+            after = {**before, **changes}
+            await conn.execute(
+                "UPDATE vault_settings SET approval_mode = $2, superseded_retention_days = $3,"
+                " rejected_retention_days = $4, audit_retention_days = $5, updated_at = now() WHERE vault_id = $1",
+                vault.id,
+                after["approval_mode"],
+                after["superseded_retention_days"],
+                after["rejected_retention_days"],
+                after["audit_retention_days"],
+            )
+            changed = {k: {"from": before[k], "to": v} for k, v in after.items() if before[k] != v}
+            await self._audit(conn, vault.id, actor, "settings.update", vault.name, changed)
+            return after
+
+    async def guide_record(self, vault: VaultAccess) -> GuideRecord:
+        row = await self._pool.fetchrow(
+            "SELECT text, version, default_revision, updated_by, updated_at FROM operating_guide WHERE vault_id = $1",
+            vault.id,
+        )
+        if row is None:
+            return GuideRecord(guide.default_text(), 0, guide.default_revision(), "system", None)
+        return GuideRecord(row["text"], row["version"], row["default_revision"], row["updated_by"], row["updated_at"])
+
+    async def update_guide(
+        self, vault: VaultAccess, text: str, *, expected_version: int, adopted_default: bool, actor: str
+    ) -> int:
+        """Save a new version of the guide; the owner has now seen the current default, so its notice stops."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            current = await conn.fetchrow(
+                "SELECT version FROM operating_guide WHERE vault_id = $1 FOR UPDATE", vault.id
+            )
+            version = current["version"] if current else 0
+            if expected_version and expected_version != version:
+                raise Conflict(
+                    f"the guide is at version {version}, not {expected_version}: someone saved it since you read it. "
+                    "Read it again and reapply your edit",
+                    field="expected_version",
+                )
+            new_version = version + 1
+            await conn.execute(
+                "INSERT INTO operating_guide (vault_id, text, version, default_revision, updated_by)"
+                " VALUES ($1, $2, $3, $4, $5)"
+                " ON CONFLICT (vault_id) DO UPDATE SET text = EXCLUDED.text, version = EXCLUDED.version,"
+                " default_revision = EXCLUDED.default_revision, updated_by = EXCLUDED.updated_by, updated_at = now()",
+                vault.id,
+                text,
+                new_version,
+                guide.default_revision(),
+                actor,
+            )
+            await conn.execute(
+                "INSERT INTO operating_guide_history (vault_id, version, text, updated_by) VALUES ($1, $2, $3, $4)",
+                vault.id,
+                new_version,
+                text,
+                actor,
+            )
+            action = "guide.adopt_default" if adopted_default else "guide.update"
+            await self._audit(conn, vault.id, actor, action, vault.name, {"version": new_version, "chars": len(text)})
+            return int(new_version)
+
+    async def guide_versions(
+        self, vault: VaultAccess, limit: int, before_version: int
+    ) -> list[tuple[int, str, datetime, str]]:
+        rows = await self._pool.fetch(
+            "SELECT version, updated_by, updated_at, text FROM operating_guide_history"
+            " WHERE vault_id = $1 AND ($2::bigint = 0 OR version < $2) ORDER BY version DESC LIMIT $3",
+            vault.id,
+            before_version,
+            limit,
+        )
+        return [(r["version"], r["updated_by"], r["updated_at"], r["text"]) for r in rows]
+
+    async def vault_audit(
+        self,
+        vault: VaultAccess,
+        *,
+        actor: str,
+        action: str,
+        target: str,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        before_id: int,
+    ) -> list[AuditRecord]:
+        """One vault's audit entries, newest first, filtered; an action ending in '.' is a prefix."""
+        prefix = action.endswith(".")
+        rows = await self._pool.fetch(
+            """
+            SELECT l.id, $2::text AS vault, l.actor, l.action, l.target, l.details::text AS details, l.at
+            FROM audit_log l
+            WHERE l.vault_id = $1
+              AND ($3 = '' OR l.actor = $3)
+              AND ($4 = '' OR (CASE WHEN $5 THEN starts_with(l.action, $4) ELSE l.action = $4 END))
+              AND ($6 = '' OR l.target = $6)
+              AND ($7::timestamptz IS NULL OR l.at >= $7)
+              AND ($8::timestamptz IS NULL OR l.at < $8)
+              AND ($9::bigint = 0 OR l.id < $9)
+            ORDER BY l.id DESC
+            LIMIT $10
+            """,
+            vault.id,
+            vault.name,
+            actor,
+            action,
+            prefix,
+            target,
+            since,
+            until,
+            before_id,
+            limit,
+        )
+        return [
+            AuditRecord(r["id"], r["vault"], r["actor"], r["action"], r["target"], r["details"], r["at"]) for r in rows
+        ]
+
+    async def audit_event(
+        self, vault: VaultAccess, actor: str, action: str, target: str, details: dict[str, Any]
+    ) -> None:
+        """An audit entry on its own, for something refused before any write (a secret, say)."""
+        async with self._pool.acquire() as conn:
+            await self._audit(conn, vault.id, actor, action, target, details)
 
     # --- accounts, memberships and audit for the gateway (AccountService) ------------------------
     # Written for rpc/accounts.py; every method acts for one subject and checks its role itself.
@@ -665,10 +1387,108 @@ class Store:
         ]
 
 
+_FINDINGS = """
+    SELECT * FROM (
+        SELECT m.*,
+               array_remove(ARRAY[
+                   CASE WHEN m.expires_at IS NOT NULL AND m.expires_at <= now() THEN 'expired' END,
+                   CASE WHEN cardinality(k.ids) > 0 THEN 'conflict' END,
+                   CASE WHEN cardinality(s.ids) > 0 THEN 'may_conflict' END,
+                   CASE WHEN m.review_after IS NOT NULL AND m.review_after <= now() THEN 'past_review' END,
+                   CASE WHEN m.flagged_reason IS NOT NULL THEN 'flagged' END
+               ], NULL) AS kinds,
+               k.ids || s.ids AS related
+        FROM memory m
+        CROSS JOIN LATERAL (
+            SELECT ARRAY(SELECT o.id::text FROM memory o
+                         WHERE m.status = 'active' AND m.key IS NOT NULL AND o.vault_id = m.vault_id
+                           AND o.key = m.key AND o.scope IS NOT DISTINCT FROM m.scope AND o.id <> m.id
+                           AND o.status = 'active') AS ids) k
+        CROSS JOIN LATERAL (
+            SELECT ARRAY(SELECT o.id::text FROM memory o
+                         WHERE m.status = 'active' AND o.vault_id = m.vault_id AND o.id <> m.id
+                           AND o.status = 'active' AND (o.id = ANY(m.similar_to) OR o.similar_to @> ARRAY[m.id]))
+                   AS ids) s
+        WHERE m.vault_id = $1 AND m.status IN ('active', 'proposed')
+    ) f
+"""
+
+# A memory put back exactly as a history snapshot holds it (every column but the generated one).
+_RESTORE = """
+    UPDATE memory m SET
+        (content, content_hash, type, key, scope, tags, source, client, trust, confidence, status, valid_from,
+         valid_to, review_after, expires_at, depends_on, supersedes, superseded_by, similar_to, batch_id, version,
+         pinned, created_at, updated_at, status_reason, flagged_reason, flagged_at, reviewed_at)
+      = (SELECT s.content, s.content_hash, s.type, s.key, s.scope, s.tags, s.source, s.client, s.trust,
+                s.confidence, s.status, s.valid_from, s.valid_to, s.review_after, s.expires_at, s.depends_on,
+                s.supersedes, s.superseded_by, s.similar_to, s.batch_id, s.version, s.pinned, s.created_at,
+                s.updated_at, s.status_reason, s.flagged_reason, s.flagged_at, s.reviewed_at
+         FROM jsonb_populate_record(NULL::memory, $2::jsonb) s)
+    WHERE m.id = $1::uuid
+"""
+_FINDING_COUNTS = (
+    "WITH findings AS (" + _FINDINGS + ") SELECT kind, count(*) FROM findings, unnest(kinds) AS kind"  # noqa: S608 (constants)
+    " WHERE kind = ANY($2::text[]) GROUP BY kind"
+)
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    version: int
+    change: str
+    actor: str
+    at: datetime
+    cause: str
+    snapshot: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    id: str
+    source: str
+    actor: str
+    item_count: int
+    stored_count: int
+    created_at: datetime
+    undone_at: datetime | None
+    outcomes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class UndoReport:
+    batch: BatchInfo
+    removed: int
+    restored: int
+    kept_changes: list[str]
+
+
+@dataclass(frozen=True)
+class GuideRecord:
+    text: str
+    version: int
+    default_revision: str
+    updated_by: str
+    updated_at: datetime | None
+
+
+def _batch(row: asyncpg.Record) -> BatchInfo:
+    return BatchInfo(
+        row["id"],
+        row["source"],
+        row["actor"],
+        row["item_count"],
+        row["stored_count"],
+        row["created_at"],
+        row["undone_at"],
+        json.loads(row["outcomes"] or "{}"),
+    )
+
+
 def _row_of(candidate: Candidate, now: datetime) -> dict[str, Any]:
     draft = candidate.draft
     start = draft.valid_from or now
     return {
+        "id": candidate.id,
         "content": candidate.content,
         "content_hash": candidate.content_hash,
         "type": draft.type.value,
@@ -680,7 +1500,12 @@ def _row_of(candidate: Candidate, now: datetime) -> dict[str, Any]:
         "confidence": draft.confidence,
         "status": candidate.status.value,
         "valid_from": draft.valid_from.isoformat() if draft.valid_from else None,
-        "review_after": (ra.isoformat() if (ra := review_after(draft.type, start)) else None),
+        "valid_to": draft.valid_to.isoformat() if draft.valid_to else None,
+        "review_after": (ra.isoformat() if (ra := review_date(draft, start)) else None),
+        "expires_at": draft.expires_at.isoformat() if draft.expires_at else None,
+        "depends_on": list(draft.depends_on),
+        "similar_to": list(candidate.similar_to),
+        "supersedes": candidate.supersedes,
     }
 
 

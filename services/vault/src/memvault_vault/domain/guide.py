@@ -6,6 +6,9 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
+from memvault_core import limits
+from memvault_core.errors import InvalidArgument, LimitExceeded
+
 
 @dataclass(frozen=True)
 class Guide:
@@ -21,3 +24,23 @@ def default_text() -> str:
 def default_revision() -> str:
     """Identifies the bundled default, so a vault can tell when a newer one ships."""
     return hashlib.sha256(default_text().encode()).hexdigest()[:12]
+
+
+def validate_text(text: str) -> str:
+    """A guide the owner saves: not empty, within max_guide_chars, and with no secrets in it."""
+    from memvault_vault.domain.memory import check_secret
+
+    text = text.strip()
+    if not text:
+        raise InvalidArgument(
+            "text is empty; write the rules agents should follow, or adopt the default guide", field="text"
+        )
+    if len(text) > limits.MAX_GUIDE_CHARS:
+        raise LimitExceeded(
+            f"text is {len(text):,} characters; the limit is {limits.MAX_GUIDE_CHARS:,} (max_guide_chars). "
+            "Agents read it in every conversation, so keep it short",
+            field="text",
+            limit=limits.MAX_GUIDE_CHARS,
+        )
+    check_secret(text, field_name="text")
+    return text + "\n"

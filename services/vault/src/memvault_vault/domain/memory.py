@@ -7,11 +7,12 @@ import re
 import unicodedata
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from memvault_core import limits
-from memvault_core.errors import InvalidArgument, LimitExceeded
+from memvault_core.errors import Conflict, InvalidArgument, LimitExceeded
+from memvault_vault.domain.secrets import SecretFinding, find_secret
 
 
 class MemoryType(StrEnum):
@@ -41,11 +42,21 @@ class Trust(StrEnum):
 
 class Outcome(StrEnum):
     STORED = "stored"
+    SIMILAR = "similar"
     DUPLICATE = "duplicate"
     EXCLUDED = "excluded"
+    SECRET = "secret"  # noqa: S105 (an outcome name)
+    INVALID = "invalid"
+
+
+class ApprovalMode(StrEnum):
+    REVIEW = "review"
+    AUTO = "auto"
 
 
 RECALLABLE_BY_DEFAULT = (Status.PROPOSED, Status.ACTIVE)
+AS_OF_STATUSES = (Status.PROPOSED, Status.ACTIVE, Status.SUPERSEDED, Status.INVALIDATED)
+"""Recall as of a past time: whatever was believed then, even if it has been replaced since."""
 
 # How long until a memory of each type should be checked again; None: never.
 REVIEW_AFTER: dict[MemoryType, timedelta | None] = {
@@ -83,6 +94,11 @@ class Draft:
     trust: Trust | None = None
     confidence: float | None = None
     valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    review_after: datetime | None = None
+    no_review: bool = False
+    expires_at: datetime | None = None
+    depends_on: tuple[str, ...] = ()
 
     @property
     def hash(self) -> str:
@@ -117,6 +133,21 @@ class Memory:
     pinned: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    status_reason: str | None = None
+    flagged_reason: str | None = None
+    flagged_at: datetime | None = None
+    reviewed_at: datetime | None = None
+
+    def expired(self, at: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= at
+
+    def valid_at(self, at: datetime) -> bool:
+        """Believed true at `at`: written by then, inside its validity window, and never rejected."""
+        if self.status is Status.REJECTED or (self.created_at is not None and self.created_at > at):
+            return False
+        if self.valid_from is not None and self.valid_from > at:
+            return False
+        return self.valid_to is None or self.valid_to > at
 
 
 @dataclass(frozen=True)
@@ -126,12 +157,26 @@ class WriteResult:
     status: Status
     message: str = ""
     index: int = 0
+    similar_to: tuple[str, ...] = ()
+    conflicts_with: tuple[str, ...] = ()
+    match: str = ""
+    cosine: float = 0.0
+
+
+@dataclass(frozen=True)
+class MemoryWarning:
+    kind: str
+    memory_id: str
+    related: tuple[str, ...]
+    message: str
 
 
 @dataclass(frozen=True)
 class RecallHit:
     memory: Memory
     score: float
+    may_conflict_with: tuple[str, ...] = ()
+    conflicts_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,6 +185,7 @@ class RecallPage:
     mode: str
     warnings: list[str] = field(default_factory=list)
     next_cursor: str = ""
+    memory_warnings: list[MemoryWarning] = field(default_factory=list)
 
 
 def _prefix(index: int | None) -> str:
@@ -200,6 +246,31 @@ def validate_draft(draft: Draft, index: int | None = None) -> Draft:
         raise InvalidArgument(
             f"{at}scope needs a key; a scope narrows where a keyed memory applies", field=f"{at}scope"
         )
+    if draft.valid_from and draft.valid_to and draft.valid_to <= draft.valid_from:
+        raise InvalidArgument(
+            f"{at}valid_to must be after valid_from; leave valid_to out if it is still true", field=f"{at}valid_to"
+        )
+    now = datetime.now(UTC)
+    if draft.expires_at is not None and draft.expires_at <= now:
+        raise InvalidArgument(
+            f"{at}expires_at is in the past, so the memory would never be recalled; give a future date "
+            "(e.g. '2027-01-31') or leave it out",
+            field=f"{at}expires_at",
+        )
+    if draft.no_review and draft.review_after is not None:
+        raise InvalidArgument(
+            f"{at}review_after is set and no review was asked for; send one or the other", field=f"{at}review_after"
+        )
+    if len(draft.depends_on) > limits.MAX_DEPENDS_ON:
+        raise LimitExceeded(
+            f"{at}depends_on has {len(draft.depends_on)} ids; the limit is {limits.MAX_DEPENDS_ON} "
+            "(max_depends_on). Name the memories this one most directly relies on",
+            field=f"{at}depends_on",
+            limit=limits.MAX_DEPENDS_ON,
+        )
+    depends_on = tuple(
+        dict.fromkeys(parse_memory_id(value, f"{at}depends_on[{i}]") for i, value in enumerate(draft.depends_on))
+    )
     return Draft(
         content=content,
         type=draft.type,
@@ -210,21 +281,79 @@ def validate_draft(draft: Draft, index: int | None = None) -> Draft:
         trust=draft.trust,
         confidence=draft.confidence,
         valid_from=draft.valid_from,
+        valid_to=draft.valid_to,
+        review_after=draft.review_after,
+        no_review=draft.no_review,
+        expires_at=draft.expires_at,
+        depends_on=depends_on,
     )
 
 
-def validate_bulk(drafts: list[Draft]) -> list[Draft]:
-    """Validate every item of a bulk call before any is written."""
-    if not drafts:
+def check_secret(text: str, index: int | None = None, field_name: str = "content") -> None:
+    """Refuse text that looks like it holds a secret; the error names the kind and place, never the value."""
+    finding = find_secret(text)
+    if finding is not None:
+        at = _prefix(index)
+        raise SecretFound(
+            f"{at}{field_name} looks like it contains a secret ({finding.describe()}); secrets are never stored. "
+            "Remove it and, if useful, save where the secret lives instead, e.g. 'The NAS admin password is "
+            "in 1Password under Homelab'",
+            finding=finding,
+            field=f"{at}{field_name}",
+        )
+
+
+def check_draft_secrets(draft: Draft, index: int | None = None) -> None:
+    """Every free-text field of a draft, checked for secrets."""
+    check_secret(draft.content, index)
+    for name, value in (("source", draft.source), ("key", draft.key), ("scope", draft.scope)):
+        if value:
+            check_secret(value, index, name)
+    if draft.tags:
+        check_secret(" ".join(draft.tags), index, "tags")
+
+
+class SecretFound(InvalidArgument):
+    """Content that looks like a secret; nothing of it is stored or logged."""
+
+    def __init__(self, message: str, *, finding: SecretFinding, field: str) -> None:
+        super().__init__(message, field=field)
+        self.finding = finding
+
+
+def check_bulk_size(count: int) -> None:
+    """A bulk call holds at least one item and at most max_bulk_items."""
+    if not count:
         raise InvalidArgument("items is empty; send at least one memory", field="items")
-    if len(drafts) > limits.MAX_BULK_ITEMS:
+    if count > limits.MAX_BULK_ITEMS:
         raise LimitExceeded(
-            f"items has {len(drafts)} memories; the limit is {limits.MAX_BULK_ITEMS} per call (max_bulk_items). "
-            f"Send them in {-(-len(drafts) // limits.MAX_BULK_ITEMS)} calls of at most {limits.MAX_BULK_ITEMS}",
+            f"items has {count} memories; the limit is {limits.MAX_BULK_ITEMS} per call (max_bulk_items). "
+            f"Send them in {-(-count // limits.MAX_BULK_ITEMS)} calls of at most {limits.MAX_BULK_ITEMS}",
             field="items",
             limit=limits.MAX_BULK_ITEMS,
         )
+
+
+def validate_bulk(drafts: list[Draft]) -> list[Draft]:
+    """Validate every item of a bulk call before any is written; the first bad item is an error."""
+    check_bulk_size(len(drafts))
     return [validate_draft(draft, index) for index, draft in enumerate(drafts)]
+
+
+def validate_items(drafts: list[Draft]) -> list[Draft | InvalidArgument]:
+    """Each item of an import tidied, or the error that makes it invalid (secrets included)."""
+    check_bulk_size(len(drafts))
+    checked: list[Draft | InvalidArgument] = []
+    for index, draft in enumerate(drafts):
+        try:
+            tidy = validate_draft(draft, index)
+            check_draft_secrets(tidy, index)
+            checked.append(tidy)
+        except InvalidArgument as error:
+            checked.append(error)
+        except LimitExceeded as error:
+            checked.append(InvalidArgument(error.message, field=error.field))
+    return checked
 
 
 def validate_query(query: str) -> str:
@@ -277,3 +406,58 @@ def initial_status(approval_mode: str, propose: bool) -> Status:
 def review_after(memory_type: MemoryType, start: datetime) -> datetime | None:
     delay = REVIEW_AFTER[memory_type]
     return None if delay is None else start + delay
+
+
+def review_date(draft: Draft, start: datetime) -> datetime | None:
+    """The draft's own review date, none if it asked for none, else the default for its type."""
+    if draft.no_review:
+        return None
+    return draft.review_after or review_after(draft.type, start)
+
+
+def parse_approval_mode(value: str) -> ApprovalMode:
+    try:
+        return ApprovalMode(value.strip().lower())
+    except ValueError:
+        raise InvalidArgument(
+            f"approval_mode {value[:20]!r} is not one of: review (agent writes wait for the owner), "
+            "auto (agent writes are active at once)",
+            field="approval_mode",
+        ) from None
+
+
+def require_status(memory: Memory, allowed: tuple[Status, ...], action: str) -> None:
+    """Refuse an action on a memory whose status does not allow it, saying what would work."""
+    if memory.status in allowed:
+        return
+    hint = {
+        Status.SUPERSEDED: f"it was superseded by {memory.superseded_by}; act on that one instead",
+        Status.REJECTED: "it was rejected; write the memory again if it is true after all",
+        Status.INVALIDATED: "it was invalidated; write what is true now as a new memory",
+        Status.ACTIVE: "it is already active",
+        Status.PROPOSED: "it is still proposed; approve or reject it first",
+    }[memory.status]
+    raise Conflict(f"cannot {action} memory {memory.id}: {hint}", field="memory_id")
+
+
+def check_version(memory: Memory, expected: int) -> None:
+    if expected and memory.version != expected:
+        raise Conflict(
+            f"memory {memory.id} is at version {memory.version}, not {expected}: it changed since you read it. "
+            "Read it again (explain_memory) and retry",
+            field="expected_version",
+        )
+
+
+def check_reason(reason: str) -> str:
+    reason = reason.strip()
+    if len(reason) > limits.MAX_REASON_CHARS:
+        raise LimitExceeded(
+            f"reason is {len(reason)} characters; the limit is {limits.MAX_REASON_CHARS} (max_reason_chars). "
+            "Say it in a sentence",
+            field="reason",
+            limit=limits.MAX_REASON_CHARS,
+        )
+    if reason:
+        check_secret(reason)
+    return reason

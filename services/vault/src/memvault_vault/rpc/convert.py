@@ -3,24 +3,39 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.errors import InvalidArgument
-from memvault_vault.domain.memory import Draft, Memory, MemoryType, Outcome, Status, Trust, WriteResult
+from memvault_vault.domain.duplicates import DuplicateCheck
+from memvault_vault.domain.memory import (
+    Draft,
+    Memory,
+    MemoryType,
+    MemoryWarning,
+    Outcome,
+    Status,
+    Trust,
+    WriteResult,
+)
+from memvault_vault.store import BatchInfo
 
 _TYPES = {t: getattr(pb, f"MEMORY_TYPE_{t.name}") for t in MemoryType}
 _TYPES_BACK = {v: k for k, v in _TYPES.items()}
-_STATUSES = {s: getattr(pb, f"MEMORY_STATUS_{s.name}") for s in Status}
-_STATUSES_BACK = {v: k for k, v in _STATUSES.items()}
+_STATUSES: dict[Status, pb.MemoryStatus.ValueType] = {s: getattr(pb, f"MEMORY_STATUS_{s.name}") for s in Status}
+_STATUSES_BACK: dict[int, Status] = {v: k for k, v in _STATUSES.items()}
 _TRUSTS = {t: getattr(pb, f"TRUST_{t.name}") for t in Trust}
 _TRUSTS_BACK = {v: k for k, v in _TRUSTS.items()}
 _OUTCOMES = {o: getattr(vpb, f"WRITE_OUTCOME_{o.name}") for o in Outcome}
+_CHECKS: dict[DuplicateCheck, vpb.DuplicateCheck.ValueType] = {
+    c: getattr(vpb, f"DUPLICATE_CHECK_{c.name}") for c in DuplicateCheck
+}
 
 
-def _timestamp(value: datetime | None) -> Timestamp | None:
+def timestamp(value: datetime | None) -> Timestamp | None:
     if value is None:
         return None
     stamp = Timestamp()
@@ -43,10 +58,10 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
         trust=_TRUSTS[memory.trust],
         confidence=memory.confidence or 0.0,
         status=_STATUSES[memory.status],
-        valid_from=_timestamp(memory.valid_from),
-        valid_to=_timestamp(memory.valid_to),
-        review_after=_timestamp(memory.review_after),
-        expires_at=_timestamp(memory.expires_at),
+        valid_from=timestamp(memory.valid_from),
+        valid_to=timestamp(memory.valid_to),
+        review_after=timestamp(memory.review_after),
+        expires_at=timestamp(memory.expires_at),
         depends_on=memory.depends_on,
         supersedes=memory.supersedes or "",
         superseded_by=memory.superseded_by or "",
@@ -54,8 +69,12 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
         batch_id=memory.batch_id or "",
         version=memory.version,
         pinned=memory.pinned,
-        created_at=_timestamp(memory.created_at),
-        updated_at=_timestamp(memory.updated_at),
+        created_at=timestamp(memory.created_at),
+        updated_at=timestamp(memory.updated_at),
+        status_reason=memory.status_reason or "",
+        flagged_reason=memory.flagged_reason or "",
+        flagged_at=timestamp(memory.flagged_at),
+        reviewed_at=timestamp(memory.reviewed_at),
     )
 
 
@@ -71,8 +90,21 @@ def draft_from_proto(message: pb.MemoryDraft) -> Draft:
         source=message.source,
         trust=_TRUSTS_BACK.get(message.trust),
         confidence=message.confidence or None,
-        valid_from=message.valid_from.ToDatetime(UTC) if message.HasField("valid_from") else None,
+        valid_from=time_of(message, "valid_from"),
+        valid_to=time_of(message, "valid_to"),
+        review_after=time_of(message, "review_after"),
+        no_review=message.no_review,
+        expires_at=time_of(message, "expires_at"),
+        depends_on=tuple(message.depends_on),
     )
+
+
+def time_of(message: Any, name: str) -> datetime | None:
+    """A Timestamp field as an aware datetime, or None when it is not set."""
+    if not message.HasField(name):
+        return None
+    value: datetime = getattr(message, name).ToDatetime(UTC)
+    return value
 
 
 def types_from_proto(values: list[int]) -> list[MemoryType]:
@@ -90,4 +122,35 @@ def result_to_proto(result: WriteResult) -> vpb.WriteResult:
         status=_STATUSES[result.status],
         message=result.message,
         index=result.index,
+        similar_to=result.similar_to,
+        conflicts_with=result.conflicts_with,
+        match=result.match,
+        cosine=round(result.cosine, 4),
+    )
+
+
+def check_to_proto(check: DuplicateCheck) -> vpb.DuplicateCheck.ValueType:
+    return _CHECKS[check]
+
+
+def status_to_proto(status: Status) -> pb.MemoryStatus.ValueType:
+    return _STATUSES[status]
+
+
+def warning_to_proto(warning: MemoryWarning) -> vpb.MemoryWarning:
+    return vpb.MemoryWarning(
+        kind=warning.kind, memory_id=warning.memory_id, related=warning.related, message=warning.message
+    )
+
+
+def batch_to_proto(batch: BatchInfo) -> vpb.ImportBatch:
+    return vpb.ImportBatch(
+        id=batch.id,
+        source=batch.source,
+        actor=batch.actor,
+        item_count=batch.item_count,
+        stored_count=batch.stored_count,
+        created_at=timestamp(batch.created_at),
+        undone_at=timestamp(batch.undone_at),
+        outcomes=batch.outcomes,
     )

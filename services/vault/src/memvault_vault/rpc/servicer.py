@@ -43,25 +43,46 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def GetOperatingGuide(
         self, request: vpb.GetOperatingGuideRequest, context: grpc.aio.ServicerContext
     ) -> vpb.GetOperatingGuideResponse:
-        guide = await self._service.guide(self._identity(context), request.vault)
-        return vpb.GetOperatingGuideResponse(vault=guide.vault, text=guide.text, version=guide.version)
+        guide = await self._service.guide_view(
+            self._identity(context), request.vault, include_default=request.include_default
+        )
+        return vpb.GetOperatingGuideResponse(
+            vault=guide.vault,
+            text=guide.text,
+            version=guide.version,
+            newer_default_available=guide.newer_default_available,
+            default_revision=guide.default_revision,
+            default_text=guide.default_text,
+            updated_at=convert.timestamp(guide.updated_at),
+            updated_by=guide.updated_by,
+        )
 
     async def Remember(self, request: vpb.RememberRequest, context: grpc.aio.ServicerContext) -> vpb.RememberResponse:
         identity = self._identity(context)
-        vault, result = await self._service.remember(
+        vault, summary = await self._service.remember(
             identity, request.vault, convert.draft_from_proto(request.memory), propose=request.propose
         )
-        return vpb.RememberResponse(vault=vault.name, result=convert.result_to_proto(result))
+        return vpb.RememberResponse(
+            vault=vault.name,
+            result=convert.result_to_proto(summary.results[0]),
+            duplicate_check=convert.check_to_proto(summary.check),
+            notices=summary.notices,
+        )
 
     async def BulkRemember(
         self, request: vpb.BulkRememberRequest, context: grpc.aio.ServicerContext
     ) -> vpb.BulkRememberResponse:
         drafts = [convert.draft_from_proto(item) for item in request.items]
-        vault, batch_id, results = await self._service.bulk_remember(
-            self._identity(context), request.vault, drafts, request.source
+        text_type = convert.types_from_proto([request.text_type]) or [MemoryType.FACT]
+        vault, summary = await self._service.bulk_remember(
+            self._identity(context), request.vault, drafts, request.source, text=request.text, text_type=text_type[0]
         )
         return vpb.BulkRememberResponse(
-            vault=vault.name, batch_id=batch_id, results=[convert.result_to_proto(r) for r in results]
+            vault=vault.name,
+            batch_id=summary.batch_id or "",
+            results=[convert.result_to_proto(r) for r in summary.results],
+            duplicate_check=convert.check_to_proto(summary.check),
+            notices=summary.notices,
         )
 
     async def Recall(self, request: vpb.RecallRequest, context: grpc.aio.ServicerContext) -> vpb.RecallResponse:
@@ -74,13 +95,24 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             types=convert.types_from_proto(list(request.types)),
             tags=list(request.tags),
             statuses=convert.statuses_from_proto(list(request.statuses)),
+            as_of=convert.time_of(request, "as_of"),
+            include_expired=request.include_expired,
         )
         return vpb.RecallResponse(
             vault=vault.name,
-            hits=[vpb.RecallHit(memory=convert.memory_to_proto(h.memory), score=h.score) for h in page.hits],
+            hits=[
+                vpb.RecallHit(
+                    memory=convert.memory_to_proto(h.memory),
+                    score=h.score,
+                    may_conflict_with=h.may_conflict_with,
+                    conflicts_with=h.conflicts_with,
+                )
+                for h in page.hits
+            ],
             mode=page.mode,
             warnings=page.warnings,
             next_cursor=page.next_cursor,
+            memory_warnings=[convert.warning_to_proto(w) for w in page.memory_warnings],
         )
 
     async def ListMemories(
@@ -113,4 +145,247 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             index_failed=stats["index_failed"],
             recent_failures=[vpb.IndexFailure(**failure) for failure in stats["recent_failures"]],
             outbox_pending=stats["outbox_pending"],
+        )
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def SupersedeMemory(
+        self, request: vpb.SupersedeMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.SupersedeMemoryResponse:
+        vault, outcome = await self._service.supersede(
+            self._identity(context),
+            request.vault,
+            request.memory_id,
+            convert.draft_from_proto(request.replacement),
+            expected_version=request.expected_version,
+        )
+        return vpb.SupersedeMemoryResponse(
+            vault=vault.name,
+            result=convert.result_to_proto(outcome.result),
+            applied=outcome.applied,
+            flagged_dependents=outcome.flagged,
+        )
+
+    async def InvalidateMemory(
+        self, request: vpb.InvalidateMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.InvalidateMemoryResponse:
+        vault, memory, applied, flagged = await self._service.invalidate(
+            self._identity(context),
+            request.vault,
+            request.memory_id,
+            request.reason,
+            expected_version=request.expected_version,
+        )
+        return vpb.InvalidateMemoryResponse(
+            vault=vault.name, memory=convert.memory_to_proto(memory), applied=applied, flagged_dependents=flagged
+        )
+
+    async def ApproveMemory(
+        self, request: vpb.ApproveMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ApproveMemoryResponse:
+        vault, memory, superseded, flagged = await self._service.approve(
+            self._identity(context),
+            request.vault,
+            request.memory_id,
+            replace_similar=request.replace_similar,
+            replace_ids=list(request.replace_ids),
+            expected_version=request.expected_version,
+        )
+        return vpb.ApproveMemoryResponse(
+            vault=vault.name,
+            memory=convert.memory_to_proto(memory),
+            superseded=superseded,
+            flagged_dependents=flagged,
+        )
+
+    async def RejectMemory(
+        self, request: vpb.RejectMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.RejectMemoryResponse:
+        vault, memory = await self._service.reject(
+            self._identity(context),
+            request.vault,
+            request.memory_id,
+            request.reason,
+            expected_version=request.expected_version,
+        )
+        return vpb.RejectMemoryResponse(vault=vault.name, memory=convert.memory_to_proto(memory))
+
+    async def MarkReviewed(
+        self, request: vpb.MarkReviewedRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.MarkReviewedResponse:
+        vault, memory = await self._service.mark_reviewed(
+            self._identity(context), request.vault, request.memory_id, expected_version=request.expected_version
+        )
+        return vpb.MarkReviewedResponse(vault=vault.name, memory=convert.memory_to_proto(memory))
+
+    async def ExplainMemory(
+        self, request: vpb.ExplainMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ExplainMemoryResponse:
+        vault, explanation = await self._service.explain(self._identity(context), request.vault, request.memory_id)
+        return vpb.ExplainMemoryResponse(
+            vault=vault.name,
+            memory=convert.memory_to_proto(explanation.memory),
+            history=[
+                vpb.HistoryEntry(
+                    version=step.version,
+                    change=step.change,
+                    actor=step.actor,
+                    at=convert.timestamp(step.at),
+                    cause=step.cause,
+                    changed_fields=step.changed_fields,
+                    status=convert.status_to_proto(step.status),
+                    content=step.content,
+                )
+                for step in explanation.history
+            ],
+            related=[
+                vpb.RelatedMemory(relation=relation, memory=convert.memory_to_proto(memory))
+                for relation, memory in explanation.related
+            ],
+            notes=explanation.notes,
+            missing=explanation.missing,
+        )
+
+    async def AuditMemories(
+        self, request: vpb.AuditMemoriesRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.AuditMemoriesResponse:
+        vault, findings, counts, next_cursor = await self._service.audit_memories(
+            self._identity(context),
+            request.vault,
+            list(request.kinds),
+            limit=request.limit,
+            page_cursor=request.cursor,
+        )
+        return vpb.AuditMemoriesResponse(
+            vault=vault.name,
+            findings=[
+                vpb.AuditFinding(
+                    memory=convert.memory_to_proto(f.memory), kinds=f.kinds, related=f.related, message=f.message
+                )
+                for f in findings
+            ],
+            counts=counts,
+            next_cursor=next_cursor,
+        )
+
+    async def ListReviewQueue(
+        self, request: vpb.ListReviewQueueRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ListReviewQueueResponse:
+        vault, items, total, next_cursor = await self._service.review_queue(
+            self._identity(context), request.vault, limit=request.limit, page_cursor=request.cursor
+        )
+        return vpb.ListReviewQueueResponse(
+            vault=vault.name,
+            items=[
+                vpb.ReviewItem(
+                    memory=convert.memory_to_proto(memory),
+                    related=[
+                        vpb.RelatedMemory(relation=relation, memory=convert.memory_to_proto(other))
+                        for relation, other in related
+                    ],
+                )
+                for memory, related in items
+            ],
+            next_cursor=next_cursor,
+            total=total,
+        )
+
+    async def ListImportBatches(
+        self, request: vpb.ListImportBatchesRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ListImportBatchesResponse:
+        vault, batches, next_cursor = await self._service.batches(
+            self._identity(context), request.vault, limit=request.limit, page_cursor=request.cursor
+        )
+        return vpb.ListImportBatchesResponse(
+            vault=vault.name, batches=[convert.batch_to_proto(b) for b in batches], next_cursor=next_cursor
+        )
+
+    async def UndoImportBatch(
+        self, request: vpb.UndoImportBatchRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.UndoImportBatchResponse:
+        vault, report = await self._service.undo_batch(self._identity(context), request.vault, request.batch_id)
+        return vpb.UndoImportBatchResponse(
+            vault=vault.name,
+            batch=convert.batch_to_proto(report.batch),
+            removed=report.removed,
+            restored=report.restored,
+            kept_changes=report.kept_changes,
+        )
+
+    async def GetSettings(
+        self, request: vpb.GetSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.GetSettingsResponse:
+        vault, settings = await self._service.settings(self._identity(context), request.vault)
+        return vpb.GetSettingsResponse(vault=vault.name, settings=vpb.VaultSettings(**settings))
+
+    async def UpdateSettings(
+        self, request: vpb.UpdateSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.UpdateSettingsResponse:
+        changes: dict[str, object] = {"approval_mode": request.approval_mode}
+        for name in ("superseded_retention_days", "rejected_retention_days", "audit_retention_days"):
+            if request.HasField(name):
+                changes[name] = getattr(request, name)
+        vault, settings = await self._service.update_settings(self._identity(context), request.vault, changes)
+        return vpb.UpdateSettingsResponse(vault=vault.name, settings=vpb.VaultSettings(**settings))
+
+    async def UpdateOperatingGuide(
+        self, request: vpb.UpdateOperatingGuideRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.UpdateOperatingGuideResponse:
+        vault, version = await self._service.update_guide(
+            self._identity(context),
+            request.vault,
+            request.text,
+            expected_version=request.expected_version,
+            adopt_default=request.adopt_default,
+        )
+        return vpb.UpdateOperatingGuideResponse(vault=vault.name, version=version)
+
+    async def ListGuideVersions(
+        self, request: vpb.ListGuideVersionsRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ListGuideVersionsResponse:
+        vault, versions = await self._service.guide_versions(
+            self._identity(context), request.vault, limit=request.limit, before_version=request.before_version
+        )
+        return vpb.ListGuideVersionsResponse(
+            vault=vault.name,
+            versions=[
+                vpb.GuideVersion(
+                    version=version,
+                    updated_by=by,
+                    updated_at=convert.timestamp(at),
+                    text=text if request.include_text else "",
+                    chars=len(text),
+                )
+                for version, by, at, text in versions
+            ],
+        )
+
+    async def ListVaultAudit(
+        self, request: vpb.ListVaultAuditRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ListVaultAuditResponse:
+        vault, entries, next_before = await self._service.vault_audit(
+            self._identity(context),
+            request.vault,
+            actor=request.actor,
+            action=request.action,
+            target=request.target,
+            since=convert.time_of(request, "since"),
+            until=convert.time_of(request, "until"),
+            limit=request.limit,
+            before_id=request.before_id,
+        )
+        return vpb.ListVaultAuditResponse(
+            vault=vault.name,
+            entries=[
+                vpb.VaultAuditEntry(
+                    id=e.id,
+                    actor=e.actor,
+                    action=e.action,
+                    target=e.target,
+                    details_json=e.details_json,
+                    at=convert.timestamp(e.at),
+                )
+                for e in entries
+            ],
+            next_before_id=next_before,
         )

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmemvault/common/v1/limits.proto\x12\x12memvault.common.v1\"\x99\x02\n\x06Limits\x12\x19\n\x11max_content_chars\x18\x01 \x01(\x05\x12\x17\n\x0fmax_query_chars\x18\x02 \x01(\x05\x12\x16\n\x0emax_bulk_items\x18\x03 \x01(\x05\x12\x1a\n\x12max_recall_results\x18\x04 \x01(\x05\x12\x18\n\x10max_list_results\x18\x05 \x01(\x05\x12\x10\n\x08max_tags\x18\x06 \x01(\x05\x12\x15\n\rmax_tag_chars\x18\x07 \x01(\x05\x12\x18\n\x10max_source_chars\x18\x08 \x01(\x05\x12\x15\n\rmax_key_chars\x18\t \x01(\x05\x12\x19\n\x11max_request_bytes\x18\n \x01(\x05\x12\x18\n\x10max_result_bytes\x18\x0b \x01(\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmemvault/common/v1/limits.proto\x12\x12memvault.common.v1\"\x9e\x03\n\x06Limits\x12\x19\n\x11max_content_chars\x18\x01 \x01(\x05\x12\x17\n\x0fmax_query_chars\x18\x02 \x01(\x05\x12\x16\n\x0emax_bulk_items\x18\x03 \x01(\x05\x12\x1a\n\x12max_recall_results\x18\x04 \x01(\x05\x12\x18\n\x10max_list_results\x18\x05 \x01(\x05\x12\x10\n\x08max_tags\x18\x06 \x01(\x05\x12\x15\n\rmax_tag_chars\x18\x07 \x01(\x05\x12\x18\n\x10max_source_chars\x18\x08 \x01(\x05\x12\x15\n\rmax_key_chars\x18\t \x01(\x05\x12\x19\n\x11max_request_bytes\x18\n \x01(\x05\x12\x18\n\x10max_result_bytes\x18\x0b \x01(\x05\x12\x16\n\x0emax_depends_on\x18\x0c \x01(\x05\x12\x18\n\x10max_reason_chars\x18\r \x01(\x05\x12\x1d\n\x15max_import_text_chars\x18\x0e \x01(\x05\x12\x17\n\x0fmax_guide_chars\x18\x0f \x01(\x05\x12\x19\n\x11max_audit_results\x18\x10 \x01(\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,5 +32,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memvault.common.v1.limits_p
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LIMITS']._serialized_start=56
-  _globals['_LIMITS']._serialized_end=337
+  _globals['_LIMITS']._serialized_end=470
 # @@protoc_insertion_point(module_scope)

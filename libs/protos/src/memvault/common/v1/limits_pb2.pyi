@@ -35,6 +35,11 @@ class Limits(_message.Message):
     MAX_KEY_CHARS_FIELD_NUMBER: _builtins.int
     MAX_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
     MAX_RESULT_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    MAX_REASON_CHARS_FIELD_NUMBER: _builtins.int
+    MAX_IMPORT_TEXT_CHARS_FIELD_NUMBER: _builtins.int
+    MAX_GUIDE_CHARS_FIELD_NUMBER: _builtins.int
+    MAX_AUDIT_RESULTS_FIELD_NUMBER: _builtins.int
     max_content_chars: _builtins.int
     max_query_chars: _builtins.int
     max_bulk_items: _builtins.int
@@ -46,6 +51,11 @@ class Limits(_message.Message):
     max_key_chars: _builtins.int
     max_request_bytes: _builtins.int
     max_result_bytes: _builtins.int
+    max_depends_on: _builtins.int
+    max_reason_chars: _builtins.int
+    max_import_text_chars: _builtins.int
+    max_guide_chars: _builtins.int
+    max_audit_results: _builtins.int
     def __init__(
         self,
         *,
@@ -60,10 +70,15 @@ class Limits(_message.Message):
         max_key_chars: _builtins.int = ...,
         max_request_bytes: _builtins.int = ...,
         max_result_bytes: _builtins.int = ...,
+        max_depends_on: _builtins.int = ...,
+        max_reason_chars: _builtins.int = ...,
+        max_import_text_chars: _builtins.int = ...,
+        max_guide_chars: _builtins.int = ...,
+        max_audit_results: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bulk_items", b"max_bulk_items", "max_content_chars", b"max_content_chars", "max_key_chars", b"max_key_chars", "max_list_results", b"max_list_results", "max_query_chars", b"max_query_chars", "max_recall_results", b"max_recall_results", "max_request_bytes", b"max_request_bytes", "max_result_bytes", b"max_result_bytes", "max_source_chars", b"max_source_chars", "max_tag_chars", b"max_tag_chars", "max_tags", b"max_tags"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_audit_results", b"max_audit_results", "max_bulk_items", b"max_bulk_items", "max_content_chars", b"max_content_chars", "max_depends_on", b"max_depends_on", "max_guide_chars", b"max_guide_chars", "max_import_text_chars", b"max_import_text_chars", "max_key_chars", b"max_key_chars", "max_list_results", b"max_list_results", "max_query_chars", b"max_query_chars", "max_reason_chars", b"max_reason_chars", "max_recall_results", b"max_recall_results", "max_request_bytes", b"max_request_bytes", "max_result_bytes", b"max_result_bytes", "max_source_chars", b"max_source_chars", "max_tag_chars", b"max_tag_chars", "max_tags", b"max_tags"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -127,6 +127,10 @@ class Memory(_message.Message):
     PINNED_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    STATUS_REASON_FIELD_NUMBER: _builtins.int
+    FLAGGED_REASON_FIELD_NUMBER: _builtins.int
+    FLAGGED_AT_FIELD_NUMBER: _builtins.int
+    REVIEWED_AT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     vault: _builtins.str
     content: _builtins.str
@@ -144,6 +148,10 @@ class Memory(_message.Message):
     batch_id: _builtins.str
     version: _builtins.int
     pinned: _builtins.bool
+    status_reason: _builtins.str
+    """Why it was rejected or invalidated, in the words of whoever did it."""
+    flagged_reason: _builtins.str
+    """Why it needs the owner's review (a dependency changed, an invalidation was proposed); ids only."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -162,6 +170,10 @@ class Memory(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def flagged_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def reviewed_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -191,10 +203,14 @@ class Memory(_message.Message):
         pinned: _builtins.bool = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        status_reason: _builtins.str = ...,
+        flagged_reason: _builtins.str = ...,
+        flagged_at: _timestamp_pb2.Timestamp | None = ...,
+        reviewed_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "review_after", b"review_after", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "flagged_at", b"flagged_at", "review_after", b"review_after", "reviewed_at", b"reviewed_at", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "client", b"client", "confidence", b"confidence", "content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "depends_on", b"depends_on", "expires_at", b"expires_at", "id", b"id", "key", b"key", "pinned", b"pinned", "review_after", b"review_after", "scope", b"scope", "similar_to", b"similar_to", "source", b"source", "status", b"status", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "trust", b"trust", "type", b"type", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vault", b"vault", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "client", b"client", "confidence", b"confidence", "content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "depends_on", b"depends_on", "expires_at", b"expires_at", "flagged_at", b"flagged_at", "flagged_reason", b"flagged_reason", "id", b"id", "key", b"key", "pinned", b"pinned", "review_after", b"review_after", "reviewed_at", b"reviewed_at", "scope", b"scope", "similar_to", b"similar_to", "source", b"source", "status", b"status", "status_reason", b"status_reason", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "trust", b"trust", "type", b"type", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vault", b"vault", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -215,6 +231,11 @@ class MemoryDraft(_message.Message):
     TRUST_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
     VALID_FROM_FIELD_NUMBER: _builtins.int
+    VALID_TO_FIELD_NUMBER: _builtins.int
+    REVIEW_AFTER_FIELD_NUMBER: _builtins.int
+    NO_REVIEW_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
     content: _builtins.str
     type: Global___MemoryType.ValueType
     key: _builtins.str
@@ -223,10 +244,28 @@ class MemoryDraft(_message.Message):
     trust: Global___Trust.ValueType
     confidence: _builtins.float
     """0 means "not stated"; otherwise in (0, 1]."""
+    no_review: _builtins.bool
+    """True: no review date at all, whatever the type."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def valid_from(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def valid_to(self) -> _timestamp_pb2.Timestamp:
+        """When it stops being true; unset means open-ended."""
+
+    @_builtins.property
+    def review_after(self) -> _timestamp_pb2.Timestamp:
+        """When to check it again; unset means the type's default (see no_review)."""
+
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """After this it is excluded from recall unless asked for."""
+
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories this one relies on; when one is superseded or invalidated, this one is flagged for review."""
+
     def __init__(
         self,
         *,
@@ -239,10 +278,15 @@ class MemoryDraft(_message.Message):
         trust: Global___Trust.ValueType = ...,
         confidence: _builtins.float = ...,
         valid_from: _timestamp_pb2.Timestamp | None = ...,
+        valid_to: _timestamp_pb2.Timestamp | None = ...,
+        review_after: _timestamp_pb2.Timestamp | None = ...,
+        no_review: _builtins.bool = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        depends_on: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["valid_from", b"valid_from"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "review_after", b"review_after", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "content", b"content", "key", b"key", "scope", b"scope", "source", b"source", "tags", b"tags", "trust", b"trust", "type", b"type", "valid_from", b"valid_from"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "content", b"content", "depends_on", b"depends_on", "expires_at", b"expires_at", "key", b"key", "no_review", b"no_review", "review_after", b"review_after", "scope", b"scope", "source", b"source", "tags", b"tags", "trust", b"trust", "type", b"type", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

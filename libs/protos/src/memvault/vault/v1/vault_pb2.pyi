@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from memvault.common.v1 import limits_pb2 as _limits_pb2
@@ -30,23 +31,53 @@ class _WriteOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WriteOut
     WRITE_OUTCOME_UNSPECIFIED: _WriteOutcome.ValueType  # 0
     WRITE_OUTCOME_STORED: _WriteOutcome.ValueType  # 1
     WRITE_OUTCOME_DUPLICATE: _WriteOutcome.ValueType  # 2
-    """same text (ignoring case and whitespace) already stored"""
+    """the same text, or a near-duplicate (see match), is already stored"""
     WRITE_OUTCOME_EXCLUDED: _WriteOutcome.ValueType  # 3
-    """the same text was forgotten earlier"""
+    """the same text was forgotten or rejected earlier"""
     WRITE_OUTCOME_INVALID: _WriteOutcome.ValueType  # 4
     """only in bulk results: this item failed validation"""
+    WRITE_OUTCOME_SIMILAR: _WriteOutcome.ValueType  # 5
+    """stored, and linked to similar memories it may update or contradict"""
+    WRITE_OUTCOME_SECRET: _WriteOutcome.ValueType  # 6
+    """only in bulk results: looks like a secret; not stored"""
 
 class WriteOutcome(_WriteOutcome, metaclass=_WriteOutcomeEnumTypeWrapper): ...
 
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome.ValueType  # 0
 WRITE_OUTCOME_STORED: WriteOutcome.ValueType  # 1
 WRITE_OUTCOME_DUPLICATE: WriteOutcome.ValueType  # 2
-"""same text (ignoring case and whitespace) already stored"""
+"""the same text, or a near-duplicate (see match), is already stored"""
 WRITE_OUTCOME_EXCLUDED: WriteOutcome.ValueType  # 3
-"""the same text was forgotten earlier"""
+"""the same text was forgotten or rejected earlier"""
 WRITE_OUTCOME_INVALID: WriteOutcome.ValueType  # 4
 """only in bulk results: this item failed validation"""
+WRITE_OUTCOME_SIMILAR: WriteOutcome.ValueType  # 5
+"""stored, and linked to similar memories it may update or contradict"""
+WRITE_OUTCOME_SECRET: WriteOutcome.ValueType  # 6
+"""only in bulk results: looks like a secret; not stored"""
 Global___WriteOutcome: _TypeAlias = WriteOutcome  # noqa: Y015
+
+class _DuplicateCheck:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DuplicateCheckEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DuplicateCheck.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DUPLICATE_CHECK_UNSPECIFIED: _DuplicateCheck.ValueType  # 0
+    DUPLICATE_CHECK_SEMANTIC: _DuplicateCheck.ValueType  # 1
+    """exact, near-duplicate and similar"""
+    DUPLICATE_CHECK_EXACT_ONLY: _DuplicateCheck.ValueType  # 2
+    """the indexer was unavailable: only exact duplicates were caught"""
+
+class DuplicateCheck(_DuplicateCheck, metaclass=_DuplicateCheckEnumTypeWrapper):
+    """How duplicates were looked for in one write."""
+
+DUPLICATE_CHECK_UNSPECIFIED: DuplicateCheck.ValueType  # 0
+DUPLICATE_CHECK_SEMANTIC: DuplicateCheck.ValueType  # 1
+"""exact, near-duplicate and similar"""
+DUPLICATE_CHECK_EXACT_ONLY: DuplicateCheck.ValueType  # 2
+"""the indexer was unavailable: only exact duplicates were caught"""
+Global___DuplicateCheck: _TypeAlias = DuplicateCheck  # noqa: Y015
 
 @_typing.final
 class GetCapabilitiesRequest(_message.Message):
@@ -152,16 +183,20 @@ class GetOperatingGuideRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VAULT_FIELD_NUMBER: _builtins.int
+    INCLUDE_DEFAULT_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     """Empty means the caller's default vault."""
+    include_default: _builtins.bool
+    """True also returns the bundled default guide's text."""
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
+        include_default: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_default", b"include_default", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -174,19 +209,38 @@ class GetOperatingGuideResponse(_message.Message):
     VAULT_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    NEWER_DEFAULT_AVAILABLE_FIELD_NUMBER: _builtins.int
+    DEFAULT_REVISION_FIELD_NUMBER: _builtins.int
+    DEFAULT_TEXT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_BY_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     text: _builtins.str
     version: _builtins.int
+    newer_default_available: _builtins.bool
+    """A newer bundled default exists that the owner has not adopted or dismissed."""
+    default_revision: _builtins.str
+    """Identifies the bundled default this deployment ships."""
+    default_text: _builtins.str
+    """Only with include_default."""
+    updated_by: _builtins.str
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
         text: _builtins.str = ...,
         version: _builtins.int = ...,
+        newer_default_available: _builtins.bool = ...,
+        default_revision: _builtins.str = ...,
+        default_text: _builtins.str = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_by: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["text", b"text", "vault", b"vault", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_revision", b"default_revision", "default_text", b"default_text", "newer_default_available", b"newer_default_available", "text", b"text", "updated_at", b"updated_at", "updated_by", b"updated_by", "vault", b"vault", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -201,12 +255,28 @@ class WriteResult(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     INDEX_FIELD_NUMBER: _builtins.int
+    SIMILAR_TO_FIELD_NUMBER: _builtins.int
+    CONFLICTS_WITH_FIELD_NUMBER: _builtins.int
+    MATCH_FIELD_NUMBER: _builtins.int
+    COSINE_FIELD_NUMBER: _builtins.int
     outcome: Global___WriteOutcome.ValueType
     memory_id: _builtins.str
     """The stored memory, or the existing one this item duplicates."""
     status: _memory_pb2.MemoryStatus.ValueType
     message: _builtins.str
     index: _builtins.int
+    match: _builtins.str
+    """For a duplicate: "exact" or "near"."""
+    cosine: _builtins.float
+    """For a near-duplicate or similar memory: the highest cosine similarity found."""
+    @_builtins.property
+    def similar_to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """For a similar memory: the memories it was linked to."""
+
+    @_builtins.property
+    def conflicts_with(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Active memories with the same key and scope."""
+
     def __init__(
         self,
         *,
@@ -215,10 +285,14 @@ class WriteResult(_message.Message):
         status: _memory_pb2.MemoryStatus.ValueType = ...,
         message: _builtins.str = ...,
         index: _builtins.int = ...,
+        similar_to: _abc.Iterable[_builtins.str] | None = ...,
+        conflicts_with: _abc.Iterable[_builtins.str] | None = ...,
+        match: _builtins.str = ...,
+        cosine: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "memory_id", b"memory_id", "message", b"message", "outcome", b"outcome", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conflicts_with", b"conflicts_with", "cosine", b"cosine", "index", b"index", "match", b"match", "memory_id", b"memory_id", "message", b"message", "outcome", b"outcome", "similar_to", b"similar_to", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -257,18 +331,27 @@ class RememberResponse(_message.Message):
 
     VAULT_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    DUPLICATE_CHECK_FIELD_NUMBER: _builtins.int
+    NOTICES_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
+    duplicate_check: Global___DuplicateCheck.ValueType
     @_builtins.property
     def result(self) -> Global___WriteResult: ...
+    @_builtins.property
+    def notices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Anything the caller should know about how the write was checked."""
+
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
         result: Global___WriteResult | None = ...,
+        duplicate_check: Global___DuplicateCheck.ValueType = ...,
+        notices: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate_check", b"duplicate_check", "notices", b"notices", "result", b"result", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -281,21 +364,30 @@ class BulkRememberRequest(_message.Message):
     VAULT_FIELD_NUMBER: _builtins.int
     ITEMS_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    TEXT_TYPE_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     source: _builtins.str
     """Applied to items that name no source of their own."""
+    text: _builtins.str
+    text_type: _memory_pb2.MemoryType.ValueType
+    """For text imports: the type of every memory (default fact)."""
     @_builtins.property
-    def items(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryDraft]: ...
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryDraft]:
+        """Either items, or text (markdown or plain text, split into memories), not both."""
+
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
         items: _abc.Iterable[_memory_pb2.MemoryDraft] | None = ...,
         source: _builtins.str = ...,
+        text: _builtins.str = ...,
+        text_type: _memory_pb2.MemoryType.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "source", b"source", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "source", b"source", "text", b"text", "text_type", b"text_type", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -308,20 +400,27 @@ class BulkRememberResponse(_message.Message):
     VAULT_FIELD_NUMBER: _builtins.int
     BATCH_ID_FIELD_NUMBER: _builtins.int
     RESULTS_FIELD_NUMBER: _builtins.int
+    DUPLICATE_CHECK_FIELD_NUMBER: _builtins.int
+    NOTICES_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     batch_id: _builtins.str
+    duplicate_check: Global___DuplicateCheck.ValueType
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteResult]: ...
+    @_builtins.property
+    def notices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
         batch_id: _builtins.str = ...,
         results: _abc.Iterable[Global___WriteResult] | None = ...,
+        duplicate_check: Global___DuplicateCheck.ValueType = ...,
+        notices: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "results", b"results", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "duplicate_check", b"duplicate_check", "notices", b"notices", "results", b"results", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -338,17 +437,25 @@ class RecallRequest(_message.Message):
     TYPES_FIELD_NUMBER: _builtins.int
     TAGS_FIELD_NUMBER: _builtins.int
     STATUSES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    INCLUDE_EXPIRED_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     query: _builtins.str
     limit: _builtins.int
     cursor: _builtins.str
+    include_expired: _builtins.bool
+    """Also return memories past their expires_at."""
     @_builtins.property
     def types(self) -> _containers.RepeatedScalarFieldContainer[_memory_pb2.MemoryType.ValueType]: ...
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def statuses(self) -> _containers.RepeatedScalarFieldContainer[_memory_pb2.MemoryStatus.ValueType]:
-        """Empty means proposed and active."""
+        """Empty means proposed and active (with as_of: what was valid then, whatever its status now)."""
+
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp:
+        """Answer with what was valid at this time."""
 
     def __init__(
         self,
@@ -360,10 +467,12 @@ class RecallRequest(_message.Message):
         types: _abc.Iterable[_memory_pb2.MemoryType.ValueType] | None = ...,
         tags: _abc.Iterable[_builtins.str] | None = ...,
         statuses: _abc.Iterable[_memory_pb2.MemoryStatus.ValueType] | None = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
+        include_expired: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "query", b"query", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "cursor", b"cursor", "include_expired", b"include_expired", "limit", b"limit", "query", b"query", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -375,22 +484,66 @@ class RecallHit(_message.Message):
 
     MEMORY_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    MAY_CONFLICT_WITH_FIELD_NUMBER: _builtins.int
+    CONFLICTS_WITH_FIELD_NUMBER: _builtins.int
     score: _builtins.float
     @_builtins.property
     def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def may_conflict_with(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Active memories linked as similar to this one while both are active: they may disagree."""
+
+    @_builtins.property
+    def conflicts_with(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Active memories with the same key and scope."""
+
     def __init__(
         self,
         *,
         memory: _memory_pb2.Memory | None = ...,
         score: _builtins.float = ...,
+        may_conflict_with: _abc.Iterable[_builtins.str] | None = ...,
+        conflicts_with: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conflicts_with", b"conflicts_with", "may_conflict_with", b"may_conflict_with", "memory", b"memory", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecallHit: _TypeAlias = RecallHit  # noqa: Y015
+
+@_typing.final
+class MemoryWarning(_message.Message):
+    """Something about a recall result the agent should weigh before relying on it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    RELATED_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """conflict, may_conflict, superseded, invalidated, past_review, expired, dependency_changed, not_valid_then"""
+    memory_id: _builtins.str
+    message: _builtins.str
+    @_builtins.property
+    def related(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        related: _abc.Iterable[_builtins.str] | None = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "memory_id", b"memory_id", "message", b"message", "related", b"related"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryWarning: _TypeAlias = MemoryWarning  # noqa: Y015
 
 @_typing.final
 class RecallResponse(_message.Message):
@@ -401,6 +554,7 @@ class RecallResponse(_message.Message):
     MODE_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
     NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    MEMORY_WARNINGS_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     mode: _builtins.str
     """"hybrid" or "keyword-only"."""
@@ -408,7 +562,13 @@ class RecallResponse(_message.Message):
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallHit]: ...
     @_builtins.property
-    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """About the search as a whole (semantic search down, only common words)."""
+
+    @_builtins.property
+    def memory_warnings(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryWarning]:
+        """About the memories returned."""
+
     def __init__(
         self,
         *,
@@ -417,10 +577,11 @@ class RecallResponse(_message.Message):
         mode: _builtins.str = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
         next_cursor: _builtins.str = ...,
+        memory_warnings: _abc.Iterable[Global___MemoryWarning] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "mode", b"mode", "next_cursor", b"next_cursor", "vault", b"vault", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "memory_warnings", b"memory_warnings", "mode", b"mode", "next_cursor", b"next_cursor", "vault", b"vault", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -639,3 +800,1190 @@ class GetStatsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015
+
+@_typing.final
+class SupersedeMemoryRequest(_message.Message):
+    """--- lifecycle ---------------------------------------------------------------------------------"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REPLACEMENT_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    """The memory being replaced."""
+    expected_version: _builtins.int
+    """If set, refuse unless the old memory is still at this version."""
+    @_builtins.property
+    def replacement(self) -> _memory_pb2.MemoryDraft:
+        """The memory that replaces it."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        replacement: _memory_pb2.MemoryDraft | None = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["replacement", b"replacement"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_version", b"expected_version", "memory_id", b"memory_id", "replacement", b"replacement", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SupersedeMemoryRequest: _TypeAlias = SupersedeMemoryRequest  # noqa: Y015
+
+@_typing.final
+class SupersedeMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    FLAGGED_DEPENDENTS_FIELD_NUMBER: _builtins.int
+    DUPLICATE_CHECK_FIELD_NUMBER: _builtins.int
+    NOTICES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    applied: _builtins.bool
+    """True when the old memory is superseded now; false when the replacement waits for review first."""
+    duplicate_check: Global___DuplicateCheck.ValueType
+    @_builtins.property
+    def result(self) -> Global___WriteResult: ...
+    @_builtins.property
+    def flagged_dependents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories that depend on the old one and were flagged for review."""
+
+    @_builtins.property
+    def notices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        result: Global___WriteResult | None = ...,
+        applied: _builtins.bool = ...,
+        flagged_dependents: _abc.Iterable[_builtins.str] | None = ...,
+        duplicate_check: Global___DuplicateCheck.ValueType = ...,
+        notices: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "duplicate_check", b"duplicate_check", "flagged_dependents", b"flagged_dependents", "notices", b"notices", "result", b"result", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SupersedeMemoryResponse: _TypeAlias = SupersedeMemoryResponse  # noqa: Y015
+
+@_typing.final
+class InvalidateMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    reason: _builtins.str
+    """Why it is no longer true."""
+    expected_version: _builtins.int
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_version", b"expected_version", "memory_id", b"memory_id", "reason", b"reason", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InvalidateMemoryRequest: _TypeAlias = InvalidateMemoryRequest  # noqa: Y015
+
+@_typing.final
+class InvalidateMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    FLAGGED_DEPENDENTS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    applied: _builtins.bool
+    """False in review mode for agents: the memory is flagged for the owner to invalidate."""
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def flagged_dependents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+        applied: _builtins.bool = ...,
+        flagged_dependents: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "flagged_dependents", b"flagged_dependents", "memory", b"memory", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InvalidateMemoryResponse: _TypeAlias = InvalidateMemoryResponse  # noqa: Y015
+
+@_typing.final
+class ApproveMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REPLACE_SIMILAR_FIELD_NUMBER: _builtins.int
+    REPLACE_IDS_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    replace_similar: _builtins.bool
+    """Also supersede the active memories it is similar to, or shares a key and scope with."""
+    expected_version: _builtins.int
+    @_builtins.property
+    def replace_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Supersede exactly these (must be among its similar or same-key memories); overrides replace_similar."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        replace_similar: _builtins.bool = ...,
+        replace_ids: _abc.Iterable[_builtins.str] | None = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_version", b"expected_version", "memory_id", b"memory_id", "replace_ids", b"replace_ids", "replace_similar", b"replace_similar", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApproveMemoryRequest: _TypeAlias = ApproveMemoryRequest  # noqa: Y015
+
+@_typing.final
+class ApproveMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_FIELD_NUMBER: _builtins.int
+    FLAGGED_DEPENDENTS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def superseded(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def flagged_dependents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+        superseded: _abc.Iterable[_builtins.str] | None = ...,
+        flagged_dependents: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["flagged_dependents", b"flagged_dependents", "memory", b"memory", "superseded", b"superseded", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApproveMemoryResponse: _TypeAlias = ApproveMemoryResponse  # noqa: Y015
+
+@_typing.final
+class RejectMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    reason: _builtins.str
+    expected_version: _builtins.int
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_version", b"expected_version", "memory_id", b"memory_id", "reason", b"reason", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RejectMemoryRequest: _TypeAlias = RejectMemoryRequest  # noqa: Y015
+
+@_typing.final
+class RejectMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RejectMemoryResponse: _TypeAlias = RejectMemoryResponse  # noqa: Y015
+
+@_typing.final
+class MarkReviewedRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    expected_version: _builtins.int
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_version", b"expected_version", "memory_id", b"memory_id", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MarkReviewedRequest: _TypeAlias = MarkReviewedRequest  # noqa: Y015
+
+@_typing.final
+class MarkReviewedResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MarkReviewedResponse: _TypeAlias = MarkReviewedResponse  # noqa: Y015
+
+@_typing.final
+class ExplainMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExplainMemoryRequest: _TypeAlias = ExplainMemoryRequest  # noqa: Y015
+
+@_typing.final
+class HistoryEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    CHANGE_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    CAUSE_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELDS_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    change: _builtins.str
+    actor: _builtins.str
+    cause: _builtins.str
+    """The memory whose change caused this one (e.g. the replacement that superseded it)."""
+    status: _memory_pb2.MemoryStatus.ValueType
+    content: _builtins.str
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def changed_fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Fields that changed from the previous version."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        change: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        cause: _builtins.str = ...,
+        changed_fields: _abc.Iterable[_builtins.str] | None = ...,
+        status: _memory_pb2.MemoryStatus.ValueType = ...,
+        content: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "at", b"at", "cause", b"cause", "change", b"change", "changed_fields", b"changed_fields", "content", b"content", "status", b"status", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistoryEntry: _TypeAlias = HistoryEntry  # noqa: Y015
+
+@_typing.final
+class RelatedMemory(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELATION_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    relation: _builtins.str
+    """depends_on, dependent, similar, similar_from, supersedes, superseded_by, same_key"""
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    def __init__(
+        self,
+        *,
+        relation: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "relation", b"relation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelatedMemory: _TypeAlias = RelatedMemory  # noqa: Y015
+
+@_typing.final
+class ExplainMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    HISTORY_FIELD_NUMBER: _builtins.int
+    RELATED_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
+    MISSING_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryEntry]: ...
+    @_builtins.property
+    def related(self) -> _containers.RepeatedCompositeFieldContainer[Global___RelatedMemory]: ...
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Plain-language state: recallable or not, and why."""
+
+    @_builtins.property
+    def missing(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Ids the memory refers to that no longer exist."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+        history: _abc.Iterable[Global___HistoryEntry] | None = ...,
+        related: _abc.Iterable[Global___RelatedMemory] | None = ...,
+        notes: _abc.Iterable[_builtins.str] | None = ...,
+        missing: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "memory", b"memory", "missing", b"missing", "notes", b"notes", "related", b"related", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExplainMemoryResponse: _TypeAlias = ExplainMemoryResponse  # noqa: Y015
+
+@_typing.final
+class AuditMemoriesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    KINDS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    cursor: _builtins.str
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """expired, conflict, may_conflict, past_review, flagged; empty means all."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        kinds: _abc.Iterable[_builtins.str] | None = ...,
+        limit: _builtins.int = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "kinds", b"kinds", "limit", b"limit", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditMemoriesRequest: _TypeAlias = AuditMemoriesRequest  # noqa: Y015
+
+@_typing.final
+class AuditFinding(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    KINDS_FIELD_NUMBER: _builtins.int
+    RELATED_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    message: _builtins.str
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def related(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        memory: _memory_pb2.Memory | None = ...,
+        kinds: _abc.Iterable[_builtins.str] | None = ...,
+        related: _abc.Iterable[_builtins.str] | None = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "memory", b"memory", "message", b"message", "related", b"related"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditFinding: _TypeAlias = AuditFinding  # noqa: Y015
+
+@_typing.final
+class AuditMemoriesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CountsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    FINDINGS_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    next_cursor: _builtins.str
+    @_builtins.property
+    def findings(self) -> _containers.RepeatedCompositeFieldContainer[Global___AuditFinding]: ...
+    @_builtins.property
+    def counts(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Findings by kind over the whole vault."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        findings: _abc.Iterable[Global___AuditFinding] | None = ...,
+        counts: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "findings", b"findings", "next_cursor", b"next_cursor", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditMemoriesResponse: _TypeAlias = AuditMemoriesResponse  # noqa: Y015
+
+@_typing.final
+class ListReviewQueueRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    cursor: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReviewQueueRequest: _TypeAlias = ListReviewQueueRequest  # noqa: Y015
+
+@_typing.final
+class ReviewItem(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    RELATED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def related(self) -> _containers.RepeatedCompositeFieldContainer[Global___RelatedMemory]:
+        """What it may duplicate, contradict or replace."""
+
+    def __init__(
+        self,
+        *,
+        memory: _memory_pb2.Memory | None = ...,
+        related: _abc.Iterable[Global___RelatedMemory] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "related", b"related"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewItem: _TypeAlias = ReviewItem  # noqa: Y015
+
+@_typing.final
+class ListReviewQueueResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    ITEMS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    next_cursor: _builtins.str
+    total: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReviewItem]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        items: _abc.Iterable[Global___ReviewItem] | None = ...,
+        next_cursor: _builtins.str = ...,
+        total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "next_cursor", b"next_cursor", "total", b"total", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReviewQueueResponse: _TypeAlias = ListReviewQueueResponse  # noqa: Y015
+
+@_typing.final
+class ImportBatch(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class OutcomesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ID_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ITEM_COUNT_FIELD_NUMBER: _builtins.int
+    STORED_COUNT_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UNDONE_AT_FIELD_NUMBER: _builtins.int
+    OUTCOMES_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    source: _builtins.str
+    actor: _builtins.str
+    item_count: _builtins.int
+    stored_count: _builtins.int
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def undone_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def outcomes(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Items by outcome name."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        source: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        item_count: _builtins.int = ...,
+        stored_count: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        undone_at: _timestamp_pb2.Timestamp | None = ...,
+        outcomes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "undone_at", b"undone_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "created_at", b"created_at", "id", b"id", "item_count", b"item_count", "outcomes", b"outcomes", "source", b"source", "stored_count", b"stored_count", "undone_at", b"undone_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportBatch: _TypeAlias = ImportBatch  # noqa: Y015
+
+@_typing.final
+class ListImportBatchesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    cursor: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListImportBatchesRequest: _TypeAlias = ListImportBatchesRequest  # noqa: Y015
+
+@_typing.final
+class ListImportBatchesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    BATCHES_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    next_cursor: _builtins.str
+    @_builtins.property
+    def batches(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportBatch]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        batches: _abc.Iterable[Global___ImportBatch] | None = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "next_cursor", b"next_cursor", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListImportBatchesResponse: _TypeAlias = ListImportBatchesResponse  # noqa: Y015
+
+@_typing.final
+class UndoImportBatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    BATCH_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    batch_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        batch_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UndoImportBatchRequest: _TypeAlias = UndoImportBatchRequest  # noqa: Y015
+
+@_typing.final
+class UndoImportBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    RESTORED_FIELD_NUMBER: _builtins.int
+    KEPT_CHANGES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    removed: _builtins.int
+    """Memories of the batch deleted."""
+    restored: _builtins.int
+    """Memories outside the batch put back exactly as they were before it."""
+    @_builtins.property
+    def batch(self) -> Global___ImportBatch: ...
+    @_builtins.property
+    def kept_changes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Memories outside the batch changed since for other reasons: links to the batch removed, later edits kept."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        batch: Global___ImportBatch | None = ...,
+        removed: _builtins.int = ...,
+        restored: _builtins.int = ...,
+        kept_changes: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "kept_changes", b"kept_changes", "removed", b"removed", "restored", b"restored", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UndoImportBatchResponse: _TypeAlias = UndoImportBatchResponse  # noqa: Y015
+
+@_typing.final
+class GetSettingsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSettingsRequest: _TypeAlias = GetSettingsRequest  # noqa: Y015
+
+@_typing.final
+class VaultSettings(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    APPROVAL_MODE_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_RETENTION_DAYS_FIELD_NUMBER: _builtins.int
+    REJECTED_RETENTION_DAYS_FIELD_NUMBER: _builtins.int
+    AUDIT_RETENTION_DAYS_FIELD_NUMBER: _builtins.int
+    approval_mode: _builtins.str
+    """"review" or "auto"."""
+    superseded_retention_days: _builtins.int
+    rejected_retention_days: _builtins.int
+    audit_retention_days: _builtins.int
+    def __init__(
+        self,
+        *,
+        approval_mode: _builtins.str = ...,
+        superseded_retention_days: _builtins.int = ...,
+        rejected_retention_days: _builtins.int = ...,
+        audit_retention_days: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval_mode", b"approval_mode", "audit_retention_days", b"audit_retention_days", "rejected_retention_days", b"rejected_retention_days", "superseded_retention_days", b"superseded_retention_days"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VaultSettings: _TypeAlias = VaultSettings  # noqa: Y015
+
+@_typing.final
+class GetSettingsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    SETTINGS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def settings(self) -> Global___VaultSettings: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        settings: Global___VaultSettings | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSettingsResponse: _TypeAlias = GetSettingsResponse  # noqa: Y015
+
+@_typing.final
+class UpdateSettingsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    APPROVAL_MODE_FIELD_NUMBER: _builtins.int
+    SUPERSEDED_RETENTION_DAYS_FIELD_NUMBER: _builtins.int
+    REJECTED_RETENTION_DAYS_FIELD_NUMBER: _builtins.int
+    AUDIT_RETENTION_DAYS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    approval_mode: _builtins.str
+    """Empty, or a field not set, leaves that setting as it is."""
+    superseded_retention_days: _builtins.int
+    """Days to keep history; 0 keeps it forever."""
+    rejected_retention_days: _builtins.int
+    audit_retention_days: _builtins.int
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        approval_mode: _builtins.str = ...,
+        superseded_retention_days: _builtins.int | None = ...,
+        rejected_retention_days: _builtins.int | None = ...,
+        audit_retention_days: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_audit_retention_days", b"_audit_retention_days", "_rejected_retention_days", b"_rejected_retention_days", "_superseded_retention_days", b"_superseded_retention_days", "audit_retention_days", b"audit_retention_days", "rejected_retention_days", b"rejected_retention_days", "superseded_retention_days", b"superseded_retention_days"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_audit_retention_days", b"_audit_retention_days", "_rejected_retention_days", b"_rejected_retention_days", "_superseded_retention_days", b"_superseded_retention_days", "approval_mode", b"approval_mode", "audit_retention_days", b"audit_retention_days", "rejected_retention_days", b"rejected_retention_days", "superseded_retention_days", b"superseded_retention_days", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__audit_retention_days: _TypeAlias = _typing.Literal["audit_retention_days"]  # noqa: Y015
+    _WhichOneofArgType__audit_retention_days: _TypeAlias = _typing.Literal["_audit_retention_days", b"_audit_retention_days"]  # noqa: Y015
+    _WhichOneofReturnType__rejected_retention_days: _TypeAlias = _typing.Literal["rejected_retention_days"]  # noqa: Y015
+    _WhichOneofArgType__rejected_retention_days: _TypeAlias = _typing.Literal["_rejected_retention_days", b"_rejected_retention_days"]  # noqa: Y015
+    _WhichOneofReturnType__superseded_retention_days: _TypeAlias = _typing.Literal["superseded_retention_days"]  # noqa: Y015
+    _WhichOneofArgType__superseded_retention_days: _TypeAlias = _typing.Literal["_superseded_retention_days", b"_superseded_retention_days"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__audit_retention_days) -> _WhichOneofReturnType__audit_retention_days | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rejected_retention_days) -> _WhichOneofReturnType__rejected_retention_days | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__superseded_retention_days) -> _WhichOneofReturnType__superseded_retention_days | None: ...
+
+Global___UpdateSettingsRequest: _TypeAlias = UpdateSettingsRequest  # noqa: Y015
+
+@_typing.final
+class UpdateSettingsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    SETTINGS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def settings(self) -> Global___VaultSettings: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        settings: Global___VaultSettings | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateSettingsResponse: _TypeAlias = UpdateSettingsResponse  # noqa: Y015
+
+@_typing.final
+class UpdateOperatingGuideRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    ADOPT_DEFAULT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    text: _builtins.str
+    expected_version: _builtins.int
+    """The version being edited; refused if the guide moved on since."""
+    adopt_default: _builtins.bool
+    """True: replace the text with the bundled default (text must be empty)."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        text: _builtins.str = ...,
+        expected_version: _builtins.int = ...,
+        adopt_default: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adopt_default", b"adopt_default", "expected_version", b"expected_version", "text", b"text", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateOperatingGuideRequest: _TypeAlias = UpdateOperatingGuideRequest  # noqa: Y015
+
+@_typing.final
+class UpdateOperatingGuideResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    version: _builtins.int
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateOperatingGuideResponse: _TypeAlias = UpdateOperatingGuideResponse  # noqa: Y015
+
+@_typing.final
+class ListGuideVersionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    BEFORE_VERSION_FIELD_NUMBER: _builtins.int
+    INCLUDE_TEXT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    before_version: _builtins.int
+    """Only versions older than this one; 0 for the newest."""
+    include_text: _builtins.bool
+    """True includes each version's text."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        before_version: _builtins.int = ...,
+        include_text: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["before_version", b"before_version", "include_text", b"include_text", "limit", b"limit", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGuideVersionsRequest: _TypeAlias = ListGuideVersionsRequest  # noqa: Y015
+
+@_typing.final
+class GuideVersion(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    UPDATED_BY_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    CHARS_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    updated_by: _builtins.str
+    text: _builtins.str
+    chars: _builtins.int
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        updated_by: _builtins.str = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        text: _builtins.str = ...,
+        chars: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chars", b"chars", "text", b"text", "updated_at", b"updated_at", "updated_by", b"updated_by", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GuideVersion: _TypeAlias = GuideVersion  # noqa: Y015
+
+@_typing.final
+class ListGuideVersionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___GuideVersion]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        versions: _abc.Iterable[Global___GuideVersion] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGuideVersionsResponse: _TypeAlias = ListGuideVersionsResponse  # noqa: Y015
+
+@_typing.final
+class ListVaultAuditRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    BEFORE_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    actor: _builtins.str
+    """Exact actor, e.g. "user:alice" or "mcp:Claude"."""
+    action: _builtins.str
+    """An action ("memory.approve") or a prefix ending in a dot ("memory.")."""
+    target: _builtins.str
+    """Exact target, e.g. a memory or batch id."""
+    limit: _builtins.int
+    before_id: _builtins.int
+    """Only entries older than this id; 0 for the newest."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        action: _builtins.str = ...,
+        target: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        limit: _builtins.int = ...,
+        before_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "before_id", b"before_id", "limit", b"limit", "since", b"since", "target", b"target", "until", b"until", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListVaultAuditRequest: _TypeAlias = ListVaultAuditRequest  # noqa: Y015
+
+@_typing.final
+class VaultAuditEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    DETAILS_JSON_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    actor: _builtins.str
+    action: _builtins.str
+    target: _builtins.str
+    details_json: _builtins.str
+    """JSON object; never memory text."""
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        actor: _builtins.str = ...,
+        action: _builtins.str = ...,
+        target: _builtins.str = ...,
+        details_json: _builtins.str = ...,
+        at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "at", b"at", "details_json", b"details_json", "id", b"id", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VaultAuditEntry: _TypeAlias = VaultAuditEntry  # noqa: Y015
+
+@_typing.final
+class ListVaultAuditResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    NEXT_BEFORE_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    next_before_id: _builtins.int
+    """Pass as before_id for the next page; 0 when there is none."""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___VaultAuditEntry]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        entries: _abc.Iterable[Global___VaultAuditEntry] | None = ...,
+        next_before_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_before_id", b"next_before_id", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListVaultAuditResponse: _TypeAlias = ListVaultAuditResponse  # noqa: Y015

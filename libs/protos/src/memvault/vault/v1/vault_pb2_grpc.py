@@ -82,6 +82,81 @@ class VaultServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.SupersedeMemory = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/SupersedeMemory',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.SupersedeMemoryRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.SupersedeMemoryResponse.FromString,
+                _registered_method=True)
+        self.InvalidateMemory = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/InvalidateMemory',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.FromString,
+                _registered_method=True)
+        self.ApproveMemory = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/ApproveMemory',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ApproveMemoryRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ApproveMemoryResponse.FromString,
+                _registered_method=True)
+        self.RejectMemory = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/RejectMemory',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.RejectMemoryRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.RejectMemoryResponse.FromString,
+                _registered_method=True)
+        self.MarkReviewed = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/MarkReviewed',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.MarkReviewedRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.MarkReviewedResponse.FromString,
+                _registered_method=True)
+        self.ExplainMemory = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/ExplainMemory',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ExplainMemoryRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ExplainMemoryResponse.FromString,
+                _registered_method=True)
+        self.AuditMemories = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/AuditMemories',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.AuditMemoriesRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.AuditMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ListReviewQueue = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/ListReviewQueue',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListReviewQueueRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListReviewQueueResponse.FromString,
+                _registered_method=True)
+        self.ListImportBatches = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/ListImportBatches',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListImportBatchesRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListImportBatchesResponse.FromString,
+                _registered_method=True)
+        self.UndoImportBatch = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/UndoImportBatch',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UndoImportBatchRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UndoImportBatchResponse.FromString,
+                _registered_method=True)
+        self.GetSettings = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/GetSettings',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetSettingsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetSettingsResponse.FromString,
+                _registered_method=True)
+        self.UpdateSettings = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/UpdateSettings',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateSettingsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateSettingsResponse.FromString,
+                _registered_method=True)
+        self.UpdateOperatingGuide = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/UpdateOperatingGuide',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateOperatingGuideRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateOperatingGuideResponse.FromString,
+                _registered_method=True)
+        self.ListGuideVersions = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/ListGuideVersions',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListGuideVersionsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListGuideVersionsResponse.FromString,
+                _registered_method=True)
+        self.ListVaultAudit = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/ListVaultAudit',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListVaultAuditRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListVaultAuditResponse.FromString,
+                _registered_method=True)
 
 
 class VaultServiceServicer:
@@ -145,6 +220,100 @@ class VaultServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SupersedeMemory(self, request, context):
+        """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InvalidateMemory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveMemory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectMemory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MarkReviewed(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExplainMemory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AuditMemories(self, request, context):
+        """Memories that need attention: expired, conflicting, past review, flagged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReviewQueue(self, request, context):
+        """Proposed memories with the memories they may duplicate, contradict or replace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListImportBatches(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoImportBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSettings(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSettings(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateOperatingGuide(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGuideVersions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListVaultAudit(self, request, context):
+        """Who did what in one vault, newest first, filtered (owners only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VaultServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -192,6 +361,81 @@ def add_VaultServiceServicer_to_server(servicer, server):
                     servicer.GetStats,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsResponse.SerializeToString,
+            ),
+            'SupersedeMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SupersedeMemory,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.SupersedeMemoryRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.SupersedeMemoryResponse.SerializeToString,
+            ),
+            'InvalidateMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.InvalidateMemory,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.SerializeToString,
+            ),
+            'ApproveMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveMemory,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ApproveMemoryRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ApproveMemoryResponse.SerializeToString,
+            ),
+            'RejectMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectMemory,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.RejectMemoryRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.RejectMemoryResponse.SerializeToString,
+            ),
+            'MarkReviewed': grpc.unary_unary_rpc_method_handler(
+                    servicer.MarkReviewed,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.MarkReviewedRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.MarkReviewedResponse.SerializeToString,
+            ),
+            'ExplainMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainMemory,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ExplainMemoryRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ExplainMemoryResponse.SerializeToString,
+            ),
+            'AuditMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuditMemories,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.AuditMemoriesRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.AuditMemoriesResponse.SerializeToString,
+            ),
+            'ListReviewQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReviewQueue,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListReviewQueueRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListReviewQueueResponse.SerializeToString,
+            ),
+            'ListImportBatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListImportBatches,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListImportBatchesRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListImportBatchesResponse.SerializeToString,
+            ),
+            'UndoImportBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoImportBatch,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UndoImportBatchRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UndoImportBatchResponse.SerializeToString,
+            ),
+            'GetSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSettings,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetSettingsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetSettingsResponse.SerializeToString,
+            ),
+            'UpdateSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSettings,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateSettingsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateSettingsResponse.SerializeToString,
+            ),
+            'UpdateOperatingGuide': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateOperatingGuide,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateOperatingGuideRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateOperatingGuideResponse.SerializeToString,
+            ),
+            'ListGuideVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGuideVersions,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListGuideVersionsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListGuideVersionsResponse.SerializeToString,
+            ),
+            'ListVaultAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListVaultAudit,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListVaultAuditRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListVaultAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -440,6 +684,411 @@ class VaultService:
             '/memvault.vault.v1.VaultService/GetStats',
             memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SupersedeMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/SupersedeMemory',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.SupersedeMemoryRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.SupersedeMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InvalidateMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/InvalidateMemory',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/ApproveMemory',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ApproveMemoryRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ApproveMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RejectMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/RejectMemory',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.RejectMemoryRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.RejectMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MarkReviewed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/MarkReviewed',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.MarkReviewedRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.MarkReviewedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/ExplainMemory',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ExplainMemoryRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ExplainMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuditMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/AuditMemories',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.AuditMemoriesRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.AuditMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReviewQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/ListReviewQueue',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListReviewQueueRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListReviewQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListImportBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/ListImportBatches',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListImportBatchesRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListImportBatchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoImportBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/UndoImportBatch',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.UndoImportBatchRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.UndoImportBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/GetSettings',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.GetSettingsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.GetSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/UpdateSettings',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateSettingsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateOperatingGuide(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/UpdateOperatingGuide',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateOperatingGuideRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.UpdateOperatingGuideResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGuideVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/ListGuideVersions',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListGuideVersionsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListGuideVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListVaultAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/ListVaultAudit',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListVaultAuditRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListVaultAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -46,6 +46,25 @@ class VaultServiceStub:
     Forget: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]
     GetStats: _grpc.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]
     """Counts by status and the state of the search index, for one vault."""
+    SupersedeMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]
+    """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories."""
+    InvalidateMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.InvalidateMemoryRequest, _vault_pb2.InvalidateMemoryResponse]
+    ApproveMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ApproveMemoryRequest, _vault_pb2.ApproveMemoryResponse]
+    RejectMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.RejectMemoryRequest, _vault_pb2.RejectMemoryResponse]
+    MarkReviewed: _grpc.UnaryUnaryMultiCallable[_vault_pb2.MarkReviewedRequest, _vault_pb2.MarkReviewedResponse]
+    ExplainMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ExplainMemoryRequest, _vault_pb2.ExplainMemoryResponse]
+    AuditMemories: _grpc.UnaryUnaryMultiCallable[_vault_pb2.AuditMemoriesRequest, _vault_pb2.AuditMemoriesResponse]
+    """Memories that need attention: expired, conflicting, past review, flagged."""
+    ListReviewQueue: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListReviewQueueRequest, _vault_pb2.ListReviewQueueResponse]
+    """Proposed memories with the memories they may duplicate, contradict or replace."""
+    ListImportBatches: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListImportBatchesRequest, _vault_pb2.ListImportBatchesResponse]
+    UndoImportBatch: _grpc.UnaryUnaryMultiCallable[_vault_pb2.UndoImportBatchRequest, _vault_pb2.UndoImportBatchResponse]
+    GetSettings: _grpc.UnaryUnaryMultiCallable[_vault_pb2.GetSettingsRequest, _vault_pb2.GetSettingsResponse]
+    UpdateSettings: _grpc.UnaryUnaryMultiCallable[_vault_pb2.UpdateSettingsRequest, _vault_pb2.UpdateSettingsResponse]
+    UpdateOperatingGuide: _grpc.UnaryUnaryMultiCallable[_vault_pb2.UpdateOperatingGuideRequest, _vault_pb2.UpdateOperatingGuideResponse]
+    ListGuideVersions: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListGuideVersionsRequest, _vault_pb2.ListGuideVersionsResponse]
+    ListVaultAudit: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListVaultAuditRequest, _vault_pb2.ListVaultAuditResponse]
+    """Who did what in one vault, newest first, filtered (owners only)."""
 
 @_typing.type_check_only
 class VaultServiceAsyncStub(VaultServiceStub):
@@ -65,6 +84,25 @@ class VaultServiceAsyncStub(VaultServiceStub):
     Forget: _aio.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]  # type: ignore[assignment]
     GetStats: _aio.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]  # type: ignore[assignment]
     """Counts by status and the state of the search index, for one vault."""
+    SupersedeMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]  # type: ignore[assignment]
+    """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories."""
+    InvalidateMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.InvalidateMemoryRequest, _vault_pb2.InvalidateMemoryResponse]  # type: ignore[assignment]
+    ApproveMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.ApproveMemoryRequest, _vault_pb2.ApproveMemoryResponse]  # type: ignore[assignment]
+    RejectMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.RejectMemoryRequest, _vault_pb2.RejectMemoryResponse]  # type: ignore[assignment]
+    MarkReviewed: _aio.UnaryUnaryMultiCallable[_vault_pb2.MarkReviewedRequest, _vault_pb2.MarkReviewedResponse]  # type: ignore[assignment]
+    ExplainMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.ExplainMemoryRequest, _vault_pb2.ExplainMemoryResponse]  # type: ignore[assignment]
+    AuditMemories: _aio.UnaryUnaryMultiCallable[_vault_pb2.AuditMemoriesRequest, _vault_pb2.AuditMemoriesResponse]  # type: ignore[assignment]
+    """Memories that need attention: expired, conflicting, past review, flagged."""
+    ListReviewQueue: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListReviewQueueRequest, _vault_pb2.ListReviewQueueResponse]  # type: ignore[assignment]
+    """Proposed memories with the memories they may duplicate, contradict or replace."""
+    ListImportBatches: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListImportBatchesRequest, _vault_pb2.ListImportBatchesResponse]  # type: ignore[assignment]
+    UndoImportBatch: _aio.UnaryUnaryMultiCallable[_vault_pb2.UndoImportBatchRequest, _vault_pb2.UndoImportBatchResponse]  # type: ignore[assignment]
+    GetSettings: _aio.UnaryUnaryMultiCallable[_vault_pb2.GetSettingsRequest, _vault_pb2.GetSettingsResponse]  # type: ignore[assignment]
+    UpdateSettings: _aio.UnaryUnaryMultiCallable[_vault_pb2.UpdateSettingsRequest, _vault_pb2.UpdateSettingsResponse]  # type: ignore[assignment]
+    UpdateOperatingGuide: _aio.UnaryUnaryMultiCallable[_vault_pb2.UpdateOperatingGuideRequest, _vault_pb2.UpdateOperatingGuideResponse]  # type: ignore[assignment]
+    ListGuideVersions: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListGuideVersionsRequest, _vault_pb2.ListGuideVersionsResponse]  # type: ignore[assignment]
+    ListVaultAudit: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListVaultAuditRequest, _vault_pb2.ListVaultAuditResponse]  # type: ignore[assignment]
+    """Who did what in one vault, newest first, filtered (owners only)."""
 
 class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
     """VaultService is the system of record. Every call carries the caller's signed
@@ -135,5 +173,114 @@ class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_vault_pb2.GetStatsResponse, _abc.Awaitable[_vault_pb2.GetStatsResponse]]:
         """Counts by status and the state of the search index, for one vault."""
+
+    @_abc_1.abstractmethod
+    def SupersedeMemory(
+        self,
+        request: _vault_pb2.SupersedeMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.SupersedeMemoryResponse, _abc.Awaitable[_vault_pb2.SupersedeMemoryResponse]]:
+        """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories."""
+
+    @_abc_1.abstractmethod
+    def InvalidateMemory(
+        self,
+        request: _vault_pb2.InvalidateMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.InvalidateMemoryResponse, _abc.Awaitable[_vault_pb2.InvalidateMemoryResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ApproveMemory(
+        self,
+        request: _vault_pb2.ApproveMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ApproveMemoryResponse, _abc.Awaitable[_vault_pb2.ApproveMemoryResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RejectMemory(
+        self,
+        request: _vault_pb2.RejectMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.RejectMemoryResponse, _abc.Awaitable[_vault_pb2.RejectMemoryResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def MarkReviewed(
+        self,
+        request: _vault_pb2.MarkReviewedRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.MarkReviewedResponse, _abc.Awaitable[_vault_pb2.MarkReviewedResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ExplainMemory(
+        self,
+        request: _vault_pb2.ExplainMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ExplainMemoryResponse, _abc.Awaitable[_vault_pb2.ExplainMemoryResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AuditMemories(
+        self,
+        request: _vault_pb2.AuditMemoriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.AuditMemoriesResponse, _abc.Awaitable[_vault_pb2.AuditMemoriesResponse]]:
+        """Memories that need attention: expired, conflicting, past review, flagged."""
+
+    @_abc_1.abstractmethod
+    def ListReviewQueue(
+        self,
+        request: _vault_pb2.ListReviewQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ListReviewQueueResponse, _abc.Awaitable[_vault_pb2.ListReviewQueueResponse]]:
+        """Proposed memories with the memories they may duplicate, contradict or replace."""
+
+    @_abc_1.abstractmethod
+    def ListImportBatches(
+        self,
+        request: _vault_pb2.ListImportBatchesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ListImportBatchesResponse, _abc.Awaitable[_vault_pb2.ListImportBatchesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UndoImportBatch(
+        self,
+        request: _vault_pb2.UndoImportBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.UndoImportBatchResponse, _abc.Awaitable[_vault_pb2.UndoImportBatchResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetSettings(
+        self,
+        request: _vault_pb2.GetSettingsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.GetSettingsResponse, _abc.Awaitable[_vault_pb2.GetSettingsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpdateSettings(
+        self,
+        request: _vault_pb2.UpdateSettingsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.UpdateSettingsResponse, _abc.Awaitable[_vault_pb2.UpdateSettingsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpdateOperatingGuide(
+        self,
+        request: _vault_pb2.UpdateOperatingGuideRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.UpdateOperatingGuideResponse, _abc.Awaitable[_vault_pb2.UpdateOperatingGuideResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListGuideVersions(
+        self,
+        request: _vault_pb2.ListGuideVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ListGuideVersionsResponse, _abc.Awaitable[_vault_pb2.ListGuideVersionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListVaultAudit(
+        self,
+        request: _vault_pb2.ListVaultAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ListVaultAuditResponse, _abc.Awaitable[_vault_pb2.ListVaultAuditResponse]]:
+        """Who did what in one vault, newest first, filtered (owners only)."""
 
 def add_VaultServiceServicer_to_server(servicer: VaultServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

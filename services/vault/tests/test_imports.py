@@ -1,0 +1,186 @@
+"""Imports against a real Postgres: text splitting, an outcome per item, and undo back to the exact prior state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+import pytest
+from lifecycle_helpers import FakeIndex, agent, bulk, fake_index, fake_index_and_stub, owner, remember, set_mode
+from vault_helpers import Caller
+
+from memvault.vault.v1 import memory_pb2 as pb
+from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_vault.store import Store
+
+pytestmark = pytest.mark.integration
+__all__ = ["fake_index", "fake_index_and_stub", "owner"]  # fixtures used here
+
+
+async def vault_state(store: Store, caller: Caller) -> dict[str, Any]:
+    """Every memory row and history row of the vault, exactly, plus exclusions."""
+    vault_id = await store._pool.fetchval("SELECT id FROM vault WHERE name = $1", caller.vault)
+    memories = await store._pool.fetch(
+        "SELECT (to_jsonb(m) - 'search')::text AS row FROM memory m WHERE vault_id = $1 ORDER BY id", vault_id
+    )
+    history = await store._pool.fetch(
+        "SELECT memory_id::text, version, change, snapshot::text, actor, coalesce(cause::text, '') AS cause"
+        " FROM memory_history WHERE vault_id = $1 ORDER BY id",
+        vault_id,
+    )
+    exclusions = await store._pool.fetch("SELECT content_hash FROM exclusion WHERE vault_id = $1", vault_id)
+    return {
+        "memories": [json.loads(r["row"]) for r in memories],
+        "history": [dict(r) for r in history],
+        "exclusions": sorted(r["content_hash"] for r in exclusions),
+    }
+
+
+async def test_markdown_import_reports_every_item(owner: Caller) -> None:
+    await remember(owner, "Prefers dark mode.")
+    text = """# From ChatGPT
+- Prefers dark mode.
+- Uses k3s on three NUCs.
+- The AWS key is AKIAQWERTYUIOPASDFGH
+
+Backups run nightly.
+---
+Uses k3s on three NUCs.
+"""
+    response = await owner.stub.BulkRemember(
+        vpb.BulkRememberRequest(
+            vault=owner.vault, text=text, source="ChatGPT export", text_type=pb.MEMORY_TYPE_PREFERENCE
+        ),
+        metadata=agent(owner),
+    )
+    assert [r.outcome for r in response.results] == [
+        vpb.WRITE_OUTCOME_DUPLICATE,
+        vpb.WRITE_OUTCOME_STORED,
+        vpb.WRITE_OUTCOME_SECRET,
+        vpb.WRITE_OUTCOME_STORED,
+        vpb.WRITE_OUTCOME_DUPLICATE,
+    ]
+    assert [r.index for r in response.results] == [0, 1, 2, 3, 4]
+    assert response.results[4].memory_id == response.results[1].memory_id
+    batches = await owner.stub.ListImportBatches(vpb.ListImportBatchesRequest(vault=owner.vault), metadata=agent(owner))
+    assert batches.batches[0].id == response.batch_id
+    assert dict(batches.batches[0].outcomes) == {"duplicate": 2, "stored": 2, "secret": 1}
+    assert batches.batches[0].source == "ChatGPT export"
+    listed = await owner.stub.ListMemories(vpb.ListMemoriesRequest(vault=owner.vault), metadata=agent(owner))
+    imported = [m for m in listed.memories if m.batch_id == response.batch_id]
+    assert {m.type for m in imported} == {pb.MEMORY_TYPE_PREFERENCE}
+    assert {m.source for m in imported} == {"ChatGPT export (via TestAgent)"}
+
+
+async def test_items_or_text_not_both_and_text_limits(owner: Caller) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as error:
+        await owner.stub.BulkRemember(
+            vpb.BulkRememberRequest(vault=owner.vault, text="- a", items=[pb.MemoryDraft(content="b")]),
+            metadata=agent(owner),
+        )
+    assert "either items or text" in (error.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as error:
+        await owner.stub.BulkRemember(vpb.BulkRememberRequest(vault=owner.vault, text="# only"), metadata=agent(owner))
+    assert "text holds no memories" in (error.value.details() or "")
+
+
+async def test_undo_restores_exactly_the_state_before_the_import(
+    owner: Caller, fake_index: FakeIndex, store: Store
+) -> None:
+    await set_mode(owner, "auto")
+    speed = await remember(owner, "The internet connection is 1 Gbps.")
+    budget = await remember(owner, "The campaign budget is $50,000.")
+    plan = await remember(owner, "Paid search gets 40% of the budget.", depends_on=[budget.result.memory_id])
+    await set_mode(owner, "review")
+    before = await vault_state(store, owner)
+
+    fake_index.set("The internet connection is 1 Gbps.", "The internet connection is 2 Gbps.", 0.96)
+    imported = await bulk(
+        owner, "The internet connection is 2 Gbps.", "The campaign budget is $35,000.", "Sam lives in Lisbon."
+    )
+    new_speed, new_budget, _ = imported.results
+    assert new_speed.outcome == vpb.WRITE_OUTCOME_SIMILAR
+    # The owner approves the import's items, replacing the memories they update.
+    await owner.stub.ApproveMemory(
+        vpb.ApproveMemoryRequest(vault=owner.vault, memory_id=new_speed.memory_id, replace_similar=True),
+        metadata=owner.metadata(),
+    )
+    await owner.stub.ApproveMemory(
+        vpb.ApproveMemoryRequest(vault=owner.vault, memory_id=new_budget.memory_id, replace_ids=[]),
+        metadata=owner.metadata(),
+    )
+    superseded = await owner.stub.SupersedeMemory(
+        vpb.SupersedeMemoryRequest(
+            vault=owner.vault,
+            memory_id=budget.result.memory_id,
+            replacement=pb.MemoryDraft(content="The campaign budget is now $35k."),
+        ),
+        metadata=owner.metadata(),
+    )
+    assert superseded.applied and list(superseded.flagged_dependents) == [plan.result.memory_id]
+    # A later memory that links to the import.
+    fake_index.set("Sam lives in Lisbon.", "Sam lives in Porto.", 0.9)
+    later = await remember(owner, "Sam lives in Porto.")
+    assert later.result.outcome == vpb.WRITE_OUTCOME_SIMILAR
+
+    undone = await owner.stub.UndoImportBatch(
+        vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=imported.batch_id), metadata=owner.metadata()
+    )
+    assert undone.removed == 3
+    assert undone.restored == 1  # the 1 Gbps memory, superseded only because of the import
+    assert list(undone.kept_changes) == [later.result.memory_id]  # written after the import; its link is dropped
+    after = await vault_state(store, owner)
+    speed_row = next(m for m in after["memories"] if m["id"] == speed.result.memory_id)
+    assert speed_row == next(m for m in before["memories"] if m["id"] == speed.result.memory_id)
+    assert speed_row["status"] == "active"
+    # Everything from before the import is as it was, except what happened since for other reasons:
+    # the budget was superseded by the owner directly, and the later memory exists.
+    untouched = [
+        m for m in before["memories"] if m["id"] != budget.result.memory_id and m["id"] != plan.result.memory_id
+    ]
+    assert all(m in after["memories"] for m in untouched)
+    assert not any(m.get("batch_id") == imported.batch_id for m in after["memories"])
+    later_row = next(m for m in after["memories"] if m["id"] == later.result.memory_id)
+    assert later_row["similar_to"] == []
+
+    with pytest.raises(grpc.aio.AioRpcError) as error:
+        await owner.stub.UndoImportBatch(
+            vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=imported.batch_id), metadata=owner.metadata()
+        )
+    assert "already undone" in (error.value.details() or "")
+
+
+async def test_undo_of_an_untouched_import_is_exact(owner: Caller, fake_index: FakeIndex, store: Store) -> None:
+    await set_mode(owner, "auto")
+    old = await remember(owner, "The router runs OpenWrt 23.05.")
+    before = await vault_state(store, owner)
+    fake_index.set("The router runs OpenWrt 23.05.", "The router runs OpenWrt 24.10.", 0.97)
+    imported = await bulk(
+        owner, "The router runs OpenWrt 24.10.", "The printer is a Brother.", "token: ghp_" + "x1Y2z3" * 6
+    )
+    assert [r.outcome for r in imported.results] == [
+        vpb.WRITE_OUTCOME_SIMILAR,
+        vpb.WRITE_OUTCOME_STORED,
+        vpb.WRITE_OUTCOME_SECRET,
+    ]
+    assert list(imported.results[0].similar_to) == [old.result.memory_id]
+    await owner.stub.UndoImportBatch(
+        vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=imported.batch_id), metadata=owner.metadata()
+    )
+    assert await vault_state(store, owner) == before
+
+
+async def test_undo_needs_a_reviewer_and_a_real_batch(owner: Caller) -> None:
+    imported = await bulk(owner, "One memory to import.")
+    with pytest.raises(grpc.aio.AioRpcError) as error:
+        await owner.stub.UndoImportBatch(
+            vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=imported.batch_id), metadata=agent(owner)
+        )
+    assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    for batch_id, needle in (("nope", "is not an import id"), ("3f2b8c4e-9a1d-4e5f-8b7c-2d1e0f9a8b7c", "no import")):
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await owner.stub.UndoImportBatch(
+                vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=batch_id), metadata=owner.metadata()
+            )
+        assert needle in (error.value.details() or "")

@@ -80,14 +80,16 @@ async def test_bad_input_is_refused_with_a_clear_message(stack_starter: StackSta
             client, "bulk_remember", items=[{"content": f"item {i}"} for i in range(limits.MAX_BULK_ITEMS + 1)]
         )
         assert "max_bulk_items" in too_many
-        assert "items[1].content" in await call_error(
-            client, "bulk_remember", items=[{"content": "fine"}, {"content": ""}]
-        )
+        assert "send items" in await call_error(client, "bulk_remember", items=[])
         assert "is not a memory id" in await call_error(client, "forget", memory_id="memory-1")
         assert "no vault named 'elsewhere'" in await call_error(client, "recall", query="x", vault="elsewhere")
         assert "has no argument 'tag'" in await call_error(client, "remember", content="x", tag=["a"])
         listed = await call(client, "list_memories", statuses=["proposed", "active"])
         assert listed["memories"] == []  # nothing was written by any of the refused calls
+        # In an import, each bad item is reported on its own and the rest is stored.
+        mixed = await call(client, "bulk_remember", items=[{"content": "fine"}, {"content": ""}])
+        assert [i["outcome"] for i in mixed["items"]] == ["stored", "invalid"]
+        assert "items[1].content is empty" in mixed["items"][1]["message"]
 
 
 async def test_gateway_health_connect_and_refusals(stack_starter: StackStarter) -> None:

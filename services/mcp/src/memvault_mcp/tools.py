@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -77,6 +78,52 @@ SourceArg = Annotated[
 ]
 
 
+MemoryIdArg = Annotated[
+    str,
+    Field(description="A memory id, from recall or list_memories.", json_schema_extra={"format": "uuid"}),
+]
+DateArg = Annotated[
+    str,
+    Field(
+        description="A date or time in ISO 8601, e.g. '2027-01-31' or '2027-01-31T09:00:00Z'; empty to leave out.",
+        json_schema_extra={"maxLength": 40},
+    ),
+]
+ReviewAfterArg = Annotated[
+    str | None,
+    Field(
+        description=(
+            "When to check this memory again (ISO date). Leave it out for the type's default (assumption 30 "
+            "days, constraint 90, fact and decision 180, preference 365, observation none); null or 'never' "
+            "for no review date."
+        ),
+        json_schema_extra={"maxLength": 40},
+    ),
+]
+DependsOnArg = Annotated[
+    list[str],
+    Field(
+        description=(
+            "Ids of memories this one relies on; if one of them is superseded or invalidated, this one is "
+            f"flagged for review. At most {limits.MAX_DEPENDS_ON}."
+        ),
+        json_schema_extra={"maxItems": limits.MAX_DEPENDS_ON},
+    ),
+]
+ConfidenceArg = Annotated[
+    float,
+    Field(description="How sure you are, above 0 and at most 1; 0 (the default) means not stated.", ge=0, le=1),
+]
+ExpectedVersionArg = Annotated[
+    int,
+    Field(
+        description="The memory's version as you last read it (explain_memory); the call is refused if it changed. "
+        "0 skips the check.",
+        ge=0,
+    ),
+]
+
+
 class BulkItem(BaseModel):
     """One memory in a bulk import."""
 
@@ -97,10 +144,33 @@ _TYPE_NAME = {v: k for k, v in _TYPE_TO_PB.items()}
 _STATUS_NAME = {v: k for k, v in _STATUS_TO_PB.items()}
 _OUTCOME_NAME = {
     vpb.WRITE_OUTCOME_STORED: "stored",
+    vpb.WRITE_OUTCOME_SIMILAR: "similar",
     vpb.WRITE_OUTCOME_DUPLICATE: "duplicate",
     vpb.WRITE_OUTCOME_EXCLUDED: "excluded",
+    vpb.WRITE_OUTCOME_SECRET: "secret",
     vpb.WRITE_OUTCOME_INVALID: "invalid",
 }
+_CHECK_NAME = {vpb.DUPLICATE_CHECK_SEMANTIC: "semantic", vpb.DUPLICATE_CHECK_EXACT_ONLY: "exact-only"}
+AUDIT_KINDS = ("expired", "conflict", "may_conflict", "past_review", "flagged")
+AuditKindName = Literal["expired", "conflict", "may_conflict", "past_review", "flagged"]
+
+
+def parse_time(value: str, field: str) -> Timestamp | None:
+    """An ISO 8601 date or time as a Timestamp (UTC when no offset is given); None for empty."""
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ToolError(
+            f"{field} {value[:40]!r} is not a date; write it as ISO 8601, e.g. '2027-01-31' or '2027-01-31T09:00:00Z'"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    stamp = Timestamp()
+    stamp.FromDatetime(parsed.astimezone(UTC))
+    return stamp
 
 
 def _iso(stamp: Timestamp, present: bool) -> str | None:
@@ -123,8 +193,39 @@ def memory_view(memory: pb.Memory, score: float | None = None) -> dict[str, Any]
     if memory.tags:
         view["tags"] = list(memory.tags)
     view["created_at"] = _iso(memory.created_at, memory.HasField("created_at"))
-    if memory.HasField("review_after"):
-        view["review_after"] = _iso(memory.review_after, True)
+    for name, present in (
+        ("valid_to", memory.HasField("valid_to")),
+        ("review_after", memory.HasField("review_after")),
+        ("expires_at", memory.HasField("expires_at")),
+    ):
+        if present:
+            view[name] = _iso(getattr(memory, name), True)
+    for name in ("depends_on", "similar_to"):
+        if values := list(getattr(memory, name)):
+            view[name] = values
+    for name in ("supersedes", "superseded_by", "flagged_reason", "status_reason"):
+        if value := getattr(memory, name):
+            view[name] = value
+    if memory.confidence:
+        view["confidence"] = round(memory.confidence, 3)
+    return view
+
+
+def full_view(memory: pb.Memory) -> dict[str, Any]:
+    """Every field an explanation needs."""
+    view = memory_view(memory)
+    view["version"] = memory.version
+    view["trust"] = {pb.TRUST_STATED: "stated", pb.TRUST_INFERRED: "inferred", pb.TRUST_IMPORTED: "imported"}.get(
+        memory.trust, "synced"
+    )
+    if memory.client:
+        view["client"] = memory.client
+    if memory.batch_id:
+        view["batch_id"] = memory.batch_id
+    view["valid_from"] = _iso(memory.valid_from, memory.HasField("valid_from"))
+    view["updated_at"] = _iso(memory.updated_at, memory.HasField("updated_at"))
+    if memory.HasField("reviewed_at"):
+        view["reviewed_at"] = _iso(memory.reviewed_at, True)
     return view
 
 
@@ -132,16 +233,45 @@ def _write_view(result: vpb.WriteResult) -> dict[str, Any]:
     view: dict[str, Any] = {"outcome": _OUTCOME_NAME.get(result.outcome, "stored")}
     if result.memory_id:
         view["id"] = result.memory_id
-    if result.outcome != vpb.WRITE_OUTCOME_EXCLUDED:
+    if result.outcome in (vpb.WRITE_OUTCOME_STORED, vpb.WRITE_OUTCOME_SIMILAR, vpb.WRITE_OUTCOME_DUPLICATE):
         view["status"] = _STATUS_NAME.get(result.status, "active")
+    if result.match:
+        view["match"] = result.match
+    if result.similar_to:
+        view["similar_to"] = list(result.similar_to)
+    if result.conflicts_with:
+        view["conflicts_with"] = list(result.conflicts_with)
+    if result.cosine:
+        view["cosine"] = round(result.cosine, 3)
     if result.message:
         view["message"] = result.message
     return view
 
 
+def _check_view(check: vpb.DuplicateCheck.ValueType, notices: Any) -> dict[str, Any]:
+    view: dict[str, Any] = {"duplicate_check": _CHECK_NAME.get(check, "semantic")}
+    if notices:
+        view["notices"] = list(notices)
+    return view
+
+
 def _draft(
-    content: str, type: str, key: str, scope: str, tags: list[str], source: str, trust: str = ""
+    content: str,
+    type: str,
+    key: str,
+    scope: str,
+    tags: list[str],
+    source: str,
+    trust: str = "",
+    *,
+    confidence: float = 0.0,
+    valid_from: str = "",
+    valid_to: str = "",
+    review_after: str | None = "",
+    expires_at: str = "",
+    depends_on: list[str] | None = None,
 ) -> pb.MemoryDraft:
+    never = review_after is None or review_after.strip().lower() == "never"
     return pb.MemoryDraft(
         content=content,
         type=_TYPE_TO_PB[type],
@@ -150,6 +280,13 @@ def _draft(
         tags=tags,
         source=source,
         trust=_TRUST_TO_PB.get(trust, pb.TRUST_UNSPECIFIED),
+        confidence=confidence,
+        valid_from=parse_time(valid_from, "valid_from"),
+        valid_to=parse_time(valid_to, "valid_to"),
+        review_after=None if never else parse_time(review_after or "", "review_after"),
+        no_review=never,
+        expires_at=parse_time(expires_at, "expires_at"),
+        depends_on=depends_on or [],
     )
 
 
@@ -174,13 +311,20 @@ def build_tools(client: VaultClient) -> list[Tool]:
         response = await call(ctx, lambda who: client.guide(who, vpb.GetOperatingGuideRequest(vault=vault)))
         listing = await call(ctx, client.list_vaults)
         caps = await call(ctx, client.capabilities)
-        return {
+        answer: dict[str, Any] = {
             "vault": response.vault,
             "guide": response.text,
             "guide_version": response.version,
             "vaults": [{"name": v.name, "role": v.role, "approval_mode": v.approval_mode} for v in listing.vaults],
             "limits": {field.name: value for field, value in caps.limits.ListFields()},
         }
+        if response.newer_default_available:
+            answer["newer_default_guide"] = (
+                "This memvault ships a newer default operating guide than the one this vault uses. Mention it "
+                "to the owner once: they can compare and adopt it in the dashboard (Load latest default), or "
+                "save their own guide to dismiss this notice."
+            )
+        return answer
 
     async def recall(
         ctx: Context,
@@ -205,8 +349,22 @@ def build_tools(client: VaultClient) -> list[Tool]:
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
         types: Annotated[list[MemoryTypeName], Field(description="Only these memory types.")] | None = None,
         tags: Annotated[list[str], Field(description="Only memories carrying all of these tags.")] | None = None,
-        statuses: Annotated[list[StatusName], Field(description="Statuses to include; default proposed and active.")]
+        statuses: Annotated[
+            list[StatusName],
+            Field(
+                description="Statuses to include; default proposed and active (with as_of: whatever was valid then)."
+            ),
+        ]
         | None = None,
+        as_of: Annotated[
+            str,
+            Field(
+                description="Answer with what was valid at this past time (ISO 8601, e.g. '2026-03-01'), including "
+                "memories superseded or invalidated since.",
+                json_schema_extra={"maxLength": 40},
+            ),
+        ] = "",
+        include_expired: Annotated[bool, Field(description="Also return memories past their expires_at.")] = False,
     ) -> dict[str, Any]:
         request = vpb.RecallRequest(
             vault=vault,
@@ -216,20 +374,39 @@ def build_tools(client: VaultClient) -> list[Tool]:
             types=[_TYPE_TO_PB[t] for t in types or ()],
             tags=tags or [],
             statuses=[_STATUS_TO_PB[s] for s in statuses or ()],
+            as_of=parse_time(as_of, "as_of"),
+            include_expired=include_expired,
         )
         response = await call(ctx, lambda who: client.recall(who, request))
+        flags: dict[str, list[str]] = {}
+        for warning in response.memory_warnings:
+            flags.setdefault(warning.memory_id, []).append(warning.kind)
+        results = []
+        for hit in response.hits:
+            view = memory_view(hit.memory, hit.score)
+            if hit.may_conflict_with:
+                view["may_conflict_with"] = list(hit.may_conflict_with)
+            if hit.conflicts_with:
+                view["conflicts_with"] = list(hit.conflicts_with)
+            if hit.memory.id in flags:
+                view["warnings"] = flags[hit.memory.id]
+            results.append(view)
         return {
             "vault": response.vault,
             "mode": response.mode,
-            "results": [memory_view(hit.memory, hit.score) for hit in response.hits],
-            "warnings": list(response.warnings),
+            "results": results,
+            "warnings": [*response.warnings, *(w.message for w in response.memory_warnings)],
             "next_cursor": response.next_cursor or None,
         }
 
     async def write_one(ctx: Context, vault: str, draft: pb.MemoryDraft, propose: bool) -> dict[str, Any]:
         request = vpb.RememberRequest(vault=vault, memory=draft, propose=propose)
         response = await call(ctx, lambda who: client.remember(who, request))
-        return {"vault": response.vault, **_write_view(response.result)}
+        return {
+            "vault": response.vault,
+            **_write_view(response.result),
+            **_check_view(response.duplicate_check, response.notices),
+        }
 
     async def remember(
         ctx: Context,
@@ -240,8 +417,28 @@ def build_tools(client: VaultClient) -> list[Tool]:
         tags: TagsArg | None = None,
         source: SourceArg = "",
         vault: VaultArg = "",
+        confidence: ConfidenceArg = 0.0,
+        valid_from: DateArg = "",
+        valid_to: DateArg = "",
+        review_after: ReviewAfterArg = "",
+        expires_at: DateArg = "",
+        depends_on: DependsOnArg | None = None,
     ) -> dict[str, Any]:
-        draft = _draft(content, type, key, scope, tags or [], source, trust="stated")
+        draft = _draft(
+            content,
+            type,
+            key,
+            scope,
+            tags or [],
+            source,
+            trust="stated",
+            confidence=confidence,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            review_after=review_after,
+            expires_at=expires_at,
+            depends_on=depends_on,
+        )
         return await write_one(ctx, vault, draft, propose=False)
 
     async def propose_memory(
@@ -253,8 +450,28 @@ def build_tools(client: VaultClient) -> list[Tool]:
         tags: TagsArg | None = None,
         source: SourceArg = "",
         vault: VaultArg = "",
+        confidence: ConfidenceArg = 0.0,
+        valid_from: DateArg = "",
+        valid_to: DateArg = "",
+        review_after: ReviewAfterArg = "",
+        expires_at: DateArg = "",
+        depends_on: DependsOnArg | None = None,
     ) -> dict[str, Any]:
-        draft = _draft(content, type, key, scope, tags or [], source, trust="inferred")
+        draft = _draft(
+            content,
+            type,
+            key,
+            scope,
+            tags or [],
+            source,
+            trust="inferred",
+            confidence=confidence,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            review_after=review_after,
+            expires_at=expires_at,
+            depends_on=depends_on,
+        )
         return await write_one(ctx, vault, draft, propose=True)
 
     async def bulk_remember(
@@ -262,24 +479,46 @@ def build_tools(client: VaultClient) -> list[Tool]:
         items: Annotated[
             list[BulkItem],
             Field(
-                description=f"The memories to import, 1 to {limits.MAX_BULK_ITEMS} per call.",
-                json_schema_extra={"minItems": 1, "maxItems": limits.MAX_BULK_ITEMS},
+                description=f"The memories to import, 1 to {limits.MAX_BULK_ITEMS} per call; or send text instead.",
+                json_schema_extra={"maxItems": limits.MAX_BULK_ITEMS},
             ),
-        ],
+        ]
+        | None = None,
+        text: Annotated[
+            str,
+            Field(
+                description=(
+                    "Instead of items: markdown or plain text, split into one memory per bullet line, per "
+                    "paragraph, or per section between '---' lines (headings are skipped)."
+                ),
+                json_schema_extra={"maxLength": limits.MAX_IMPORT_TEXT_CHARS},
+            ),
+        ] = "",
+        type: Annotated[MemoryTypeName, Field(description="With text: the type of every memory.")] = "fact",
         source: SourceArg = "",
         vault: VaultArg = "",
     ) -> dict[str, Any]:
+        if not items and not text.strip():
+            raise ToolError("send items (a list of memories) or text (markdown or plain text to split)")
         request = vpb.BulkRememberRequest(
             vault=vault,
             source=source,
-            items=[_draft(i.content, i.type, i.key, i.scope, i.tags, i.source) for i in items],
+            items=[_draft(i.content, i.type, i.key, i.scope, i.tags, i.source) for i in items or ()],
+            text=text,
+            text_type=_TYPE_TO_PB[type],
         )
         response = await call(ctx, lambda who: client.bulk_remember(who, request))
         outcomes = [_write_view(r) for r in response.results]
         summary: dict[str, int] = {}
         for outcome in outcomes:
             summary[outcome["outcome"]] = summary.get(outcome["outcome"], 0) + 1
-        return {"vault": response.vault, "batch_id": response.batch_id, "summary": summary, "items": outcomes}
+        return {
+            "vault": response.vault,
+            "batch_id": response.batch_id,
+            "summary": summary,
+            **_check_view(response.duplicate_check, response.notices),
+            "items": outcomes,
+        }
 
     async def list_memories(
         ctx: Context,
@@ -326,6 +565,143 @@ def build_tools(client: VaultClient) -> list[Tool]:
         response = await call(ctx, lambda who: client.forget(who, request))
         return {"vault": response.vault, "forgotten": response.memory_id}
 
+    async def supersede(
+        ctx: Context,
+        memory_id: MemoryIdArg,
+        content: ContentArg,
+        type: TypeArg = "fact",
+        key: KeyArg = "",
+        scope: ScopeArg = "",
+        tags: TagsArg | None = None,
+        source: SourceArg = "",
+        vault: VaultArg = "",
+        confidence: ConfidenceArg = 0.0,
+        valid_from: DateArg = "",
+        review_after: ReviewAfterArg = "",
+        expires_at: DateArg = "",
+        depends_on: DependsOnArg | None = None,
+        expected_version: ExpectedVersionArg = 0,
+    ) -> dict[str, Any]:
+        draft = _draft(
+            content,
+            type,
+            key,
+            scope,
+            tags or [],
+            source,
+            trust="stated",
+            confidence=confidence,
+            valid_from=valid_from,
+            review_after=review_after,
+            expires_at=expires_at,
+            depends_on=depends_on,
+        )
+        request = vpb.SupersedeMemoryRequest(
+            vault=vault, memory_id=memory_id, replacement=draft, expected_version=expected_version
+        )
+        response = await call(ctx, lambda who: client.supersede(who, request))
+        answer: dict[str, Any] = {
+            "vault": response.vault,
+            "replaced": memory_id,
+            "applied": response.applied,
+            **_write_view(response.result),
+        }
+        if response.flagged_dependents:
+            answer["flagged_dependents"] = list(response.flagged_dependents)
+        return answer
+
+    async def invalidate(
+        ctx: Context,
+        memory_id: MemoryIdArg,
+        reason: Annotated[
+            str,
+            Field(
+                description="Why it is no longer true, in a sentence (kept with the memory, not in logs).",
+                json_schema_extra={"maxLength": limits.MAX_REASON_CHARS},
+            ),
+        ] = "",
+        vault: VaultArg = "",
+        expected_version: ExpectedVersionArg = 0,
+    ) -> dict[str, Any]:
+        request = vpb.InvalidateMemoryRequest(
+            vault=vault, memory_id=memory_id, reason=reason, expected_version=expected_version
+        )
+        response = await call(ctx, lambda who: client.invalidate(who, request))
+        answer: dict[str, Any] = {
+            "vault": response.vault,
+            "applied": response.applied,
+            "memory": memory_view(response.memory),
+            "message": (
+                "invalidated: recall no longer returns it (except as_of an earlier time)"
+                if response.applied
+                else "flagged for the owner, who decides; it stays as it is until then"
+            ),
+        }
+        if response.flagged_dependents:
+            answer["flagged_dependents"] = list(response.flagged_dependents)
+        return answer
+
+    async def audit_memory(
+        ctx: Context,
+        kinds: Annotated[
+            list[AuditKindName],
+            Field(description=f"Only these problems ({', '.join(AUDIT_KINDS)}); default all."),
+        ]
+        | None = None,
+        vault: VaultArg = "",
+        limit: Annotated[
+            int,
+            Field(
+                description=f"Findings per page, 1 to {limits.MAX_AUDIT_RESULTS}; default {limits.DEFAULT_LIST_RESULTS}.",
+                json_schema_extra={"minimum": 1, "maximum": limits.MAX_AUDIT_RESULTS},
+            ),
+        ] = limits.DEFAULT_LIST_RESULTS,
+        cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
+    ) -> dict[str, Any]:
+        request = vpb.AuditMemoriesRequest(vault=vault, kinds=list(kinds or ()), limit=limit, cursor=cursor)
+        response = await call(ctx, lambda who: client.audit_memories(who, request))
+        return {
+            "vault": response.vault,
+            "counts": dict(response.counts),
+            "findings": [
+                {
+                    "memory": memory_view(f.memory),
+                    "problems": list(f.kinds),
+                    **({"related": list(f.related)} if f.related else {}),
+                    "advice": f.message,
+                }
+                for f in response.findings
+            ],
+            "next_cursor": response.next_cursor or None,
+        }
+
+    async def explain_memory(ctx: Context, memory_id: MemoryIdArg, vault: VaultArg = "") -> dict[str, Any]:
+        request = vpb.ExplainMemoryRequest(vault=vault, memory_id=memory_id)
+        response = await call(ctx, lambda who: client.explain(who, request))
+        related: dict[str, list[dict[str, Any]]] = {}
+        for item in response.related:
+            related.setdefault(item.relation, []).append(memory_view(item.memory))
+        return {
+            "vault": response.vault,
+            "memory": full_view(response.memory),
+            "state": list(response.notes),
+            "history": [
+                {
+                    "version": h.version,
+                    "change": h.change,
+                    "by": h.actor,
+                    "at": _iso(h.at, h.HasField("at")),
+                    "status": _STATUS_NAME.get(h.status, "active"),
+                    **({"changed": list(h.changed_fields)} if h.changed_fields else {}),
+                    **({"caused_by": h.cause} if h.cause else {}),
+                    **({"content": h.content} if h.content else {}),
+                }
+                for h in response.history
+            ],
+            "related": related,
+            **({"missing": list(response.missing)} if response.missing else {}),
+        }
+
     read_only = ToolAnnotations(
         read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
     )
@@ -348,16 +724,21 @@ def build_tools(client: VaultClient) -> list[Tool]:
             "Recall memories",
             "Search long-term memory shared by all of the owner's agents. Use it at the start of a task and "
             "before asking the owner something they may have said before. Returns the best matches with ids, "
-            "scores and status, a `mode` ('hybrid' or 'keyword-only') and `warnings`; follow `next_cursor` for "
-            "more. Proposed memories are not yet reviewed by the owner.",
+            "scores and status, a `mode` ('hybrid' or 'keyword-only') and `warnings` to weigh before relying "
+            "on a result (conflicts, superseded or stale memories, past review); results carry "
+            "`may_conflict_with` / `conflicts_with`. `as_of` answers with what was valid at a past time. "
+            "Proposed memories are not yet reviewed by the owner; follow `next_cursor` for more.",
             read_only,
         ),
         (
             remember,
             "Remember",
             "Save something the owner stated that will matter in later conversations: one idea per call, as "
-            "full sentences. Recall first to avoid duplicates. Never save secrets. Depending on the vault's "
-            "approval mode it is stored active or waits for review (see `status`). The same text is stored once.",
+            "full sentences. Recall first. Never save secrets (they are refused). Depending on the vault's "
+            "approval mode it is stored active or waits for review (see `status`). A repeat of a stored memory "
+            "is skipped ('duplicate', with the `id` of the stored one); one that may update or contradict a stored memory "
+            "is stored and linked ('similar', with `similar_to`). Give `key` (and `scope`) for a value that can "
+            "change, `depends_on` for memories it relies on, `expires_at` for something temporary.",
             additive,
         ),
         (
@@ -370,9 +751,11 @@ def build_tools(client: VaultClient) -> list[Tool]:
         (
             bulk_remember,
             "Import memories",
-            f"Import up to {limits.MAX_BULK_ITEMS} memories at once, e.g. an app's saved memories. The import is "
-            "one batch; each item reports 'stored', 'duplicate' (with the id of the existing memory) or "
-            "'excluded' (forgotten earlier). Split larger imports into several calls.",
+            f"Import up to {limits.MAX_BULK_ITEMS} memories at once, e.g. an app's saved memories, as a list of "
+            "items or as markdown/plain text to split. The import is one batch the owner can undo; each item "
+            "reports 'stored', 'similar' (stored, linked to `similar_to`), 'duplicate' (with the `id` it repeats), "
+            "'excluded' (forgotten or rejected earlier), 'secret' (refused) or 'invalid' (with the reason). "
+            "Split larger imports into several calls.",
             additive,
         ),
         (
@@ -387,6 +770,36 @@ def build_tools(client: VaultClient) -> list[Tool]:
             "Delete a memory for good, only when the owner asks. Its text is remembered as excluded, so the same "
             "text will not be stored again by any agent.",
             destructive,
+        ),
+        (
+            supersede,
+            "Supersede memory",
+            "Replace a memory that is out of date with a new one, keeping the old as history (recall stops "
+            "returning it). In review mode the replacement waits for the owner and the old one stays until it "
+            "is approved. Memories that depend on the old one are flagged for review.",
+            additive,
+        ),
+        (
+            invalidate,
+            "Invalidate memory",
+            "Mark a memory as no longer true without replacing it (it is kept as history). Give the reason. In "
+            "review mode this flags it for the owner instead. Memories that depend on it are flagged.",
+            additive,
+        ),
+        (
+            audit_memory,
+            "Audit memories",
+            "Find memories that need attention: expired, conflicting (same key and scope), possibly contradicting "
+            "(similar and both active), past their review date, or flagged because something they depend on "
+            "changed. Use it when the owner asks to tidy up, then supersede, invalidate or ask the owner.",
+            read_only,
+        ),
+        (
+            explain_memory,
+            "Explain memory",
+            "Everything about one memory: its state and whether recall returns it, every version with who changed "
+            "what, what it depends on, what depends on it, similar memories, and what it replaced or was replaced by.",
+            read_only,
         ),
     ]
     tools = []

@@ -31,7 +31,7 @@ class VaultClient:
             return await method(
                 request,
                 metadata=((GRPC_METADATA_KEY, identity),),
-                timeout=self._timeout * (3 if slow else 1),
+                timeout=self._timeout * (5 if slow else 1),
             )
         except grpc.aio.AioRpcError as error:
             raise error_from_rpc(error) from None
@@ -59,3 +59,15 @@ class VaultClient:
 
     async def forget(self, identity: str, request: vpb.ForgetRequest) -> vpb.ForgetResponse:
         return await self._call(self._stub.Forget, request, identity)
+
+    async def supersede(self, identity: str, request: vpb.SupersedeMemoryRequest) -> vpb.SupersedeMemoryResponse:
+        return await self._call(self._stub.SupersedeMemory, request, identity)
+
+    async def invalidate(self, identity: str, request: vpb.InvalidateMemoryRequest) -> vpb.InvalidateMemoryResponse:
+        return await self._call(self._stub.InvalidateMemory, request, identity)
+
+    async def audit_memories(self, identity: str, request: vpb.AuditMemoriesRequest) -> vpb.AuditMemoriesResponse:
+        return await self._call(self._stub.AuditMemories, request, identity)
+
+    async def explain(self, identity: str, request: vpb.ExplainMemoryRequest) -> vpb.ExplainMemoryResponse:
+        return await self._call(self._stub.ExplainMemory, request, identity)

@@ -113,6 +113,10 @@ async def test_no_mcp_tool_reaches_another_accounts_vault(start_gateway: StartGa
             "bulk_remember": {"items": [{"content": "Bob imports this."}]},
             "list_memories": {},
             "forget": {"memory_id": memory_id},
+            "supersede": {"memory_id": memory_id, "content": "Bob replaces it."},
+            "invalidate": {"memory_id": memory_id, "reason": "Bob says it is wrong."},
+            "audit_memory": {},
+            "explain_memory": {"memory_id": memory_id},
         }
         assert tools == set(probes), "a new tool needs an isolation probe here"
         for name, arguments in probes.items():

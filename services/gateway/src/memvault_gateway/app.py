@@ -20,6 +20,7 @@ from memvault_core.identity import IdentitySigner
 from memvault_gateway import (
     account,
     api,
+    api_memories,
     authorize,
     clients,
     discovery,
@@ -166,6 +167,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         account.router,
         oidc.router,
         api.router,
+        api_memories.router,
         mcp_route.router,
     ):
         app.include_router(router)

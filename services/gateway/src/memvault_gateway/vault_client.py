@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -90,3 +90,18 @@ class VaultClient:
             self._accounts.ListAudit, apb.ListAuditRequest(limit=limit, before_id=before_id), subject
         )
         return list(reply.entries)
+
+    # --- memories, review, imports, settings, guide and vault audit (api_memories.py) -------------------
+    # Each call acts as the caller's own identity (a session's owner, or a token limited to some vaults
+    # and scopes), so the vault applies the same rules as for an agent.
+
+    async def memories_call(self, method: str, request: object, identity: Identity, *, slow: bool = False) -> Any:
+        """Call VaultService.<method> as `identity`; imports get a longer deadline."""
+        try:
+            return await getattr(self._vaults, method)(
+                request,
+                metadata=((GRPC_METADATA_KEY, self._signer.sign(identity)),),
+                timeout=self._timeout * (5 if slow else 1),
+            )
+        except grpc.aio.AioRpcError as error:
+            raise error_from_rpc(error) from None

@@ -1,0 +1,139 @@
+"""/api/v1 memory routes: the owner reviews, imports and undoes, edits the guide and reads the audit log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gateway_helpers import Browser, RunningGateway, StartGateway, unique
+
+pytestmark = pytest.mark.integration
+
+
+async def owner_with_vault(gateway: RunningGateway) -> tuple[Browser, str]:
+    username, password = await gateway.create_user()
+    browser = Browser(gateway)
+    assert (await browser.sign_in(username, password)).status_code == 303
+    vault = unique("notes")
+    created = await browser.api("POST", "/api/v1/vaults", json={"name": vault})
+    assert created.status_code == 201, created.text
+    return browser, vault
+
+
+async def ok(response: Any, status: int = 200) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def test_review_queue_approve_reject_and_the_audit_log(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    first = await ok(await browser.api("POST", f"{base}/memories", json={"content": "Uses k3s at home."}), 201)
+    assert first["outcome"] == "stored" and first["status"] == "proposed"
+    assert first["duplicate_check"] == "exact-only"  # this test gateway's vault runs without an indexer
+    second = await ok(
+        await browser.api("POST", f"{base}/memories", json={"content": "Maybe likes jazz.", "propose": True}), 201
+    )
+    queue = await ok(await browser.api("GET", f"{base}/review-queue"))
+    assert [i["memory"]["id"] for i in queue["items"]] == [first["id"], second["id"]] and queue["total"] == 2
+
+    approved = await ok(await browser.api("POST", f"{base}/memories/{first['id']}/approve", json={}))
+    assert approved["memory"]["status"] == "active"
+    rejected = await ok(await browser.api("POST", f"{base}/memories/{second['id']}/reject", json={"reason": "a guess"}))
+    assert rejected["memory"]["status"] == "rejected" and rejected["memory"]["status_reason"] == "a guess"
+    explained = await ok(await browser.api("GET", f"{base}/memories/{first['id']}"))
+    assert [h["change"] for h in explained["history"]] == ["created", "approved"]
+
+    audit = await ok(await browser.api("GET", f"{base}/audit", params={"action": "memory."}))
+    assert [e["action"] for e in audit["entries"]] == [
+        "memory.reject",
+        "memory.approve",
+        "memory.remember",
+        "memory.remember",
+    ]
+    only_reject = await ok(await browser.api("GET", f"{base}/audit", params={"target": second["id"]}))
+    assert [e["action"] for e in only_reject["entries"]] == ["memory.reject", "memory.remember"]
+    assert "a guess" not in str(audit)  # reasons stay with the memory, not in the audit log
+
+
+async def test_bulk_text_import_and_undo(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    imported = await ok(
+        await browser.api(
+            "POST",
+            "/api/v1/bulk",
+            json={
+                "vault": vault,
+                "text": "- Prefers tea.\n- prefers TEA.\n- api_key = sk_live_"
+                + "a1B2c3D4e5F6g7H8i9J0k1L2"
+                + "\n\nLives in Lisbon.",
+                "source": "notes.md",
+            },
+        )
+    )
+    assert [i["outcome"] for i in imported["items"]] == ["stored", "duplicate", "secret", "stored"]
+    assert imported["summary"] == {"stored": 2, "duplicate": 1, "secret": 1}
+    batches = await ok(await browser.api("GET", f"/api/v1/vaults/{vault}/batches"))
+    assert batches["batches"][0]["id"] == imported["batch_id"]
+    undone = await ok(await browser.api("POST", f"/api/v1/vaults/{vault}/batches/{imported['batch_id']}/undo"))
+    assert undone["removed"] == 2 and undone["batch"]["undone_at"]
+    left = await ok(await browser.api("GET", f"/api/v1/vaults/{vault}/memories"))
+    assert left["memories"] == []
+
+
+async def test_edge_validation_names_the_field(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    misspelt = await browser.api("POST", f"{base}/memories", json={"content": "x", "tag": ["a"]})
+    assert misspelt.status_code == 422 and "tag" in misspelt.text
+    both = await browser.api("POST", "/api/v1/bulk", json={"vault": vault, "text": "- a", "items": [{"content": "b"}]})
+    assert both.status_code == 400 and "not both" in both.json()["detail"]
+    bad_id = await browser.api("POST", f"{base}/memories/nope/approve", json={})
+    assert bad_id.status_code == 400 and "is not a memory id" in bad_id.json()["detail"]
+    secret = await browser.api(
+        "POST", f"{base}/memories", json={"content": "the token is ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"}
+    )
+    assert secret.status_code == 400 and "looks like it contains a secret" in secret.json()["detail"]
+    no_csrf = await browser.http.post(f"{base}/memories", json={"content": "x"})
+    assert no_csrf.status_code == 403
+
+
+async def test_settings_guide_and_a_read_only_token(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    settings = await ok(await browser.api("PUT", f"{base}/settings", json={"approval_mode": "auto"}))
+    assert settings["approval_mode"] == "auto" and settings["rejected_retention_days"] == 30
+    stored = await ok(await browser.api("POST", f"{base}/memories", json={"content": "Drinks oat milk."}), 201)
+    assert stored["status"] == "active"
+
+    guide = await ok(await browser.api("GET", f"{base}/guide", params={"include_default": "true"}))
+    assert guide["version"] == 1 and guide["default_text"] == guide["text"]
+    saved = await ok(await browser.api("PUT", f"{base}/guide", json={"text": "Recall first.", "expected_version": 1}))
+    assert saved["version"] == 2
+    stale = await browser.api("PUT", f"{base}/guide", json={"text": "Lost.", "expected_version": 1})
+    assert stale.status_code == 409
+    adopted = await ok(await browser.api("POST", f"{base}/guide/adopt-default", json={"expected_version": 2}))
+    assert adopted["version"] == 3
+    versions = await ok(await browser.api("GET", f"{base}/guide/versions"))
+    assert [v["version"] for v in versions["versions"]] == [3, 2, 1]
+
+    token = (
+        await ok(
+            await browser.api(
+                "POST", "/api/v1/service-tokens", json={"name": "reader", "scopes": ["read"], "vaults": [vault]}
+            ),
+            201,
+        )
+    )["token"]
+    async with gateway.http(headers={"Authorization": f"Bearer {token}"}) as script:
+        found = await ok(await script.get(f"{base}/recall", params={"q": "oat milk"}))
+        assert [r["id"] for r in found["results"]] == [stored["id"]]
+        refused = await script.post(f"{base}/memories", json={"content": "A script write."})
+        assert refused.status_code == 403 and "'write' scope" in refused.json()["detail"]
+        audit = await script.get(f"{base}/audit")
+        assert audit.status_code == 403

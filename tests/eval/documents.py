@@ -2,9 +2,10 @@
 
 These are the constructions the fusion research settled on (docs/research-fusion.md):
 
-- dense text:   "<date> <content>"            e.g. "8 May 2023 Caroline: I went to a support group."
-- keyword text: "<date> <content>" at weight A, plus the previous memory of the same
-  conversation/batch (same session) as context at weight D.
+- dense text:   "<date> <content> <context>"   e.g. "8 May 2023 Caroline: I went to ... Melanie: Hey ..."
+- keyword text: "<date> <content>" at weight A, plus the context at weight D.
+- context:      the previous memory of the same batch (here: the previous turn of the session);
+                empty for facts and for memories written on their own.
 - query text:   the question as asked, for both sides.
 """
 

@@ -3,15 +3,23 @@
 - `secrets`: precision and recall of the secret detector on its corpus (no services).
 - `similarity`: the duplicate and conflict thresholds on built pairs, with the bundled embedder
   in this process (the indexer's model; no services).
+- `imports`: import throughput over MCP with duplicate detection on (all four services), beside
+  the same import with the indexer stopped (exact duplicates only).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
+import os
+import secrets
+import shutil
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from memvault_vault.domain import duplicates
 from memvault_vault.domain.secrets import find_secret
@@ -136,11 +144,86 @@ def similarity_section() -> str:
     )
 
 
+async def _import(client: Any, items: list[Any], label: str) -> tuple[float, list[float], list[dict[str, Any]], str]:
+    from tests.e2e.e2e_helpers import call
+
+    calls: list[float] = []
+    outcomes: list[dict[str, Any]] = []
+    check = ""
+    start = time.perf_counter()
+    for offset in range(0, len(items), 500):
+        chunk = items[offset : offset + 500]
+        began = time.perf_counter()
+        answer = await call(client, "bulk_remember", items=[{"content": i.content} for i in chunk], source=label)
+        calls.append(time.perf_counter() - began)
+        outcomes += answer["items"]
+        check = answer["duplicate_check"]
+    return time.perf_counter() - start, calls, outcomes, check
+
+
+async def imports_section(total: int, exact_only_total: int) -> str:
+    from memvault_devstack.postgres import create_database, drop_database
+    from memvault_devstack.stack import Stack
+    from tests.e2e import import_mix
+    from tests.e2e.e2e_helpers import mcp_session
+
+    data_dir = ROOT / "build" / "bench" / secrets.token_hex(3)
+    server = os.environ.get("MEMVAULT_TEST_POSTGRES_DSN")
+    database = f"memvault_bench_{secrets.token_hex(3)}"
+    dsn = create_database(server, database, exist_ok=False) if server else None
+    stack = Stack(data_dir, postgres_dsn=dsn, nats_url=os.environ.get("MEMVAULT_TEST_NATS_URL"), log_level="WARNING")
+    rows: list[str] = []
+    try:
+        await asyncio.to_thread(stack.start)
+        runs = [
+            ("all four services: exact, near-duplicate and similar", total, 5),
+            ("indexer stopped", exact_only_total, 9),
+        ]
+        for name, count, seed in runs:
+            if name == "indexer stopped":
+                await asyncio.to_thread(stack.stop_service, "indexer")
+            items = import_mix.build(count, seed=seed)
+            async with mcp_session(stack.mcp_url) as client:
+                elapsed, calls, outcomes, check = await _import(client, items, name)
+            wrong = import_mix.check(items, outcomes) if check == "semantic" else []
+            counts: dict[str, int] = {}
+            for outcome in outcomes:
+                counts[str(outcome["outcome"])] = counts.get(str(outcome["outcome"]), 0) + 1
+            rows.append(
+                f"| {name} | `{check}` | {count:,} | {elapsed:.1f} | {count / elapsed:,.0f} "
+                f"| {report.percentile([c * 1000 for c in calls], 50):,.0f} "
+                f"| {report.percentile([c * 1000 for c in calls], 95):,.0f} "
+                f"| {', '.join(f'{k} {v:,}' for k, v in sorted(counts.items()))} | {len(wrong)} |"
+            )
+    finally:
+        await asyncio.to_thread(stack.stop)
+        if server:
+            drop_database(server, database)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return "\n".join(
+        [
+            "Mixed imports (`tests/e2e/import_mix.py`: 70% new memories, the rest exact repeats, near-duplicates, "
+            "updates with a changed number, secrets and invalid items) through `bulk_remember` over MCP "
+            "(gateway → mcp → vault → indexer), 500 items per call, one client, into a fresh vault. With the "
+            "indexer each call embeds its texts for the Similar call, and waits for the index to catch up with "
+            "the previous call's memories so they are compared too; the indexer embeds the stored ones again "
+            "to index them.",
+            "",
+            "| run | duplicate check | items | seconds | items/s | p50 ms per call | p95 ms per call | outcomes "
+            "| wrong outcomes |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.lifecycle", description=__doc__)
-    parser.add_argument("suite", choices=["secrets", "similarity"], help="which numbers to measure")
+    parser.add_argument("suite", choices=["secrets", "similarity", "imports"], help="which numbers to measure")
+    parser.add_argument("--items", type=int, default=10_000, help="imports: items with the indexer (10,000)")
+    parser.add_argument("--exact-only-items", type=int, default=5_000, help="imports: items without it (5,000)")
     args = parser.parse_args()
-    command = f"python -m tests.bench.lifecycle {args.suite}"
+    command = f"python -m tests.bench.lifecycle {' '.join(sys.argv[1:])}"
     if args.suite == "secrets":
         body = secrets_section()
         report.write_section("secrets", body, command)
@@ -148,6 +231,10 @@ def main() -> None:
     if args.suite == "similarity":
         body = similarity_section()
         report.write_section("similarity", body, command)
+        print(body)
+    if args.suite == "imports":
+        body = asyncio.run(imports_section(args.items, args.exact_only_items))
+        report.write_section("imports", body, command)
         print(body)
     sys.stdout.flush()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import httpx
@@ -57,7 +59,18 @@ def test_bundled_model_loads_from_wheels_without_torch(minilm: OnnxMiniLMEmbedde
     assert vectors.shape == (1, 384)
     assert vectors.dtype == np.float32
     assert np.linalg.norm(vectors[0]) == pytest.approx(1.0, abs=1e-5)
-    assert importlib.util.find_spec("torch") is None or True  # torch may exist elsewhere; we never import it
+
+
+@pytest.mark.integration
+def test_bundled_model_never_imports_torch_or_sentence_transformers() -> None:
+    script = (
+        "import sys\n"
+        "from memvault_indexer.embedder import OnnxMiniLMEmbedder\n"
+        "OnnxMiniLMEmbedder().embed(['hello'])\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 @pytest.mark.integration
@@ -204,3 +217,13 @@ def test_openai_unreachable_endpoint_is_unavailable() -> None:
         embedder.embed(["hi"])
     embedder.close()
     assert isinstance(httpx.ConnectError("x"), httpx.TransportError)
+
+
+@pytest.mark.integration
+def test_settings_build_the_openai_embedder(server: EmbeddingServer) -> None:
+    settings = EmbedderSettings(kind="openai", base_url=server.base_url, model="nomic-embed-text", dimension=16)
+    embedder = create_embedder(settings)
+    assert isinstance(embedder, OpenAIEmbedder)
+    assert (embedder.name, embedder.dimension) == ("nomic-embed-text", 16)
+    assert embedder.embed(["a", "b"]).shape == (2, 16)
+    embedder.close()

@@ -6,6 +6,7 @@ disk, and a real Qdrant server when `MEMVAULT_TEST_QDRANT_URL` names one.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -230,3 +231,21 @@ async def test_models_get_separate_collections(tmp_path: Path) -> None:
     assert small.path.parent == large.path.parent == tmp_path
     for backend in (small, large):
         await backend.close()
+
+
+@pytest.mark.integration
+async def test_concurrent_writes_and_searches(store: VectorStore) -> None:
+    batches = [[memory("v1", unit(1, (b * 10 + i) / 100)) for i in range(10)] for b in range(8)]
+    results = await asyncio.gather(
+        *(store.upsert(batch) for batch in batches), *(store.search(unit(1, 0), "v1", 5) for _ in range(8))
+    )
+    assert all(len(r) <= 5 for r in results[8:] if r is not None)
+    assert await store.count("v1") == 80
+
+
+@pytest.mark.unit
+def test_settings_choose_the_backend(tmp_path: Path) -> None:
+    assert isinstance(open_store(VectorStoreSettings(data_dir=tmp_path), model=MODEL, dimension=DIM), EdgeVectorStore)
+    local = open_store(VectorStoreSettings(url=":memory:"), model=MODEL, dimension=DIM)
+    assert isinstance(local, QdrantServerStore)
+    assert local.collection == "memvault_test-model_8"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from memvault_core.errors import InvalidArgument
+from memvault_core.errors import InvalidArgument, Unavailable
 from memvault_indexer.store import (
     EdgeVectorStore,
     IndexedMemory,
@@ -249,3 +249,42 @@ def test_settings_choose_the_backend(tmp_path: Path) -> None:
     local = open_store(VectorStoreSettings(url=":memory:"), model=MODEL, dimension=DIM)
     assert isinstance(local, QdrantServerStore)
     assert local.collection == "memvault_test-model_8"
+
+
+@pytest.mark.integration
+async def test_edge_optimize_keeps_the_event_loop_running(tmp_path: Path) -> None:
+    store = EdgeVectorStore(tmp_path, model="bench", dimension=384)
+    await store.ensure_collection()
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((8000, 384)).astype(np.float32)
+    memories = [IndexedMemory(uuid.uuid4(), "v1", vectors[i], "h") for i in range(len(vectors))]
+    for start in range(0, len(memories), 1000):
+        await store.upsert(memories[start : start + 1000])
+
+    ticks = 0
+    during: list[str] = []
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    async def search_meanwhile() -> None:
+        await asyncio.sleep(0.05)
+        try:
+            await store.search(vectors[0], "v1", 1)
+            during.append("answered")
+        except Unavailable:
+            during.append("unavailable")
+
+    task = asyncio.create_task(ticker())
+    optimized, _ = await asyncio.gather(store.optimize(), search_meanwhile())
+    task.cancel()
+
+    assert optimized is True
+    assert ticks > 5  # the loop ran while a child process built the index
+    assert during in (["answered"], ["unavailable"])
+    assert await store.count("v1") == 8000
+    assert (await store.search(vectors[7], "v1", 1))[0].memory_id == str(memories[7].memory_id)
+    await store.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -166,6 +167,15 @@ def _check_dimension(vector: list[float], dimension: int) -> None:
 
 # --------------------------------------------------------------------------- Qdrant Edge
 
+_OPTIMIZE_IN_CHILD = (
+    "import sys\n"
+    "from qdrant_edge import EdgeShard\n"
+    "shard = EdgeShard.load(sys.argv[1])\n"
+    "changed = shard.optimize()\n"
+    "shard.close()\n"
+    "print(changed)\n"
+)
+
 
 class EdgeVectorStore:
     """Qdrant Edge shard under `<data_dir>/<collection>/` (in-process, the embedded default)."""
@@ -227,8 +237,22 @@ class EdgeVectorStore:
 
     def _require(self) -> Any:
         if self._shard is None:
-            raise Unavailable("the vector store is not open; call ensure_collection() first")
+            raise Unavailable(
+                "the vector store is not open (not yet opened, or closed while it is optimized); "
+                "retry shortly or answer keyword-only"
+            )
         return self._shard
+
+    async def _read(self, method: str, request: Any) -> Any:
+        # Reads do not wait for the write lock; one that races a close (optimize, drop) fails
+        # with Unavailable instead of an engine error.
+        shard = self._require()
+        try:
+            return await asyncio.to_thread(getattr(shard, method), request)
+        except Exception as error:
+            if self._shard is not shard:
+                raise Unavailable("the vector store was closed during the request; retry") from error
+            raise
 
     async def upsert(self, memories: Sequence[IndexedMemory]) -> None:
         from qdrant_edge import Point, UpdateOperation
@@ -303,14 +327,14 @@ class EdgeVectorStore:
             with_payload=False,
             with_vector=False,
         )
-        points = await asyncio.to_thread(self._require().query, request)
+        points = await self._read("query", request)
         return [Hit(str(point.id), float(point.score)) for point in points]
 
     async def count(self, vault_id: str | None = None) -> int:
         from qdrant_edge import CountRequest
 
         request = CountRequest(exact=True, filter=self._filter(vault_id) if vault_id is not None else None)
-        return int(await asyncio.to_thread(self._require().count, request))
+        return int(await self._read("count", request))
 
     async def scan(self, vault_id: str | None = None, page_size: int = 1000) -> AsyncIterator[StoredPoint]:
         from qdrant_edge import PayloadSelector, ScrollRequest
@@ -324,7 +348,7 @@ class EdgeVectorStore:
                 with_payload=PayloadSelector.Include(["vault_id", "content_hash", "model"]),
                 with_vector=False,
             )
-            records, offset = await asyncio.to_thread(self._require().scroll, request)
+            records, offset = await self._read("scroll", request)
             for record in records:
                 payload = record.payload or {}
                 yield StoredPoint(
@@ -337,9 +361,33 @@ class EdgeVectorStore:
                 return
 
     async def optimize(self) -> bool:
-        """Build HNSW indexes and merge segments (Qdrant Edge runs no background optimizer)."""
+        """Build HNSW indexes and merge segments (Qdrant Edge runs no background optimizer).
+
+        `EdgeShard.optimize()` holds the GIL for its whole run (8 s at 20,000 points, ~3 min at
+        100,000 on 2 cores), which would freeze this process's event loop. So the shard is
+        closed, a child process optimizes it, and it is opened again. Meanwhile writes wait and
+        reads fail fast with Unavailable (recall answers keyword-only). Returns whether anything
+        was optimized.
+        """
         async with self._write_lock:
-            return bool(await asyncio.to_thread(self._require().optimize))
+            shard = self._require()
+            self._shard = None
+            await asyncio.to_thread(shard.close)
+            try:
+                child = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-c",
+                    _OPTIMIZE_IN_CHILD,
+                    str(self._path),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                out, err = await child.communicate()
+            finally:
+                self._shard = await asyncio.to_thread(self._open)
+            if child.returncode != 0:
+                raise Unavailable(f"optimizing {self._path} failed: {err.decode(errors='replace')[-500:]}")
+            return out.strip() == b"True"
 
     async def drop_collection(self) -> None:
         async with self._write_lock:

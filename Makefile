@@ -8,7 +8,7 @@ PACKAGES := libs/protos libs/core libs/devstack services/vault services/mcp serv
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 PROTO_OUT := libs/protos/src
 
-.PHONY: help install run test test-unit lint fmt proto proto-check bench clean chart-check conformance
+.PHONY: help install run test test-unit lint fmt proto proto-check bench eval clean chart-check conformance
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -61,6 +61,11 @@ conformance: $(STAMP)  ## official MCP conformance suite (Node 22 from npm) agai
 bench: $(STAMP)  ## benchmarks (about 15 minutes); tables go to docs/benchmarks.md
 	$(BIN)/python -m tests.bench.run foundation
 	$(BIN)/python -m tests.bench.run indexing
+
+EVAL_DATA ?= ../shared/eval/locomo_dev.json
+EVAL_OUT ?= build/eval.json
+eval: $(STAMP)  ## retrieval evaluation through the services (EVAL_DATA=file, EVAL_OUT=json); table in docs/benchmarks.md
+	$(BIN)/python -m tests.eval.service --data $(EVAL_DATA) --out $(EVAL_OUT)
 
 clean:  ## remove .venv and build output (keeps .data)
 	rm -rf $(VENV) build

@@ -144,12 +144,15 @@ def similarity_section() -> str:
     )
 
 
-async def _import(client: Any, items: list[Any], label: str) -> tuple[float, list[float], list[dict[str, Any]], str]:
+async def _import(
+    client: Any, items: list[Any], label: str
+) -> tuple[float, list[float], list[dict[str, Any]], set[str], list[str]]:
     from tests.e2e.e2e_helpers import call
 
     calls: list[float] = []
     outcomes: list[dict[str, Any]] = []
-    check = ""
+    checks: set[str] = set()
+    notices: list[str] = []
     start = time.perf_counter()
     for offset in range(0, len(items), 500):
         chunk = items[offset : offset + 500]
@@ -157,8 +160,9 @@ async def _import(client: Any, items: list[Any], label: str) -> tuple[float, lis
         answer = await call(client, "bulk_remember", items=[{"content": i.content} for i in chunk], source=label)
         calls.append(time.perf_counter() - began)
         outcomes += answer["items"]
-        check = answer["duplicate_check"]
-    return time.perf_counter() - start, calls, outcomes, check
+        checks.add(answer["duplicate_check"])
+        notices += answer.get("notices", [])
+    return time.perf_counter() - start, calls, outcomes, checks, notices
 
 
 async def imports_section(total: int, exact_only_total: int) -> str:
@@ -184,8 +188,11 @@ async def imports_section(total: int, exact_only_total: int) -> str:
                 await asyncio.to_thread(stack.stop_service, "indexer")
             items = import_mix.build(count, seed=seed)
             async with mcp_session(stack.mcp_url) as client:
-                elapsed, calls, outcomes, check = await _import(client, items, name)
-            wrong = import_mix.check(items, outcomes) if check == "semantic" else []
+                elapsed, calls, outcomes, checks, notices = await _import(client, items, name)
+            check = " and ".join(sorted(checks))
+            wrong = import_mix.check(items, outcomes) if checks == {"semantic"} else []
+            for notice in dict.fromkeys(notices):
+                print(f"{name}: {notice}", file=sys.stderr)
             counts: dict[str, int] = {}
             for outcome in outcomes:
                 counts[str(outcome["outcome"])] = counts.get(str(outcome["outcome"]), 0) + 1

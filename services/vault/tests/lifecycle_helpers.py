@@ -78,7 +78,8 @@ async def fake_index_and_stub(store: Store) -> AsyncIterator[tuple[FakeIndex, va
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server, _ = build_server(f"127.0.0.1:{port}")
-    service = MemoryService(store, index)  # type: ignore[arg-type]
+    # Nothing indexes here, so imports must not wait for the index to catch up.
+    service = MemoryService(store, index, index_catch_up_seconds=0)  # type: ignore[arg-type]
     vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(service, IdentitySigner(SECRET)), server)
     await server.start()
     channel = client_channel(f"127.0.0.1:{port}")

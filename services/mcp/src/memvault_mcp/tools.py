@@ -495,6 +495,16 @@ def build_tools(client: VaultClient) -> list[Tool]:
             ),
         ] = "",
         type: Annotated[MemoryTypeName, Field(description="With text: the type of every memory.")] = "fact",
+        sequence: Annotated[
+            bool,
+            Field(
+                description=(
+                    "True when the items are consecutive parts of one conversation or document, in order (a "
+                    "chat transcript, a long note split up): each is then searched together with the one before "
+                    "it. Leave false for independent memories."
+                )
+            ),
+        ] = False,
         source: SourceArg = "",
         vault: VaultArg = "",
     ) -> dict[str, Any]:
@@ -506,6 +516,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
             items=[_draft(i.content, i.type, i.key, i.scope, i.tags, i.source) for i in items or ()],
             text=text,
             text_type=_TYPE_TO_PB[type],
+            sequence=sequence,
         )
         response = await call(ctx, lambda who: client.bulk_remember(who, request))
         outcomes = [_write_view(r) for r in response.results]

@@ -137,9 +137,16 @@ class GuideView:
 
 
 class MemoryService:
-    def __init__(self, store: Store, index: IndexClient | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        index: IndexClient | None = None,
+        *,
+        index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
+    ) -> None:
         self.store = store
         self.index = index
+        self.index_catch_up_seconds = index_catch_up_seconds
 
     async def vaults(self, identity: Identity) -> list[VaultAccess]:
         identity.require("read")
@@ -180,8 +187,8 @@ class MemoryService:
             identity, vault, [draft], propose=propose, default_trust=Trust.INFERRED, batch_source=None
         )
         invalid = summary.results[0]
-        if invalid.outcome is Outcome.INVALID:
-            raise NotFound(invalid.message, field="depends_on")
+        if invalid.outcome is Outcome.INVALID:  # a dependency that is not in the vault
+            raise NotFound(invalid.message.removeprefix("items[0]."), field="depends_on")
         return vault, summary
 
     async def bulk_remember(
@@ -193,6 +200,7 @@ class MemoryService:
         *,
         text: str = "",
         text_type: MemoryType = MemoryType.FACT,
+        sequence: bool = False,
     ) -> tuple[VaultAccess, WriteSummary]:
         """Import items (or text split into items) as one undoable batch, with an outcome per item."""
         source = source.strip()
@@ -215,6 +223,8 @@ class MemoryService:
             d if isinstance(d, InvalidArgument) or d.source else Draft(**{**d.__dict__, "source": source})
             for d in checked
         ]
+        if sequence:
+            items = with_context(items)
         summary = await self._write(
             identity, vault, items, propose=False, default_trust=Trust.IMPORTED, batch_source=source
         )
@@ -468,21 +478,26 @@ class MemoryService:
         return WritePlan(dict(sorted(by_index.items())), fresh, statuses, check, notices)
 
     async def _pending_for_compare(self, vault: VaultAccess, *, wait: bool) -> tuple[list[tuple[str, str]], int]:
-        """The newest memories the index does not hold yet (to compare from their text), and how many more
-        there are. An import waits while the index catches up, so it is compared with everything."""
-        deadline = time.monotonic() + duplicates.INDEX_CATCH_UP_SECONDS
-        best, since = None, time.monotonic()
-        while True:
-            pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
-            behind = total - len(pending)
-            now = time.monotonic()
-            if behind <= 0 or not wait or now > deadline:
-                return pending, max(behind, 0)
-            if best is None or total < best:
-                best, since = total, now
-            elif now - since > 3:  # the index is not catching up (down, or failing): stop waiting
-                return pending, behind
-            await asyncio.sleep(0.25)
+        """The newest memories the index does not hold yet (compared from their text), and how many more
+        there are. An import first waits (briefly) for the index to catch up: every memory is then
+        compared, and the indexer embeds fewer texts twice."""
+        assert self.index is not None
+        pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
+        if wait and total:
+            # A stopped indexer will not catch up: find out with one tiny call (Unavailable ends the wait).
+            await self.index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
+            deadline = time.monotonic() + self.index_catch_up_seconds
+            best, since = total, time.monotonic()
+            while total and time.monotonic() < deadline:
+                if total < best:
+                    best, since = total, time.monotonic()
+                elif (
+                    total <= duplicates.PENDING_TO_COMPARE and time.monotonic() - since > duplicates.INDEX_STALL_SECONDS
+                ):
+                    break  # every pending memory can be compared from its text; no need to wait longer
+                await asyncio.sleep(0.2)
+                pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
+        return pending, max(total - len(pending), 0)
 
     async def recall(
         self,
@@ -975,6 +990,19 @@ class MemoryService:
             before_id=max(before_id, 0),
         )
         return vault, entries, entries[-1].id if len(entries) == limit else 0
+
+
+def with_context(items: list[Draft | InvalidArgument]) -> list[Draft | InvalidArgument]:
+    """Each valid item of a sequence import with the text of the item before it as its context."""
+    out: list[Draft | InvalidArgument] = []
+    previous = ""
+    for item in items:
+        if isinstance(item, InvalidArgument):
+            out.append(item)
+            continue
+        out.append(Draft(**{**item.__dict__, "context": previous}))
+        previous = item.content
+    return out
 
 
 def _fit(found: Sequence[tuple[Memory, float]], limit: int) -> tuple[list[tuple[Memory, float]], bool]:

@@ -105,22 +105,42 @@ _VAULTS_OF = """
     WHERE a.subject = $1
 """
 
-_KEYWORD = """
-    WITH q AS (
-        SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS query
-        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme
+# The query's lexemes with BM25's idf from the vault's own counts (vault_lexeme_stats, kept exact
+# by triggers). Memories are found through the lexemes in at most a tenth of the vault (or 100
+# memories; or else the rarest one present, so a query of common words still finds something),
+# and ranked by every lexeme:
+# sum of idf × ts_rank. See docs/research-fusion.md. MATERIALIZED keeps Postgres from re-running
+# the term list per row.
+_TERMS = """
+    terms AS MATERIALIZED (
+        SELECT quote_literal(q.lexeme) AS literal, coalesce(s.ndoc, 0) AS df, total.n AS total,
+               ln(1 + (greatest(total.n, coalesce(s.ndoc, 0)) - coalesce(s.ndoc, 0) + 0.5)
+                      / (coalesce(s.ndoc, 0) + 0.5)) AS idf
+        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS q
+        CROSS JOIN (SELECT coalesce(max(ndoc), 0) AS n FROM vault_text_stats WHERE vault_id = $1) AS total
+        LEFT JOIN vault_lexeme_stats AS s ON s.vault_id = $1 AND s.lexeme = q.lexeme
     )
-    SELECT m.*, ts_rank(m.search, q.query) AS rank
-    FROM memory m, q
+"""
+_RANK = "coalesce((SELECT sum(terms.idf * ts_rank(m.search, terms.literal::tsquery)) FROM terms), 0)"
+
+_KEYWORD = f"""
+    WITH {_TERMS},
+    matching AS MATERIALIZED (
+        SELECT coalesce(string_agg(literal, ' | '), '')::tsquery AS query FROM terms
+        -- The cut bounds the rows ranked in a large vault; a small one uses every lexeme.
+        WHERE df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0)
+    )
+    SELECT m.*, {_RANK} AS rank
+    FROM memory m, matching
     WHERE m.vault_id = $1
-      AND m.search @@ q.query
+      AND m.search @@ matching.query
       AND m.status = ANY($3::text[])
       AND ($4::text[] IS NULL OR m.type = ANY($4::text[]))
       AND m.tags @> $5::text[]
       AND ($8::bool OR m.expires_at IS NULL OR m.expires_at > now())
     ORDER BY rank DESC, m.created_at DESC, m.id
     LIMIT $6 OFFSET $7
-"""
+"""  # noqa: S608 - joins constant SQL fragments, no input
 
 
 def _memory(row: asyncpg.Record, vault: str) -> Memory:
@@ -256,10 +276,12 @@ class Store:
         yet, and how many such memories there are (failed ones not counted: they are reported elsewhere)."""
         rows = await self._pool.fetch(
             """
-            SELECT m.id::text, m.content, count(*) OVER () AS total FROM memory m
+            SELECT m.id::text, memvault_index_text(m.content, m.context, m.valid_from) AS content,
+                   count(*) OVER () AS total
+            FROM memory m
             LEFT JOIN index_state s ON s.memory_id = m.id
             WHERE m.vault_id = $1 AND m.status IN ('proposed', 'active', 'superseded')
-              AND (s.memory_id IS NULL OR (s.content_hash <> m.content_hash AND s.state <> 'failed'))
+              AND (s.memory_id IS NULL OR (s.content_hash <> m.index_hash AND s.state <> 'failed'))
               AND m.created_at > now() - interval '1 hour'
             ORDER BY m.created_at DESC
             LIMIT $2
@@ -358,16 +380,17 @@ class Store:
                 """
                 INSERT INTO memory (id, vault_id, content, content_hash, type, key, scope, tags, source, client,
                                     trust, confidence, status, valid_from, valid_to, review_after, expires_at,
-                                    depends_on, similar_to, supersedes, batch_id)
+                                    depends_on, similar_to, supersedes, batch_id, context)
                 SELECT r.id, $1, r.content, r.content_hash, r.type, r.key, r.scope,
                        ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.source, $2, r.trust, r.confidence,
                        r.status, coalesce(r.valid_from, now()), r.valid_to, r.review_after, r.expires_at,
                        ARRAY(SELECT jsonb_array_elements_text(r.depends_on))::uuid[],
-                       ARRAY(SELECT jsonb_array_elements_text(r.similar_to))::uuid[], r.supersedes, $3::uuid
+                       ARRAY(SELECT jsonb_array_elements_text(r.similar_to))::uuid[], r.supersedes, $3::uuid,
+                       r.context
                 FROM jsonb_to_recordset($4::jsonb) AS r(id uuid, content text, content_hash text, type text,
                      key text, scope text, tags jsonb, source text, trust text, confidence real, status text,
                      valid_from timestamptz, valid_to timestamptz, review_after timestamptz,
-                     expires_at timestamptz, depends_on jsonb, similar_to jsonb, supersedes uuid)
+                     expires_at timestamptz, depends_on jsonb, similar_to jsonb, supersedes uuid, context text)
                 RETURNING id::text
                 """,
                 vault.id,
@@ -542,23 +565,20 @@ class Store:
     ) -> list[tuple[Memory, float]]:
         """These memories of the vault that pass the filters, each with its keyword rank (0 when no word matches)."""
         rows = await self._pool.fetch(
-            """
-            WITH q AS (
-                SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS query
-                FROM unnest(tsvector_to_array(to_tsvector('english', $3))) AS lexeme
-            )
-            SELECT m.*, coalesce(ts_rank(m.search, q.query), 0) AS rank
-            FROM memory m, q
+            f"""
+            WITH {_TERMS}
+            SELECT m.*, {_RANK} AS rank
+            FROM memory m
             WHERE m.vault_id = $1
-              AND m.id = ANY($2::uuid[])
+              AND m.id = ANY($3::uuid[])
               AND m.status = ANY($4::text[])
               AND ($5::text[] IS NULL OR m.type = ANY($5::text[]))
               AND m.tags @> $6::text[]
               AND ($7::bool OR m.expires_at IS NULL OR m.expires_at > now())
-            """,
+            """,  # noqa: S608 - constant SQL fragments, no input
             vault.id,
-            list(ids),
             query,
+            list(ids),
             [s.value for s in statuses],
             [t.value for t in types] or None,
             list(tags),
@@ -570,8 +590,8 @@ class Store:
         """(id, text) of the newest memories whose current text the index does not hold yet."""
         rows = await self._pool.fetch(
             """
-            SELECT m.id::text, m.content FROM memory m
-            LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed' AND s.content_hash = m.content_hash
+            SELECT m.id::text, memvault_index_text(m.content, m.context, m.valid_from) AS content FROM memory m
+            LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed' AND s.content_hash = m.index_hash
             WHERE m.vault_id = $1 AND s.memory_id IS NULL AND m.status IN ('proposed', 'active')
               -- Only recent writes: older unindexed memories are failures, which keyword search covers.
               AND m.created_at > now() - interval '15 minutes'
@@ -586,7 +606,8 @@ class Store:
     async def documents(self, ids: Sequence[str]) -> list[asyncpg.Record]:
         return list(
             await self._pool.fetch(
-                "SELECT m.id::text AS memory_id, m.vault_id::text, m.content, m.content_hash, m.created_at,"
+                "SELECT m.id::text AS memory_id, m.vault_id::text, memvault_index_text(m.content, m.context, m.valid_from)"
+                " AS content, m.index_hash AS content_hash, m.created_at,"
                 " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
                 " FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed'"
                 " WHERE m.id = ANY($1::uuid[])",
@@ -597,7 +618,8 @@ class Store:
     async def documents_after(self, after_id: str | None, limit: int) -> list[asyncpg.Record]:
         return list(
             await self._pool.fetch(
-                "SELECT m.id::text AS memory_id, m.vault_id::text, m.content, m.content_hash, m.created_at,"
+                "SELECT m.id::text AS memory_id, m.vault_id::text, memvault_index_text(m.content, m.context, m.valid_from)"
+                " AS content, m.index_hash AS content_hash, m.created_at,"
                 " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
                 " FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed'"
                 " WHERE $1::uuid IS NULL OR m.id > $1::uuid ORDER BY m.id LIMIT $2",
@@ -630,9 +652,9 @@ class Store:
         }
         index = await self._pool.fetchrow(
             """
-            SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.content_hash) AS indexed,
+            SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.index_hash) AS indexed,
                    count(*) FILTER (WHERE s.state = 'failed') AS failed,
-                   count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.content_hash) AS pending
+                   count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.index_hash) AS pending
             FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id
             WHERE m.vault_id = $1
             """,
@@ -1506,6 +1528,7 @@ def _row_of(candidate: Candidate, now: datetime) -> dict[str, Any]:
         "depends_on": list(draft.depends_on),
         "similar_to": list(candidate.similar_to),
         "supersedes": candidate.supersedes,
+        "context": draft.context,
     }
 
 

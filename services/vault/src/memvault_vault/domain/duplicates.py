@@ -34,7 +34,10 @@ SIMILAR_PER_TEXT = 10
 PENDING_TO_COMPARE = 200
 """Newest memories not yet in the index that are compared from their text (the indexer's cap)."""
 INDEX_CATCH_UP_SECONDS = 10.0
-"""How long a write waits for the index to catch up when more memories than that are pending."""
+"""How long an import waits for the index to hold the memories written just before it."""
+INDEX_STALL_SECONDS = 3.0
+"""With few enough memories pending to send as text, an import stops waiting when the index has made no
+progress for this long."""
 
 _NUMBER_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
@@ -189,11 +192,15 @@ def decide(
             cosine, memory_id, item = max(near, key=lambda n: n[0])
             decisions.append(Decision("duplicate", duplicate_of=memory_id, duplicate_of_item=item, cosine=cosine))
         elif similar or similar_items:
+            # The closest links only: an import of many alike items must not link each to all the others.
+            linked = tuple(m for _, m in sorted(similar, reverse=True))[:SIMILAR_PER_TEXT]
             decisions.append(
                 Decision(
                     "similar",
-                    similar_to=tuple(m for _, m in sorted(similar, reverse=True)),
-                    similar_items=tuple(i for _, i in sorted(similar_items, reverse=True)),
+                    similar_to=linked,
+                    similar_items=tuple(i for _, i in sorted(similar_items, reverse=True))[
+                        : SIMILAR_PER_TEXT - len(linked)
+                    ],
                     cosine=max([c for c, _ in similar] + [c for c, _ in similar_items]),
                 )
             )

@@ -99,6 +99,9 @@ class Draft:
     no_review: bool = False
     expires_at: datetime | None = None
     depends_on: tuple[str, ...] = ()
+    context: str | None = None
+    """In an import sent as a sequence (a conversation, a document in parts): the item before this
+    one ("" for the first). Search reads a memory together with it; None for memories on their own."""
 
     @property
     def hash(self) -> str:

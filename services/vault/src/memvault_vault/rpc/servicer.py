@@ -75,7 +75,13 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
         drafts = [convert.draft_from_proto(item) for item in request.items]
         text_type = convert.types_from_proto([request.text_type]) or [MemoryType.FACT]
         vault, summary = await self._service.bulk_remember(
-            self._identity(context), request.vault, drafts, request.source, text=request.text, text_type=text_type[0]
+            self._identity(context),
+            request.vault,
+            drafts,
+            request.source,
+            text=request.text,
+            text_type=text_type[0],
+            sequence=request.sequence,
         )
         return vpb.BulkRememberResponse(
             vault=vault.name,

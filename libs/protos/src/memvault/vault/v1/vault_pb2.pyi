@@ -366,12 +366,17 @@ class BulkRememberRequest(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     TEXT_TYPE_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     source: _builtins.str
     """Applied to items that name no source of their own."""
     text: _builtins.str
     text_type: _memory_pb2.MemoryType.ValueType
     """For text imports: the type of every memory (default fact)."""
+    sequence: _builtins.bool
+    """The items are consecutive parts of one conversation or document, in order: search reads
+    each one together with the item before it (a reply makes sense with what it answers).
+    """
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryDraft]:
         """Either items, or text (markdown or plain text, split into memories), not both."""
@@ -384,10 +389,11 @@ class BulkRememberRequest(_message.Message):
         source: _builtins.str = ...,
         text: _builtins.str = ...,
         text_type: _memory_pb2.MemoryType.ValueType = ...,
+        sequence: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "source", b"source", "text", b"text", "text_type", b"text_type", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "sequence", b"sequence", "source", b"source", "text", b"text", "text_type", b"text_type", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

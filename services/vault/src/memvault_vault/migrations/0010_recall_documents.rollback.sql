@@ -1,0 +1,14 @@
+DROP TRIGGER IF EXISTS memory_lexemes_insert ON memory;
+DROP TRIGGER IF EXISTS memory_lexemes_delete ON memory;
+DROP TRIGGER IF EXISTS memory_lexemes_update ON memory;
+DROP FUNCTION IF EXISTS memvault_count_lexemes();
+DROP FUNCTION IF EXISTS memvault_apply_lexemes(uuid[], tsvector[], integer[]);
+DROP FUNCTION IF EXISTS memvault_count_memories(uuid[], integer);
+DROP TABLE IF EXISTS vault_text_stats, vault_lexeme_stats;
+ALTER TABLE memory DROP COLUMN IF EXISTS index_hash;
+ALTER TABLE memory DROP COLUMN IF EXISTS search;
+ALTER TABLE memory ADD COLUMN search tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED;
+CREATE INDEX IF NOT EXISTS memory_search ON memory USING gin (search);
+ALTER TABLE memory DROP COLUMN IF EXISTS context;
+DROP FUNCTION IF EXISTS memvault_index_text(text, text, timestamptz);
+DROP FUNCTION IF EXISTS memvault_date_words(timestamptz);

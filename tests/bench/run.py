@@ -123,12 +123,13 @@ async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> 
 async def recall_latencies(stack: Stack, queries: list[str]) -> tuple[list[float], list[float], str]:
     """Recall over MCP (through the gateway) and over gRPC straight to the vault; and the mode answered."""
     over_mcp: list[float] = []
-    mode = ""
+    modes: list[str] = []
     async with mcp_session(stack.mcp_url) as client:
         for query in queries:
             start = time.perf_counter()
-            mode = (await call(client, "recall", query=query))["mode"]
+            modes.append((await call(client, "recall", query=query))["mode"])
             over_mcp.append(time.perf_counter() - start)
+    mode = ", ".join(f"{m} {modes.count(m)}/{len(modes)}" for m in sorted(set(modes)))
     signer = IdentitySigner(stack.identity_secret)
     metadata = ((GRPC_METADATA_KEY, signer.sign(Identity(subject="owner", scopes=frozenset(SCOPES)))),)
     channel = client_channel(stack.vault_address)

@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 QUERY_CACHE_SIZE = 256
 OPTIMIZE_AFTER_POINTS = 500
+OPTIMIZE_AFTER_SHARE = 0.2
+"""Qdrant Edge builds its HNSW index only when asked, and answers no search meanwhile (minutes at
+100,000 points): so only once the new points are both this many and this share of the collection.
+Until then the new points are searched exactly, which is fast while they are few."""
 """Qdrant Edge builds its HNSW index only when asked: after this many new points, when idle."""
 
 
@@ -93,7 +97,9 @@ class Indexer:
 
     async def optimize_if_due(self) -> None:
         """Let an embedded Qdrant Edge build its index after a burst of writes (a server does this itself)."""
-        if self._since_optimize >= OPTIMIZE_AFTER_POINTS and isinstance(self.store, EdgeVectorStore):
+        if self._since_optimize < OPTIMIZE_AFTER_POINTS or not isinstance(self.store, EdgeVectorStore):
+            return
+        if self._since_optimize >= OPTIMIZE_AFTER_SHARE * await self.store.count():
             self._since_optimize = 0
             await self.store.optimize()
 

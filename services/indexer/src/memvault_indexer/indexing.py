@@ -22,7 +22,8 @@ from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters
 
 log = logging.getLogger(__name__)
 
-QUERY_CACHE_SIZE = 256
+EMBEDDING_CACHE_SIZE = 20_000
+"""Texts whose embeddings are kept (about 30 MB at 384 dimensions)."""
 OPTIMIZE_AFTER_POINTS = 500
 OPTIMIZE_AFTER_SHARE = 0.2
 """Qdrant Edge builds its HNSW index only when asked, and answers no search meanwhile (minutes at
@@ -45,24 +46,33 @@ class Indexer:
         self.store = store
         self.feed = feed
         self._since_optimize = 0
-        self._queries: dict[str, np.ndarray] = {}
+        self._recent: dict[str, np.ndarray] = {}
 
     @property
     def model(self) -> str:
         return self.embedder.name
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.embedder.embed, list(texts))
+        """Embeddings of texts, computed off the event loop; recently embedded texts come from a cache.
+
+        The same text is often embedded twice in a row: a write's duplicate check embeds it, then
+        indexing does; recall embeds a query, then scores keyword hits against it.
+        """
+        found = {t: self._recent[t] for t in texts if t in self._recent}
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            vectors = await asyncio.to_thread(self.embedder.embed, missing)
+            for text, vector in zip(missing, vectors, strict=True):
+                found[text] = self._recent[text] = vector
+            while len(self._recent) > EMBEDDING_CACHE_SIZE:
+                self._recent.pop(next(iter(self._recent)))
+        if not texts:
+            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        return np.stack([found[t] for t in texts])
 
     async def embed_query(self, query: str) -> np.ndarray:
-        """A query's embedding, remembered for a while: recall asks about the same query twice."""
-        vector = self._queries.get(query)
-        if vector is None:
-            vector = (await self.embed([query]))[0]
-            self._queries[query] = vector
-            if len(self._queries) > QUERY_CACHE_SIZE:
-                self._queries.pop(next(iter(self._queries)))
-        return vector
+        vectors = await self.embed([query])
+        return np.asarray(vectors[0])
 
     async def index(self, memory_ids: Sequence[str], *, force: bool = False) -> list[Document]:
         """Bring these memories' points up to date; forgotten ones are removed. Returns what was embedded."""

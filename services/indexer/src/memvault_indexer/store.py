@@ -21,7 +21,7 @@ import asyncio
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -364,30 +364,48 @@ class EdgeVectorStore:
         """Build HNSW indexes and merge segments (Qdrant Edge runs no background optimizer).
 
         `EdgeShard.optimize()` holds the GIL for its whole run (8 s at 20,000 points, ~3 min at
-        100,000 on 2 cores), which would freeze this process's event loop. So the shard is
-        closed, a child process optimizes it, and it is opened again. Meanwhile writes wait and
-        reads fail fast with Unavailable (recall answers keyword-only). Returns whether anything
-        was optimized.
+        100,000 on 2 cores), which would freeze this process. So a copy of the shard is optimized
+        by a child process while this one keeps answering searches from the original; then the
+        copy takes its place. Writes wait meanwhile (the event stream holds them); reads fail
+        only for the moments the shard is closed to be copied and swapped. Returns whether
+        anything was optimized.
         """
         async with self._write_lock:
-            shard = self._require()
-            self._shard = None
-            await asyncio.to_thread(shard.close)
-            try:
-                child = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-c",
-                    _OPTIMIZE_IN_CHILD,
-                    str(self._path),
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                )
-                out, err = await child.communicate()
-            finally:
-                self._shard = await asyncio.to_thread(self._open)
+            staging = self._path.with_name(self._path.name + ".optimizing")
+            retired = self._path.with_name(self._path.name + ".retired")
+            for leftover in (staging, retired):
+                await asyncio.to_thread(shutil.rmtree, leftover, True)
+            await self._reopen_after(lambda: shutil.copytree(self._path, staging))
+            child = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                _OPTIMIZE_IN_CHILD,
+                str(staging),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await child.communicate()
             if child.returncode != 0:
+                await asyncio.to_thread(shutil.rmtree, staging, True)
                 raise Unavailable(f"optimizing {self._path} failed: {err.decode(errors='replace')[-500:]}")
+
+            def swap() -> None:
+                self._path.rename(retired)
+                staging.rename(self._path)
+
+            await self._reopen_after(swap)
+            await asyncio.to_thread(shutil.rmtree, retired, True)
             return out.strip() == b"True"
+
+    async def _reopen_after(self, change: Callable[[], object]) -> None:
+        """Close the shard, apply a change to its files, open it again (reads fail in between)."""
+        shard = self._require()
+        self._shard = None
+        await asyncio.to_thread(shard.close)
+        try:
+            await asyncio.to_thread(change)
+        finally:
+            self._shard = await asyncio.to_thread(self._open)
 
     async def drop_collection(self) -> None:
         async with self._write_lock:

@@ -436,7 +436,13 @@ class MemoryService:
             notices.append("no indexer is configured, so only exact duplicates were caught")
         elif texts and self.index is not None:
             try:
-                pending, behind = await self._pending_for_compare(vault, wait=wait_for_index)
+                try:
+                    pending, behind = await self._pending_for_compare(vault, wait=wait_for_index)
+                except Unavailable:
+                    # A channel still backing off from an earlier failure fails at once; one more try
+                    # a moment later tells a reconnecting indexer from a stopped one.
+                    await asyncio.sleep(duplicates.INDEX_RETRY_SECONDS)
+                    pending, behind = await self._pending_for_compare(vault, wait=wait_for_index)
                 similar = await self.index.similar(
                     vault.id,
                     texts,
@@ -483,9 +489,9 @@ class MemoryService:
         compared, and the indexer embeds fewer texts twice."""
         assert self.index is not None
         pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
+        # One tiny call first: a stopped indexer answers Unavailable at once, and will not catch up.
+        await self.index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
         if wait and total:
-            # A stopped indexer will not catch up: find out with one tiny call (Unavailable ends the wait).
-            await self.index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
             deadline = time.monotonic() + self.index_catch_up_seconds
             best, since = total, time.monotonic()
             while total and time.monotonic() < deadline:

@@ -35,6 +35,8 @@ PENDING_TO_COMPARE = 200
 """Newest memories not yet in the index that are compared from their text (the indexer's cap)."""
 INDEX_CATCH_UP_SECONDS = 10.0
 """How long an import waits for the index to hold the memories written just before it."""
+INDEX_RETRY_SECONDS = 0.5
+"""When the indexer does not answer, a write asks once more after this long before checking exact duplicates only."""
 INDEX_STALL_SECONDS = 3.0
 """With few enough memories pending to send as text, an import stops waiting when the index has made no
 progress for this long."""

@@ -8,7 +8,7 @@ PACKAGES := libs/protos libs/core libs/devstack services/vault services/mcp serv
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 PROTO_OUT := libs/protos/src
 
-.PHONY: help install run test test-unit lint fmt proto proto-check bench eval clean chart-check conformance
+.PHONY: help install run test test-extras test-unit lint fmt proto proto-check bench eval clean chart-check conformance
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -28,6 +28,11 @@ run: $(STAMP)  ## start Postgres, NATS and the four services; data under .data/
 
 test: $(STAMP)  ## the whole suite (embedded Postgres/NATS unless MEMVAULT_TEST_* are set)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-extras: $(STAMP)  ## the optional sentence-transformers embedder, with CPU torch (large download elsewhere)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e "services/indexer[sentence-transformers]"
+	$(BIN)/python -m pytest services/indexer/tests/test_embedder.py -k sentence_transformers
 
 test-unit: $(STAMP)  ## only tests that need no services
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

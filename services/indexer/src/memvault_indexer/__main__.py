@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     reconcile = commands.add_parser("reconcile", help="find and repair missing, stale and orphan points")
     reconcile.add_argument("--repair", action="store_true", help="fix what is found (default: only report)")
     for sub in (reindex, reconcile):
-        sub.add_argument("--address", help="the running indexer (default: MEMVAULT_INDEXER__ADDRESS, else the listen address)")
+        sub.add_argument(
+            "--address", help="the running indexer (default: MEMVAULT_INDEXER__ADDRESS, else the listen address)"
+        )
     args = parser.parse_args(argv)
 
     settings = load_settings(Settings)

@@ -1,0 +1,96 @@
+"""The event consumer against a real NATS JetStream server: batches, retries and the dead letter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import nats
+import pytest
+
+from memvault.events.v1 import memory_events_pb2 as events_pb
+from memvault_core.events import ensure_streams
+from memvault_core.settings import NatsSettings
+from memvault_indexer.consumer import EventConsumer
+from memvault_indexer.embedder import OnnxMiniLMEmbedder
+from memvault_indexer.feed import Document
+from memvault_indexer.indexing import Indexer
+from memvault_indexer.store import EdgeVectorStore
+
+pytestmark = pytest.mark.integration
+
+
+class VaultFeedStandIn:
+    """Answers like the vault's IndexFeedService, except that one memory can never be read."""
+
+    def __init__(self, documents: dict[str, str], unreadable: str) -> None:
+        self.documents_by_id = documents
+        self.unreadable = unreadable
+        self.indexed: list[str] = []
+        self.failed: list[tuple[str, str]] = []
+
+    async def documents(self, memory_ids: Sequence[str]) -> list[Document]:
+        if self.unreadable in memory_ids:
+            raise RuntimeError("this memory's row cannot be read")
+        return [
+            Document(i, "vault-1", self.documents_by_id[i], f"hash-{i}", "", "")
+            for i in memory_ids
+            if i in self.documents_by_id
+        ]
+
+    async def report(self, indexed: Sequence[Document], model: str, failed: Sequence[tuple[str, str]] = ()) -> None:
+        self.indexed += [d.memory_id for d in indexed]
+        self.failed += list(failed)
+
+
+async def test_a_poison_event_goes_to_the_dead_letter_and_is_reported_while_the_rest_is_indexed(
+    nats_url: str, tmp_path: Path
+) -> None:
+    settings = NatsSettings(url=nats_url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    good = [str(uuid.uuid4()) for _ in range(3)]
+    poison = str(uuid.uuid4())
+    feed = VaultFeedStandIn(
+        {good[0]: "The NAS has four drives.", good[1]: "Backups run at night.", good[2]: "The router runs OpenWrt."},
+        poison,
+    )
+    store = EdgeVectorStore(tmp_path, model="all-minilm-l6-v2", dimension=384)
+    await store.ensure_collection()
+    indexer = Indexer(OnnxMiniLMEmbedder(), store, feed)  # type: ignore[arg-type]
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, settings)
+    for memory_id in (good[0], poison, good[1], good[2]):
+        event = events_pb.MemoryCreated(event_id=str(uuid.uuid4()), memory_id=memory_id, vault_id="vault-1")
+        await js.publish(f"{settings.subject_root}.events.v1.memory.created", event.SerializeToString())
+
+    consumer = EventConsumer(settings, indexer, batch_size=10, max_attempts=2)
+    task = asyncio.create_task(consumer.run())
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (feed.failed and await store.count() == 3):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    assert sorted(feed.indexed) == sorted(good)  # the rest of the batch was not held back
+    assert await store.count() == 3
+    assert [memory_id for memory_id, _ in feed.failed] == [poison]  # a failed index job, with its error
+    assert "cannot be read" in feed.failed[0][1]
+    dead = await js.subscribe(f"{settings.subject_root}.deadletter.>", ordered_consumer=True)
+    message = await dead.next_msg(timeout=5)
+    assert events_pb.MemoryCreated.FromString(message.data).memory_id == poison
+    assert "cannot be read" in (message.headers or {}).get("Memvault-Error", "")
+    with pytest.raises(nats.errors.TimeoutError):
+        await dead.next_msg(timeout=1)  # only the poison event
+    info = await js.consumer_info(settings.stream, "indexer")
+    assert info.num_ack_pending == 0
+    assert info.num_pending == 0
+    await nc.close()
+    await store.close()

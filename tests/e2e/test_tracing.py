@@ -52,3 +52,29 @@ async def test_recall_is_one_trace_from_gateway_to_vault(stack_starter: StackSta
         assert not span["parent_id"], f"broken parent chain: {path}"
         assert span["service"] == "memvault-gateway"
         assert "memvault-mcp" in path
+
+
+async def test_remember_is_one_trace_from_gateway_to_indexer(stack_starter: StackStarter) -> None:
+    port = free_port()
+    async with otlp_receiver(port) as collector:
+        telemetry = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_EXPORTER_OTLP_INSECURE": "true",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        stack = await asyncio.to_thread(stack_starter, env=telemetry)
+        async with mcp_session(stack.mcp_url) as client:
+            await call(client, "remember", content="The garden shed has a solar panel on its roof.")
+
+        wanted = {"memvault-gateway", "memvault-mcp", "memvault-vault", "memvault-indexer"}
+        deadline = time.monotonic() + 60
+        trace: list[dict[str, str]] = []
+        while time.monotonic() < deadline:
+            remember = [s for s in collector.spans if s["name"] == "/memvault.vault.v1.VaultService/Remember"]
+            trace = [s for s in collector.spans if remember and s["trace_id"] == remember[0]["trace_id"]]
+            if {s["service"] for s in trace} >= wanted:
+                break
+            await asyncio.sleep(0.2)
+        assert {s["service"] for s in trace} >= wanted, collector.spans
+        # The indexer's work on this memory carries the write's trace through the event headers.
+        assert any(s["service"] == "memvault-indexer" and s["name"] == "index created" for s in trace)

@@ -436,20 +436,7 @@ class MemoryService:
             notices.append("no indexer is configured, so only exact duplicates were caught")
         elif texts and self.index is not None:
             try:
-                try:
-                    pending, behind = await self._pending_for_compare(vault, wait=wait_for_index)
-                except Unavailable:
-                    # A channel still backing off from an earlier failure fails at once; one more try
-                    # a moment later tells a reconnecting indexer from a stopped one.
-                    await asyncio.sleep(duplicates.INDEX_RETRY_SECONDS)
-                    pending, behind = await self._pending_for_compare(vault, wait=wait_for_index)
-                similar = await self.index.similar(
-                    vault.id,
-                    texts,
-                    limit=duplicates.SIMILAR_PER_TEXT,
-                    min_cosine=duplicates.lowest_cosine(),
-                    pending=pending,
-                )
+                similar, behind = await self._similar(vault, texts, wait_for_index=wait_for_index)
                 near = await self.store.memories(vault, [m for found_ids, _ in similar for m in found_ids])
                 statuses = {m.id: m.status for m in near.values()}
                 for position, (found_ids, before) in enumerate(similar):
@@ -482,6 +469,32 @@ class MemoryService:
                 else duplicates.Decision("duplicate", duplicate_of_item=positions[first])
             )
         return WritePlan(dict(sorted(by_index.items())), fresh, statuses, check, notices)
+
+    async def _similar(
+        self, vault: VaultAccess, texts: list[str], *, wait_for_index: bool
+    ) -> tuple[list[tuple[dict[str, float], dict[int, float]]], int]:
+        """The indexer's Similar answer for these texts, and how many recent memories it could not compare.
+
+        A channel still backing off from an earlier failure, or an indexer busy for a moment, fails at
+        once; one more try a moment later tells that from a stopped indexer (Unavailable)."""
+        assert self.index is not None
+        for attempt in range(2):
+            try:
+                pending, behind = await self._pending_for_compare(vault, wait=wait_for_index)
+                similar = await self.index.similar(
+                    vault.id,
+                    texts,
+                    limit=duplicates.SIMILAR_PER_TEXT,
+                    min_cosine=duplicates.lowest_cosine(),
+                    pending=pending,
+                )
+                return similar, behind
+            except Unavailable as error:
+                if attempt:
+                    raise
+                log.info("indexer did not answer; trying once more", extra={"reason": error.message})
+                await asyncio.sleep(duplicates.INDEX_RETRY_SECONDS)
+        raise AssertionError("unreachable")
 
     async def _pending_for_compare(self, vault: VaultAccess, *, wait: bool) -> tuple[list[tuple[str, str]], int]:
         """The newest memories the index does not hold yet (compared from their text), and how many more

@@ -293,7 +293,7 @@ async def test_edge_optimize_keeps_the_event_loop_running(tmp_path: Path) -> Non
     assert optimized is True
     assert ticks > 5  # the loop ran while a child process built the index
     assert "wrong" not in during
-    assert during.count("answered") > during.count("unavailable")  # searches went on from the original
+    assert "unavailable" not in during  # searches went on from the original, waiting out the swaps
     assert await store.count("v1") == 8000
     assert (await store.search(vectors[7], "v1", 1))[0].memory_id == str(memories[7].memory_id)
     await store.close()

@@ -18,6 +18,7 @@ Two backends implement `VectorStore`:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 import uuid
@@ -34,6 +35,8 @@ from memvault_core.errors import InvalidArgument, Unavailable
 from memvault_indexer.embedder import model_slug
 
 VECTOR_NAME = "dense"
+REOPEN_WAIT_SECONDS = 10.0
+"""How long a search waits while an embedded shard is closed to be copied or swapped."""
 KEYWORD_FIELDS = ("vault_id", "status", "type")
 
 
@@ -196,6 +199,7 @@ class EdgeVectorStore:
         self._hnsw_ef = hnsw_ef
         self._search_threads = search_threads
         self._shard: Any = None
+        self._reopened: asyncio.Event | None = None
         # Writes are serialised so a drop or close never races an update; reads run freely.
         self._write_lock = asyncio.Lock()
 
@@ -244,15 +248,22 @@ class EdgeVectorStore:
         return self._shard
 
     async def _read(self, method: str, request: Any) -> Any:
-        # Reads do not wait for the write lock; one that races a close (optimize, drop) fails
-        # with Unavailable instead of an engine error.
-        shard = self._require()
-        try:
-            return await asyncio.to_thread(getattr(shard, method), request)
-        except Exception as error:
-            if self._shard is not shard:
-                raise Unavailable("the vector store was closed during the request; retry") from error
-            raise
+        # Reads do not wait for the write lock. While the shard is briefly closed to be copied or
+        # swapped (optimize), they wait for it to reopen; a close they cannot wait out (drop)
+        # makes them fail with Unavailable instead of an engine error.
+        for attempt in (1, 2):
+            if self._shard is None and self._reopened is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._reopened.wait(), REOPEN_WAIT_SECONDS)
+            shard = self._require()
+            try:
+                return await asyncio.to_thread(getattr(shard, method), request)
+            except Exception as error:
+                if self._shard is shard:
+                    raise
+                if attempt == 2:
+                    raise Unavailable("the vector store was closed during the request; retry") from error
+        raise AssertionError("unreachable")
 
     async def upsert(self, memories: Sequence[IndexedMemory]) -> None:
         from qdrant_edge import Point, UpdateOperation
@@ -398,14 +409,16 @@ class EdgeVectorStore:
             return out.strip() == b"True"
 
     async def _reopen_after(self, change: Callable[[], object]) -> None:
-        """Close the shard, apply a change to its files, open it again (reads fail in between)."""
+        """Close the shard, apply a change to its files, open it again (reads wait in between)."""
         shard = self._require()
+        self._reopened = asyncio.Event()
         self._shard = None
         await asyncio.to_thread(shard.close)
         try:
             await asyncio.to_thread(change)
         finally:
             self._shard = await asyncio.to_thread(self._open)
+            self._reopened.set()
 
     async def drop_collection(self) -> None:
         async with self._write_lock:

@@ -217,7 +217,8 @@ class Stack:
         )
         if service == "vault":
             env["MEMVAULT_VAULT__LISTEN"] = self.vault_address
-            env["MEMVAULT_VAULT__INDEXER_ADDRESS"] = self.indexer_address
+            # Without an indexer in this stack the vault runs keyword-only, as it would deployed so.
+            env["MEMVAULT_VAULT__INDEXER_ADDRESS"] = self.indexer_address if "indexer" in self.services else ""
         elif service == "indexer":
             env["MEMVAULT_INDEXER__LISTEN"] = self.indexer_address
             env["MEMVAULT_INDEXER__VAULT_ADDRESS"] = self.vault_address

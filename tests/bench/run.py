@@ -59,14 +59,14 @@ async def foundation(stack: Stack, size: int, calls: int) -> str:
             await timed(recall, lambda query=query: call(client, "recall", query=query))  # type: ignore[misc]
 
     signer = IdentitySigner(stack.identity_secret)
-    metadata = ((GRPC_METADATA_KEY, signer.sign(Identity(subject="owner", scopes=frozenset(SCOPES)))),)
     channel = client_channel(stack.vault_address)
     stub = vault_pb2_grpc.VaultServiceStub(channel)
     grpc_recall: list[float] = []
     for query in queries:
+        metadata = ((GRPC_METADATA_KEY, signer.sign(Identity(subject="owner", scopes=frozenset(SCOPES)))),)
         await timed(
             grpc_recall,
-            lambda query=query: stub.Recall(vpb.RecallRequest(query=query), metadata=metadata),  # type: ignore[misc]
+            lambda query=query, metadata=metadata: stub.Recall(vpb.RecallRequest(query=query), metadata=metadata),  # type: ignore[misc]
         )
     await channel.close()
 
@@ -131,12 +131,16 @@ async def recall_latencies(stack: Stack, queries: list[str]) -> tuple[list[float
             over_mcp.append(time.perf_counter() - start)
     mode = ", ".join(f"{m} {modes.count(m)}/{len(modes)}" for m in sorted(set(modes)))
     signer = IdentitySigner(stack.identity_secret)
-    metadata = ((GRPC_METADATA_KEY, signer.sign(Identity(subject="owner", scopes=frozenset(SCOPES)))),)
     channel = client_channel(stack.vault_address)
     stub = vault_pb2_grpc.VaultServiceStub(channel)
     over_grpc: list[float] = []
     for query in queries:
-        await timed(over_grpc, lambda query=query: stub.Recall(vpb.RecallRequest(query=query), metadata=metadata))  # type: ignore[misc]
+        # Signed per call, as the mcp service does: the identity lives two minutes.
+        metadata = ((GRPC_METADATA_KEY, signer.sign(Identity(subject="owner", scopes=frozenset(SCOPES)))),)
+        await timed(
+            over_grpc,
+            lambda query=query, metadata=metadata: stub.Recall(vpb.RecallRequest(query=query), metadata=metadata),
+        )  # type: ignore[misc]
     await channel.close()
     return over_mcp, over_grpc, mode
 

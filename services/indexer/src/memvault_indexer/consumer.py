@@ -10,7 +10,6 @@ failed index job, so nothing fails silently.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault_core.errors import Unavailable
 from memvault_core.events import ensure_streams
 from memvault_core.settings import NatsSettings
+from memvault_core.supervise import run_forever
 from memvault_indexer.indexing import Indexer
 
 log = logging.getLogger(__name__)
@@ -59,18 +59,7 @@ class EventConsumer:
 
     async def run(self) -> None:
         """Consume until cancelled, reconnecting with backoff; nothing is acknowledged early."""
-        delay = 0.5
-        while True:
-            try:
-                await self._run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                log.warning("event consumer paused", extra={"error": type(error).__name__, "retry_in": delay})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-            else:
-                delay = 0.5
+        await run_forever(self._run_once, "event consumer")
 
     async def _run_once(self) -> None:
         nc = await nats.connect(self._settings.url, connect_timeout=2, max_reconnect_attempts=0)

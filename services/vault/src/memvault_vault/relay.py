@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 
 from memvault_core.events import ensure_streams
 from memvault_core.settings import NatsSettings
+from memvault_core.supervise import run_forever
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +40,8 @@ class OutboxRelay:
         self.published = 0
 
     async def run(self) -> None:
-        """Relay until cancelled, reconnecting to Postgres and NATS as needed."""
-        delay = 0.5
-        while True:
-            try:
-                await self._run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # any failure: wait, then start over; nothing is lost
-                log.warning("outbox relay paused", extra={"error": type(error).__name__, "retry_in": delay})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-            else:
-                delay = 0.5
+        """Relay until cancelled, reconnecting to Postgres and NATS as needed; nothing is lost."""
+        await run_forever(self._run_once, "outbox relay")
 
     async def _run_once(self) -> None:
         conn: asyncpg.Connection = await asyncpg.connect(self._dsn)

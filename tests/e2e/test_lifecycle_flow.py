@@ -61,6 +61,8 @@ async def test_duplicates_conflicts_and_freshness_through_the_tools(stack_starte
         await eventually(fully_indexed(stack))
         repeat = await call(client, "remember", content=NAS_REWORDED)
         assert repeat["outcome"] == "duplicate" and repeat["match"] == "near" and repeat["id"] == nas["id"]
+        same = await call_error(client, "supersede", memory_id=nas["id"], content=NAS_REWORDED)
+        assert f"the replacement says the same as memory {nas['id']}" in same
         bigger = await call(client, "remember", content=NAS_BIGGER)
         assert bigger["outcome"] == "similar" and bigger["similar_to"] == [nas["id"]]
         assert bigger["status"] == "proposed"
@@ -84,6 +86,7 @@ async def test_duplicates_conflicts_and_freshness_through_the_tools(stack_starte
             client, "supersede", memory_id=speed["id"], content="The internet connection at home is 2.5 Gbps now."
         )
         assert replaced["applied"] and replaced["flagged_dependents"] == [plan["id"]]
+        assert replaced["outcome"] == "similar" and replaced["similar_to"] == [speed_new["id"]]  # not speed itself
         await call(client, "invalidate", memory_id=speed_new["id"], reason="the 2 Gbps plan was never installed")
         now = await call(client, "recall", query="internet connection speed at home")
         assert [r["id"] for r in now["results"]][:1] == [replaced["id"]]

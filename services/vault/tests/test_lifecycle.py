@@ -287,6 +287,53 @@ async def test_bad_dates_and_unknown_dependencies_are_refused(owner: Caller) -> 
     assert not listed.memories
 
 
+async def supersede(caller: Caller, memory_id: str, content: str) -> vpb.SupersedeMemoryResponse:
+    response: vpb.SupersedeMemoryResponse = await caller.stub.SupersedeMemory(
+        vpb.SupersedeMemoryRequest(
+            vault=caller.vault, memory_id=memory_id, replacement=pb.MemoryDraft(content=content)
+        ),
+        metadata=agent(caller),
+    )
+    return response
+
+
+async def test_a_replacement_gets_the_duplicate_rules_of_any_write(owner: Caller, fake_index: FakeIndex) -> None:
+    await set_mode(owner, "auto")
+    speed = await remember(owner, SPEED)
+    nas = await remember(owner, NAS)
+    fake_index.set(SPEED, SPEED_NEW, 0.96)
+    fake_index.set(NAS, NAS_REWORDED, 0.97)
+    fake_index.set(NAS, SPEED_NEW, 0.85)  # not a real pair: it lets one replacement be similar to another memory
+
+    refused = []
+    for old, text in [(nas, NAS_REWORDED), (speed, NAS_REWORDED), (speed, SPEED), (nas, SPEED)]:
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await supersede(owner, old.result.memory_id, text)
+        assert rpc_error_kind(error.value) == "conflict"
+        refused.append(error.value.details() or "")
+    assert refused[0].startswith(f"the replacement says the same as memory {nas.result.memory_id} (cosine 0.97")
+    assert refused[1].startswith(f"memory {nas.result.memory_id} already says this (cosine 0.97")
+    assert f"if {speed.result.memory_id} is simply no longer true, invalidate it" in refused[1]
+    assert (
+        refused[2]
+        == f"the replacement text is the text of memory {speed.result.memory_id}; supersede it with the new text"
+    )
+    assert refused[3].startswith(f"the replacement text is already stored as memory {speed.result.memory_id}")
+
+    replaced = await supersede(owner, speed.result.memory_id, SPEED_NEW)
+    assert replaced.applied
+    assert replaced.result.outcome == vpb.WRITE_OUTCOME_SIMILAR
+    assert list(replaced.result.similar_to) == [nas.result.memory_id]  # not the memory it replaces
+    assert replaced.duplicate_check == vpb.DUPLICATE_CHECK_SEMANTIC
+    found = await recall(owner, "Synology NAS")
+    assert [list(h.may_conflict_with) for h in found.hits] == [[replaced.result.memory_id]]
+
+    fake_index.down = True
+    unchecked = await supersede(owner, replaced.result.memory_id, "The internet connection is 5 Gbps.")
+    assert unchecked.duplicate_check == vpb.DUPLICATE_CHECK_EXACT_ONLY
+    assert "only exact duplicates were caught" in unchecked.notices[0]
+
+
 async def test_superseding_or_invalidating_flags_dependents(owner: Caller) -> None:
     await set_mode(owner, "auto")
     budget = await remember(owner, "The campaign budget is $50,000.", key="budget")

@@ -616,6 +616,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
             "replaced": memory_id,
             "applied": response.applied,
             **_write_view(response.result),
+            **_check_view(response.duplicate_check, response.notices),
         }
         if response.flagged_dependents:
             answer["flagged_dependents"] = list(response.flagged_dependents)
@@ -787,7 +788,8 @@ def build_tools(client: VaultClient) -> list[Tool]:
             "Supersede memory",
             "Replace a memory that is out of date with a new one, keeping the old as history (recall stops "
             "returning it). In review mode the replacement waits for the owner and the old one stays until it "
-            "is approved. Memories that depend on the old one are flagged for review.",
+            "is approved. Memories that depend on the old one are flagged for review. A replacement that "
+            "says the same as a stored memory is refused.",
             additive,
         ),
         (

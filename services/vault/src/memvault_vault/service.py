@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memvault_core import limits
-from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound, PermissionDenied, Unavailable
+from memvault_core.errors import Conflict, InvalidArgument, LimitExceeded, NotFound, PermissionDenied, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.domain import cursor, duplicates, fusion, lifecycle
 from memvault_vault.domain import guide as guide_rules
@@ -92,6 +92,8 @@ class SupersedeOutcome:
     result: WriteResult
     applied: bool
     flagged: list[str]
+    check: DuplicateCheck
+    notices: list[str]
 
 
 @dataclass(frozen=True)
@@ -706,6 +708,7 @@ class MemoryService:
                 f"depends_on names {', '.join(missing)}, which is not a memory in vault '{vault.name}'",
                 field="depends_on",
             )
+        similar_to, plan = await self._check_replacement(vault, memory_id, replacement)
         apply = self._applies_now(identity, vault)
         draft = self._annotated(replacement, identity)
         candidate = Candidate(
@@ -715,6 +718,8 @@ class MemoryService:
             draft=draft,
             status=Status.ACTIVE if apply else Status.PROPOSED,
             trust=draft.trust or Trust.INFERRED,
+            outcome=Outcome.SIMILAR.value if similar_to else Outcome.STORED.value,
+            similar_to=similar_to,
             supersedes=memory_id,
         )
         report, flagged = await self.store.supersede(
@@ -734,8 +739,54 @@ class MemoryService:
         )
         if flagged:
             message += f"; {len(flagged)} memories that depend on it were flagged for review"
-        result = WriteResult(Outcome.STORED, candidate.id, candidate.status, message, 0, conflicts_with=conflicts)
-        return vault, SupersedeOutcome(result, apply, flagged)
+        if similar_to:
+            message += (
+                f"; the replacement is also similar to {', '.join(similar_to)}: check that it does not contradict "
+                "them (recall shows may_conflict_with while both are active)"
+            )
+        outcome = Outcome.SIMILAR if similar_to else Outcome.STORED
+        result = WriteResult(
+            outcome, candidate.id, candidate.status, message, 0, similar_to=similar_to, conflicts_with=conflicts
+        )
+        return vault, SupersedeOutcome(result, apply, flagged, plan.check, plan.notices)
+
+    async def _check_replacement(
+        self, vault: VaultAccess, memory_id: str, replacement: Draft
+    ) -> tuple[tuple[str, ...], WritePlan]:
+        """A replacement gets the same duplicate rules as any write. Repeating the memory it replaces, or
+        another memory, is refused (nothing would change; if another memory already says it, the old one is
+        simply no longer true). Memories similar to it, other than the one it replaces, are linked."""
+        refused: dict[int, WriteResult] = {}
+        plan = await self._plan(vault, {0: replacement}, refused, wait_for_index=False)
+        if 0 in refused:
+            found = refused[0]
+            if found.outcome is Outcome.DUPLICATE and found.memory_id == memory_id:
+                raise Conflict(
+                    f"the replacement text is the text of memory {memory_id}; supersede it with the new text",
+                    field="content",
+                )
+            if found.outcome is Outcome.DUPLICATE:
+                raise Conflict(
+                    f"the replacement text is already stored as memory {found.memory_id} ({found.status.value}); "
+                    f"if {memory_id} is simply no longer true, invalidate it",
+                    field="content",
+                )
+            raise Conflict(f"the replacement cannot be stored: {found.message}", field="content")
+        decision = plan.decisions[0]
+        if decision.kind == "duplicate" and decision.duplicate_of == memory_id:
+            raise Conflict(
+                f"the replacement says the same as memory {memory_id} (cosine {decision.cosine:.2f}, same numbers, "
+                "dates and negations): nothing would change. Supersede only when a fact changed, and say what "
+                "it is now",
+                field="content",
+            )
+        if decision.kind == "duplicate":
+            raise Conflict(
+                f"memory {decision.duplicate_of} already says this (cosine {decision.cosine:.2f}, same numbers, "
+                f"dates and negations); if {memory_id} is simply no longer true, invalidate it",
+                field="content",
+            )
+        return tuple(m for m in decision.similar_to if m != memory_id), plan
 
     async def invalidate(
         self, identity: Identity, vault_name: str, memory_id: str, reason: str, *, expected_version: int = 0

@@ -170,6 +170,8 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             result=convert.result_to_proto(outcome.result),
             applied=outcome.applied,
             flagged_dependents=outcome.flagged,
+            duplicate_check=convert.check_to_proto(outcome.check),
+            notices=outcome.notices,
         )
 
     async def InvalidateMemory(

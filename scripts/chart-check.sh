@@ -118,8 +118,8 @@ refuse "a typo in a dependency switch" "additional properties 'enable' not allow
 refuse "no database at all" "no database" -f "$minimal" --set postgresql.cloudnativepg.enabled=false
 refuse "no Qdrant at all" "no Qdrant" -f "$minimal" --set qdrant.enabled=false
 refuse "a maintenance command that does not exist" "not a maintenance command" -f "$minimal" \
-  --set maintenance.cronJobs.retention.schedule="0 4 * * *" --set maintenance.cronJobs.retention.component=vault \
-  --set 'maintenance.cronJobs.retention.args={retention}'
+  --set maintenance.cronJobs.backup.schedule="0 4 * * *" --set maintenance.cronJobs.backup.component=vault \
+  --set 'maintenance.cronJobs.backup.args={backup}'
 refuse "an HTTPRoute without a parent Gateway" "parentRefs" -f "$minimal" --set httpRoute.enabled=true
 refuse "a log level that does not exist" "log.level" -f "$minimal" --set log.level=TRACE
 refuse "a public URL without TLS" "publicUrl" -f "$minimal" --set gateway.publicUrl=http://memvault.home.arpa

@@ -243,8 +243,8 @@ topologySpreadConstraints:
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
-{{- /* Maintenance commands each image has today; extend when retention, reindex, etc. land. */}}
-{{- $commands := dict "vault" (list "migrate") "indexer" (list "reconcile" "reindex") }}
+{{- /* Maintenance commands each image has today; extend when source sync and backup land. */}}
+{{- $commands := dict "vault" (list "migrate" "retention") "indexer" (list "reconcile" "reindex") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}
 {{- if not (has (first $job.args) $available) }}

@@ -14,6 +14,7 @@ from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
+from memvault_vault import retention
 from memvault_vault.index_client import IndexClient
 from memvault_vault.relay import OutboxRelay
 from memvault_vault.rpc.accounts import AccountServicer
@@ -39,23 +40,47 @@ async def serve(settings: Settings) -> None:
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store, index), signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer), server)
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)
-        relay = None
+        background = []
         if settings.vault.relay:
-            relay = asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats).run())
+            background.append(asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats).run()))
+        if settings.vault.retention_interval_seconds > 0:
+            background.append(
+                asyncio.create_task(retention.run_periodically(store.pool, settings.vault.retention_interval_seconds))
+            )
         log.info("serving", extra={"listen": settings.vault.listen})
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
         ]
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
-        if relay is not None:
-            relay.cancel()
+        for task in background:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await relay
+                await task
         if index is not None:
             await index.close()
     finally:
         await store.close()
+
+
+async def purge(settings: MigrateSettings, *, dry_run: bool) -> int:
+    store = await Store.connect(settings.postgres.dsn, 1, 2)
+    try:
+        report = await retention.purge(store.pool, dry_run=dry_run)
+    finally:
+        await store.close()
+    if report is None:
+        print("memvault-vault: another retention run holds the lock; try again later", file=sys.stderr)
+        return 1
+    verb = "would delete" if dry_run else "deleted"
+    if not report:
+        print("nothing to delete: no vault has memories or audit entries past its retention period")
+    for p in report:
+        print(
+            f"{p.vault}: {verb} {p.rejected} rejected, {p.superseded} superseded and {p.invalidated} invalidated "
+            f"memories, {p.audit_entries} audit entries"
+        )
+    return 0
 
 
 async def create_owner(settings: MigrateSettings, subject: str, vault: str) -> bool:
@@ -74,15 +99,23 @@ def main(argv: list[str] | None = None) -> None:
     owner = commands.add_parser("create-owner", help="create an account and a vault it owns (idempotent)")
     owner.add_argument("--subject", required=True, help="the account's subject, as the gateway names it")
     owner.add_argument("--vault", required=True, help="vault name: lower-case letters, digits and dashes")
+    purge_parser = commands.add_parser(
+        "retention",
+        help="delete rejected, superseded and invalidated memories and audit entries past each vault's retention "
+        "period (the vault service also does this every MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS)",
+    )
+    purge_parser.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     args = parser.parse_args(argv)
 
-    if args.command in ("migrate", "create-owner"):
+    if args.command in ("migrate", "create-owner", "retention"):
         migrate_settings = load_settings(MigrateSettings)
         setup_logging("vault", migrate_settings.log.level)
         if args.command == "migrate":
             applied = apply_migrations(migrate_settings.postgres.dsn)
             log.info("migrations applied", extra={"applied": applied})
             return
+        if args.command == "retention":
+            raise SystemExit(asyncio.run(purge(migrate_settings, dry_run=args.dry_run)))
         if not asyncio.run(create_owner(migrate_settings, args.subject, args.vault)):
             print(f"memvault-vault: vault '{args.vault}' belongs to another account", file=sys.stderr)
             raise SystemExit(1)

@@ -23,6 +23,8 @@ class VaultGroup(BaseModel):
     shutdown_grace_seconds: float = 10.0
     relay: bool = True
     """Publish outbox events to NATS from this process (one replica at a time does)."""
+    retention_interval_seconds: float = 3600.0
+    """How often to delete what the vaults' retention settings no longer keep; 0 turns it off."""
 
 
 class Settings(ServiceSettings):
@@ -34,7 +36,7 @@ class Settings(ServiceSettings):
 
 
 class MigrateSettings(ServiceSettings):
-    """`migrate` and `create-owner` need only the database."""
+    """`migrate`, `create-owner` and `retention` need only the database."""
 
     postgres: PostgresSettings = PostgresSettings()
     log: LogSettings = LogSettings()

@@ -193,6 +193,11 @@ class Store:
         pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
         return cls(pool)
 
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """For maintenance that works across vaults (retention)."""
+        return self._pool
+
     async def close(self) -> None:
         await self._pool.close()
 

@@ -599,17 +599,24 @@ class MemoryService:
     ) -> tuple[list[tuple[Memory, float]], str]:
         """Every candidate from keyword and vector search, fused, best first; and which search answered."""
         filters: dict[str, Any] = {"statuses": statuses, "types": types, "tags": tags, "expired_ok": expired_ok}
-        keyword_search = self.store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters)
         if self.index is None:
-            keyword = await keyword_search
+            keyword = await self.store.keyword_search(
+                vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters
+            )
             return fusion.fuse([fusion.Candidate(m, r, None) for m, r in keyword], cosine_weight=0.0), KEYWORD_ONLY
         index = self.index
-        pending = await self.store.unindexed_recent(vault, fusion.PENDING_TO_SCORE)
-        # Full-text and vector search run side by side; the keyword hits the vector search did not
-        # return are scored afterwards (the indexer keeps the query's embedding, so that is cheap).
-        dense_search = asyncio.ensure_future(
-            index.search(vault.id, query, limit=fusion.DENSE_CANDIDATES, score_ids=(), pending=pending)
+        # Full-text search runs beside the vector search (and the lookup of recent writes it needs);
+        # the keyword hits the vector search did not return are scored afterwards (the indexer keeps
+        # the query's embedding, so that is cheap).
+        keyword_search = asyncio.ensure_future(
+            self.store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters)
         )
+
+        async def dense() -> dict[str, float]:
+            pending = await self.store.unindexed_recent(vault, fusion.PENDING_TO_SCORE)
+            return await index.search(vault.id, query, limit=fusion.DENSE_CANDIDATES, score_ids=(), pending=pending)
+
+        dense_search = asyncio.ensure_future(dense())
         try:
             keyword = await keyword_search
         except BaseException:

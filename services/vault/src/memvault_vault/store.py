@@ -106,14 +106,12 @@ _VAULTS_OF = """
 """
 
 # The query's lexemes with BM25's idf from the vault's own counts (vault_lexeme_stats, kept exact
-# by triggers). Memories are found through the lexemes in at most a tenth of the vault (or 100
-# memories; or else the rarest one present, so a query of common words still finds something),
-# and ranked by every lexeme:
-# sum of idf × ts_rank. See docs/research-fusion.md. MATERIALIZED keeps Postgres from re-running
-# the term list per row.
+# by triggers), ranked by every lexeme: sum of idf × ts_rank. See docs/research-fusion.md.
+# MATERIALIZED keeps Postgres from re-running the term list per row.
 _TERMS = """
     terms AS MATERIALIZED (
-        SELECT quote_literal(q.lexeme) AS literal, coalesce(s.ndoc, 0) AS df, total.n AS total,
+        SELECT quote_literal(q.lexeme) AS literal, quote_literal(q.lexeme)::tsquery AS query,
+               coalesce(s.ndoc, 0) AS df, total.n AS total,
                ln(1 + (greatest(total.n, coalesce(s.ndoc, 0)) - coalesce(s.ndoc, 0) + 0.5)
                       / (coalesce(s.ndoc, 0) + 0.5)) AS idf
         FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS q
@@ -121,14 +119,36 @@ _TERMS = """
         LEFT JOIN vault_lexeme_stats AS s ON s.vault_id = $1 AND s.lexeme = q.lexeme
     )
 """
-_RANK = "coalesce((SELECT sum(terms.idf * ts_rank(m.search, terms.literal::tsquery)) FROM terms), 0)"
+_RANK = "coalesce((SELECT sum(terms.idf * ts_rank(m.search, terms.query)) FROM terms), 0)"
 
+KEYWORD_RANK_BUDGET = 5000
+"""Above this many (estimated) rows, full-text search ranks only memories with two query lexemes or a rare one."""
+RARE_LEXEME_DOCS = 100
+"""A lexeme in at most this many memories of the vault is rare: one is enough to be ranked."""
+
+# Which memories are ranked. Lexemes in more than a tenth of the vault (and more than 100
+# memories) are left out of the match, unless the query has nothing rarer, so a query of common
+# words still finds something. When the lexemes left would still match more than
+# KEYWORD_RANK_BUDGET memories (their document counts summed), only memories holding two of them,
+# or one rare lexeme, are ranked: ranking reads every matched row, and in a large vault of similar
+# memories that is tens of thousands of rows for a three-word query.
 _KEYWORD = f"""
     WITH {_TERMS},
+    cut AS (
+        SELECT literal, df FROM terms
+        WHERE df > 0 AND (df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0))
+    ),
     matching AS MATERIALIZED (
-        SELECT coalesce(string_agg(literal, ' | '), '')::tsquery AS query FROM terms
-        -- The cut bounds the rows ranked in a large vault; a small one uses every lexeme.
-        WHERE df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0)
+        SELECT (CASE
+            WHEN (SELECT coalesce(sum(df), 0) FROM cut) <= {KEYWORD_RANK_BUDGET} OR (SELECT count(*) FROM cut) < 2
+                THEN (SELECT coalesce(string_agg(literal, ' | '), '') FROM cut)
+            ELSE (SELECT string_agg(clause, ' | ') FROM (
+                SELECT '(' || a.literal || ' & ' || b.literal || ')' AS clause
+                FROM cut a JOIN cut b ON a.literal < b.literal
+                UNION ALL
+                SELECT literal FROM cut WHERE df <= {RARE_LEXEME_DOCS}
+            ) AS clauses)
+        END)::tsquery AS query
     )
     SELECT m.*, {_RANK} AS rank
     FROM memory m, matching
@@ -190,7 +210,9 @@ class Store:
 
     @classmethod
     async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Store:
-        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
+        # JIT compiles a plan for a query the planner thinks is costly; recall's full-text query in a large
+        # vault crosses that line and pays tens of milliseconds to compile what runs in a few.
+        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, server_settings={"jit": "off"})
         return cls(pool)
 
     @property
@@ -990,8 +1012,11 @@ class Store:
             """
             SELECT m.id::text AS id,
                    ARRAY(SELECT o.id::text FROM memory o
-                         WHERE o.vault_id = m.vault_id AND o.id <> m.id AND o.status = 'active'
-                           AND (o.id = ANY(m.similar_to) OR o.similar_to @> ARRAY[m.id])) AS similar,
+                         WHERE o.id = ANY(m.similar_to) AND o.vault_id = m.vault_id AND o.status = 'active'
+                         UNION
+                         SELECT o.id::text FROM memory o
+                         WHERE o.similar_to @> ARRAY[m.id] AND o.vault_id = m.vault_id AND o.id <> m.id
+                           AND o.status = 'active') AS similar,
                    ARRAY(SELECT o.id::text FROM memory o
                          WHERE o.vault_id = m.vault_id AND o.id <> m.id AND o.status = 'active'
                            AND m.key IS NOT NULL AND o.key = m.key AND o.scope IS NOT DISTINCT FROM m.scope) AS same_key

@@ -1,0 +1,69 @@
+"""Full-text search in a large vault: which memories get ranked when the query's words are common."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memvault_vault.domain.memory import RECALLABLE_BY_DEFAULT
+from memvault_vault.store import KEYWORD_RANK_BUDGET, RARE_LEXEME_DOCS, Store, VaultAccess
+
+pytestmark = pytest.mark.integration
+
+
+async def filled_vault(store: Store, rows: list[tuple[str, int]]) -> VaultAccess:
+    """A vault holding `count` memories '<words> <n>' for each (words, count), inserted in one statement."""
+    subject, name = f"user-{uuid.uuid4().hex[:10]}", f"vault-{uuid.uuid4().hex[:10]}"
+    assert await store.ensure_owner(subject, name)
+    vault = await store.vault_of(subject, name)
+    assert vault is not None
+    await store.pool.execute(
+        """
+        INSERT INTO memory (vault_id, content, content_hash, type, trust, status)
+        SELECT $1, g.words || ' item' || n, md5(g.words || n), 'fact', 'imported', 'active'
+        FROM unnest($2::text[], $3::int[]) AS g (words, count), generate_series(1, g.count) AS n
+        """,
+        vault.id,
+        [words for words, _ in rows],
+        [count for _, count in rows],
+    )
+    return vault
+
+
+async def search(store: Store, vault: VaultAccess, query: str) -> list[str]:
+    found = await store.keyword_search(
+        vault, query, statuses=RECALLABLE_BY_DEFAULT, types=(), tags=(), limit=500, offset=0
+    )
+    return [memory.content for memory, _ in found]
+
+
+async def test_a_large_vault_ranks_memories_with_two_query_words_or_a_rare_one(store: Store) -> None:
+    # Four words, each in 1,420 of 15,000 memories (within the tenth of the vault a word may match),
+    # together 5,680 rows: more than the budget, so one common word alone no longer qualifies.
+    common = [("harbor", 1400), ("lantern", 1400), ("meadow", 1400), ("orchard", 1400)]
+    assert sum(count + 20 for _, count in common) > KEYWORD_RANK_BUDGET
+    vault = await filled_vault(
+        store,
+        [
+            *common,
+            ("filler", 15000 - 5600 - 40 - 3),
+            ("harbor lantern", 20),
+            ("meadow orchard", 20),
+            ("quokka", 3),  # rare: one such word is enough
+        ],
+    )
+    found = await search(store, vault, "harbor lantern meadow orchard quokka")
+    assert len(found) == 43
+    assert {text.rsplit(" ", 1)[0] for text in found} == {"harbor lantern", "meadow orchard", "quokka"}
+    assert 3 <= RARE_LEXEME_DOCS
+
+    single = await search(store, vault, "harbor")  # one word: every memory holding it is ranked
+    assert len(single) == 500  # the limit; 1,420 match
+
+
+async def test_a_small_vault_ranks_every_memory_with_a_query_word(store: Store) -> None:
+    vault = await filled_vault(store, [("harbor", 30), ("lantern", 30), ("filler", 500), ("harbor lantern", 2)])
+    found = await search(store, vault, "harbor lantern")
+    assert len(found) == 62
+    assert all(text.startswith("harbor lantern") for text in found[:2])  # both words rank first

@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
+from vault_helpers import filled_vault
 
 from memvault_vault.domain.memory import RECALLABLE_BY_DEFAULT
 from memvault_vault.store import KEYWORD_RANK_BUDGET, RARE_LEXEME_DOCS, Store, VaultAccess
 
 pytestmark = pytest.mark.integration
-
-
-async def filled_vault(store: Store, rows: list[tuple[str, int]]) -> VaultAccess:
-    """A vault holding `count` memories '<words> <n>' for each (words, count), inserted in one statement."""
-    subject, name = f"user-{uuid.uuid4().hex[:10]}", f"vault-{uuid.uuid4().hex[:10]}"
-    assert await store.ensure_owner(subject, name)
-    vault = await store.vault_of(subject, name)
-    assert vault is not None
-    await store.pool.execute(
-        """
-        INSERT INTO memory (vault_id, content, content_hash, type, trust, status)
-        SELECT $1, g.words || ' item' || n, md5(g.words || n), 'fact', 'imported', 'active'
-        FROM unnest($2::text[], $3::int[]) AS g (words, count), generate_series(1, g.count) AS n
-        """,
-        vault.id,
-        [words for words, _ in rows],
-        [count for _, count in rows],
-    )
-    return vault
 
 
 async def search(store: Store, vault: VaultAccess, query: str) -> list[str]:
@@ -56,7 +36,7 @@ async def test_a_large_vault_ranks_memories_with_two_query_words_or_a_rare_one(s
     found = await search(store, vault, "harbor lantern meadow orchard quokka")
     assert len(found) == 43
     assert {text.rsplit(" ", 1)[0] for text in found} == {"harbor lantern", "meadow orchard", "quokka"}
-    assert 3 <= RARE_LEXEME_DOCS
+    assert RARE_LEXEME_DOCS >= 3
 
     single = await search(store, vault, "harbor")  # one word: every memory holding it is ranked
     assert len(single) == 500  # the limit; 1,420 match

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import grpc
 
 from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
+from memvault_vault.store import Store, VaultAccess
 
 SECRET = "test-secret-" + "x" * 32
 
@@ -30,3 +32,22 @@ class Caller:
 
 def rpc_error_kind(error: grpc.aio.AioRpcError) -> str:
     return dict(error.trailing_metadata() or ()).get("memvault-error-kind", "")
+
+
+async def filled_vault(store: Store, rows: list[tuple[str, int]]) -> VaultAccess:
+    """A vault holding `count` memories '<words> <n>' for each (words, count), inserted in one statement."""
+    subject, name = f"user-{uuid.uuid4().hex[:10]}", f"vault-{uuid.uuid4().hex[:10]}"
+    assert await store.ensure_owner(subject, name)
+    vault = await store.vault_of(subject, name)
+    assert vault is not None
+    await store.pool.execute(
+        """
+        INSERT INTO memory (vault_id, content, content_hash, type, trust, status)
+        SELECT $1, g.words || ' item' || n, md5(g.words || n), 'fact', 'imported', 'active'
+        FROM unnest($2::text[], $3::int[]) AS g (words, count), generate_series(1, g.count) AS n
+        """,
+        vault.id,
+        [words for words, _ in rows],
+        [count for _, count in rows],
+    )
+    return vault

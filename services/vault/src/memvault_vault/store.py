@@ -617,12 +617,12 @@ class Store:
         """(id, text) of the newest memories whose current text the index does not hold yet."""
         rows = await self._pool.fetch(
             """
-            SELECT m.id::text, memvault_index_text(m.content, m.context, m.valid_from) AS content FROM memory m
-            LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed' AND s.content_hash = m.index_hash
-            WHERE m.vault_id = $1 AND s.memory_id IS NULL AND m.status IN ('proposed', 'active')
+            SELECT m.id::text, memvault_index_text(m.content, m.context, m.valid_from) AS content
+            FROM index_pending p JOIN memory m ON m.id = p.memory_id
+            WHERE p.vault_id = $1 AND m.status IN ('proposed', 'active')
               -- Only recent writes: older unindexed memories are failures, which keyword search covers.
-              AND m.created_at > now() - interval '15 minutes'
-            ORDER BY m.created_at DESC
+              AND p.created_at > now() - interval '15 minutes'
+            ORDER BY p.created_at DESC
             LIMIT $2
             """,
             vault.id,
@@ -656,16 +656,22 @@ class Store:
         )
 
     async def report_indexed(self, reports: Sequence[tuple[str, str, str, str, str]]) -> None:
-        """Record (memory id, content hash, model, state, error) for memories that still exist."""
+        """Record (memory id, content hash, model, state, error) for memories that still exist; a memory
+        whose current text is now indexed is no longer pending."""
         await self._pool.executemany(
             """
-            INSERT INTO index_state (memory_id, vault_id, content_hash, model, state, attempts, last_error)
-            SELECT m.id, m.vault_id, $2, $3, $4, CASE WHEN $4 = 'failed' THEN 1 ELSE 0 END, nullif($5, '')
-            FROM memory m WHERE m.id = $1::uuid
-            ON CONFLICT (memory_id) DO UPDATE SET
-                content_hash = EXCLUDED.content_hash, model = EXCLUDED.model, state = EXCLUDED.state,
-                attempts = CASE WHEN EXCLUDED.state = 'failed' THEN index_state.attempts + 1 ELSE 0 END,
-                last_error = EXCLUDED.last_error, updated_at = now()
+            WITH reported AS (
+                INSERT INTO index_state (memory_id, vault_id, content_hash, model, state, attempts, last_error)
+                SELECT m.id, m.vault_id, $2, $3, $4, CASE WHEN $4 = 'failed' THEN 1 ELSE 0 END, nullif($5, '')
+                FROM memory m WHERE m.id = $1::uuid
+                ON CONFLICT (memory_id) DO UPDATE SET
+                    content_hash = EXCLUDED.content_hash, model = EXCLUDED.model, state = EXCLUDED.state,
+                    attempts = CASE WHEN EXCLUDED.state = 'failed' THEN index_state.attempts + 1 ELSE 0 END,
+                    last_error = EXCLUDED.last_error, updated_at = now()
+                RETURNING memory_id
+            )
+            DELETE FROM index_pending p USING reported r, memory m
+            WHERE $4 = 'indexed' AND p.memory_id = r.memory_id AND m.id = r.memory_id AND m.index_hash = $2
             """,
             list(reports),
         )

@@ -1,0 +1,32 @@
+"""Which memories recall scores from their text: those whose current text the index does not hold yet."""
+
+from __future__ import annotations
+
+import pytest
+from vault_helpers import filled_vault
+
+from memvault_vault.store import Store
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_memory_is_pending_until_its_current_text_is_reported_indexed(store: Store) -> None:
+    vault = await filled_vault(store, [("router in the attic", 3)])
+    pending = await store.unindexed_recent(vault, 10)
+    assert sorted(text for _, text in pending) == [f"router in the attic item{n}" for n in (1, 2, 3)]
+    first, hashes = (
+        pending[0][0],
+        dict(await store.pool.fetch("SELECT id::text, index_hash FROM memory WHERE vault_id = $1", vault.id)),
+    )
+
+    await store.report_indexed([(first, "some older text's hash", "minilm", "indexed", "")])
+    assert first in {i for i, _ in await store.unindexed_recent(vault, 10)}  # not the text it has now
+    await store.report_indexed([(first, hashes[first], "minilm", "failed", "embedder crashed")])
+    assert first in {i for i, _ in await store.unindexed_recent(vault, 10)}
+    await store.report_indexed([(first, hashes[first], "minilm", "indexed", "")])
+    assert first not in {i for i, _ in await store.unindexed_recent(vault, 10)}
+
+    await store.pool.execute("UPDATE memory SET content = 'switch in the attic' WHERE id = $1::uuid", first)
+    assert (first, "switch in the attic") in await store.unindexed_recent(vault, 10)  # changed text: pending again
+    await store.pool.execute("UPDATE memory SET status = 'superseded' WHERE id = $1::uuid", first)
+    assert first not in {i for i, _ in await store.unindexed_recent(vault, 10)}  # only what recall can return

@@ -51,6 +51,7 @@ async def foundation(stack: Stack, size: int, calls: int) -> str:
         for offset in range(0, size, 500):
             await call(client, "bulk_remember", items=[{"content": t} for t in seed[offset : offset + 500]])
         seeding = time.perf_counter() - start
+        await analyze(stack)
         remember: list[float] = []
         for text in fresh:
             await timed(remember, lambda text=text: call(client, "remember", content=text))  # type: ignore[misc]
@@ -99,6 +100,17 @@ async def foundation(stack: Stack, size: int, calls: int) -> str:
         *(f"| {name} | {mib:.0f} |" for name, mib in rss.items()),
     ]
     return "\n".join(lines)
+
+
+async def analyze(stack: Stack) -> None:
+    """Refresh the planner's statistics after a bulk load, as autovacuum does within a minute or so.
+    The Postgres on these machines runs with autovacuum off, and without statistics the planner
+    treats a 100,000-row table as empty."""
+    connection = await asyncpg.connect(stack.postgres_dsn)
+    try:
+        await connection.execute("ANALYZE")
+    finally:
+        await connection.close()
 
 
 async def import_memories(client: Any, texts: list[str]) -> float:
@@ -187,6 +199,7 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
     async with mcp_session(stack.mcp_url) as client:
         await import_memories(client, texts[:first])
         await until_indexed(stack, first)
+    await analyze(stack)
     mcp_small, grpc_small, mode = await recall_latencies(stack, queries)
     rows += [
         report.latency_row(f"recall over MCP, {first:,} memories ({mode})", mcp_small),
@@ -199,6 +212,7 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
         searchable = time.perf_counter() - start
         await import_memories(client, texts[first + throughput_size :])
         await until_indexed(stack, total)
+    await analyze(stack)
     mcp_big, grpc_big, mode = await recall_latencies(stack, queries)
     rows += [
         report.latency_row(f"recall over MCP, {total:,} memories ({mode})", mcp_big),

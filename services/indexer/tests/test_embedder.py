@@ -111,6 +111,10 @@ def test_settings_build_the_bundled_embedder_with_threads() -> None:
     embedder = create_embedder(EmbedderSettings(threads=2, batch_size=8))
     assert isinstance(embedder, OnnxMiniLMEmbedder)
     assert embedder.embed(["hello"]).shape == (1, 384)
+    texts = [f"Memory number {n} is about {'the router ' * (n % 7)}and nothing else." for n in range(50)]
+    side_by_side = embedder.embed(texts)  # seven batches over two threads
+    one_by_one = OnnxMiniLMEmbedder(threads=1, batch_size=8).embed(texts)
+    assert np.abs(side_by_side - one_by_one).max() < 1e-5
 
 
 @pytest.mark.integration

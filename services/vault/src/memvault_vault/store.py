@@ -305,12 +305,12 @@ class Store:
             """
             SELECT m.id::text, memvault_index_text(m.content, m.context, m.valid_from) AS content,
                    count(*) OVER () AS total
-            FROM memory m
+            FROM index_pending p JOIN memory m ON m.id = p.memory_id
             LEFT JOIN index_state s ON s.memory_id = m.id
-            WHERE m.vault_id = $1 AND m.status IN ('proposed', 'active', 'superseded')
-              AND (s.memory_id IS NULL OR (s.content_hash <> m.index_hash AND s.state <> 'failed'))
-              AND m.created_at > now() - interval '1 hour'
-            ORDER BY m.created_at DESC
+            WHERE p.vault_id = $1 AND m.status IN ('proposed', 'active', 'superseded')
+              AND (s.memory_id IS NULL OR s.state <> 'failed')
+              AND p.created_at > now() - interval '1 hour'
+            ORDER BY p.created_at DESC
             LIMIT $2
             """,
             vault.id,

@@ -225,7 +225,7 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
     lines = [
         f"Index throughput: {throughput_size:,} memories through `bulk_remember` over MCP until every one is "
         f"searchable: {searchable:.1f} s, **{throughput_size / searchable:,.0f} memories/s** "
-        f"(the import calls alone took {imported:.1f} s). Bundled all-MiniLM-L6-v2 int8, one onnxruntime thread, "
+        f"(the import calls alone took {imported:.1f} s). Bundled all-MiniLM-L6-v2 int8 on the indexer's default 2 embedding threads, "
         "Qdrant Edge.",
         "",
         f"Recall: {calls} different queries, one client, calls in sequence. Over MCP = gateway → mcp → vault → "
@@ -242,7 +242,47 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
     return "\n".join(lines)
 
 
+def embedding(count: int = 2000) -> str:
+    """The bundled embedder alone, in this process: texts/s for a bulk, and one query, by thread count."""
+    from memvault_indexer.embedder import OnnxMiniLMEmbedder
+
+    texts = corpus.memories(count, seed=5)
+    queries = corpus.queries(200, seed=29)
+    rows = []
+    for threads in (1, 2):
+        embedder = OnnxMiniLMEmbedder(threads=threads)
+        embedder.embed(texts[:64])  # load and warm up
+        start = time.perf_counter()
+        embedder.embed(texts)
+        rate = count / (time.perf_counter() - start)
+        single: list[float] = []
+        for query in queries:
+            began = time.perf_counter()
+            embedder.embed([query])
+            single.append(time.perf_counter() - began)
+        rows.append(
+            f"| {threads} | {rate:,.0f} | {report.percentile(single, 50) * 1000:.1f} | "
+            f"{report.percentile(single, 95) * 1000:.1f} |"
+        )
+    return "\n".join(
+        [
+            f"Bundled all-MiniLM-L6-v2 (int8 ONNX) in one process, nothing else running: {count:,} memory texts "
+            "in one call (batches of 32, sorted by length, run side by side on `threads` threads), and 200 "
+            "single queries.",
+            "",
+            "| threads | bulk texts/s | query p50 ms | query p95 ms |",
+            "|---|---|---|---|",
+            *rows,
+        ]
+    )
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.suite == "embedding":
+        body = await asyncio.to_thread(embedding)
+        print(body)
+        report.write_section("embedding", body, "python -m tests.bench.run embedding")
+        return
     data_dir = ROOT / "build" / "bench" / secrets.token_hex(3)
     server = os.environ.get("MEMVAULT_TEST_POSTGRES_DSN")
     database = f"memvault_bench_{secrets.token_hex(3)}"
@@ -274,7 +314,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__)
-    parser.add_argument("suite", choices=["foundation", "indexing"], help="which benchmark to run")
+    parser.add_argument("suite", choices=["foundation", "indexing", "embedding"], help="which benchmark to run")
     parser.add_argument("--memories", type=int, default=10_000, help="memories in the vault (default 10,000)")
     parser.add_argument("--throughput-memories", type=int, default=20_000, help="indexing: memories timed (20,000)")
     parser.add_argument("--large-memories", type=int, default=100_000, help="indexing: the large vault (100,000)")

@@ -27,7 +27,9 @@ async def test_a_large_vault_ranks_memories_with_two_query_words_or_a_rare_one(s
         store,
         [
             *common,
-            ("filler", 15000 - 5600 - 40 - 3),
+            ("tide-pool", 1400),  # one word, three lexemes (tide-pool, tide, pool) always together
+            ("tide-pool orchard", 10),
+            ("filler", 15000 - 5600 - 40 - 3 - 1410),
             ("harbor lantern", 20),
             ("meadow orchard", 20),
             ("quokka", 3),  # rare: one such word is enough
@@ -37,6 +39,9 @@ async def test_a_large_vault_ranks_memories_with_two_query_words_or_a_rare_one(s
     assert len(found) == 43
     assert {text.rsplit(" ", 1)[0] for text in found} == {"harbor lantern", "meadow orchard", "quokka"}
     assert RARE_LEXEME_DOCS >= 3
+
+    hyphenated = await search(store, vault, "tide-pool orchard")
+    assert sorted(hyphenated) == sorted(f"tide-pool orchard item{n}" for n in range(1, 11))  # not every tide pool
 
     single = await search(store, vault, "harbor")  # one word: every memory holding it is ranked
     assert len(single) == 500  # the limit; 1,420 match

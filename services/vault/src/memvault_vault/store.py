@@ -110,7 +110,7 @@ _VAULTS_OF = """
 # MATERIALIZED keeps Postgres from re-running the term list per row.
 _TERMS = """
     terms AS MATERIALIZED (
-        SELECT quote_literal(q.lexeme) AS literal, quote_literal(q.lexeme)::tsquery AS query,
+        SELECT q.lexeme, quote_literal(q.lexeme) AS literal, quote_literal(q.lexeme)::tsquery AS query,
                coalesce(s.ndoc, 0) AS df, total.n AS total,
                ln(1 + (greatest(total.n, coalesce(s.ndoc, 0)) - coalesce(s.ndoc, 0) + 0.5)
                       / (coalesce(s.ndoc, 0) + 0.5)) AS idf
@@ -129,22 +129,30 @@ RARE_LEXEME_DOCS = 100
 # Which memories are ranked. Lexemes in more than a tenth of the vault (and more than 100
 # memories) are left out of the match, unless the query has nothing rarer, so a query of common
 # words still finds something. When the lexemes left would still match more than
-# KEYWORD_RANK_BUDGET memories (their document counts summed), only memories holding two of them,
-# or one rare lexeme, are ranked: ranking reads every matched row, and in a large vault of similar
-# memories that is tens of thousands of rows for a three-word query.
+# KEYWORD_RANK_BUDGET memories (their document counts summed), only memories holding lexemes of two
+# different query words, or one rare lexeme, are ranked: ranking reads every matched row, and in a
+# large vault of similar memories that is tens of thousands of rows for a three-word query. (The
+# lexemes of one word, like 'backup-drive' -> backup-dr, backup, drive, always come together, so a
+# pair of them would narrow nothing.)
 _KEYWORD = f"""
     WITH {_TERMS},
     cut AS (
-        SELECT literal, df FROM terms
+        SELECT terms.lexeme, literal, df, words.n AS word FROM terms
+        LEFT JOIN (
+            SELECT DISTINCT w.n, l.lexeme
+            FROM regexp_split_to_table($2, '[[:space:]]+') WITH ORDINALITY AS w (word, n),
+                 unnest(tsvector_to_array(to_tsvector('english', w.word))) AS l (lexeme)
+        ) AS words ON words.lexeme = terms.lexeme
         WHERE df > 0 AND (df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0))
     ),
     matching AS MATERIALIZED (
         SELECT (CASE
-            WHEN (SELECT coalesce(sum(df), 0) FROM cut) <= {KEYWORD_RANK_BUDGET} OR (SELECT count(*) FROM cut) < 2
-                THEN (SELECT coalesce(string_agg(literal, ' | '), '') FROM cut)
-            ELSE (SELECT string_agg(clause, ' | ') FROM (
+            WHEN (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) <= {KEYWORD_RANK_BUDGET}
+              OR (SELECT count(DISTINCT word) FROM cut) < 2
+                THEN (SELECT coalesce(string_agg(DISTINCT literal, ' | '), '') FROM cut)
+            ELSE (SELECT string_agg(DISTINCT clause, ' | ') FROM (
                 SELECT '(' || a.literal || ' & ' || b.literal || ')' AS clause
-                FROM cut a JOIN cut b ON a.literal < b.literal
+                FROM cut a JOIN cut b ON a.lexeme < b.lexeme AND a.word <> b.word
                 UNION ALL
                 SELECT literal FROM cut WHERE df <= {RARE_LEXEME_DOCS}
             ) AS clauses)

@@ -18,10 +18,12 @@ import numpy as np
 
 from memvault_indexer.embedder import Embedder
 from memvault_indexer.feed import Document, VaultFeed
-from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters, VectorStore
+from memvault_indexer.store import EdgeVectorStore, Hit, IndexedMemory, SearchFilters, VectorStore
 
 log = logging.getLogger(__name__)
 
+SEARCH_CONCURRENCY = 2
+"""Vector searches of one Similar call in flight at once (one per core on a 2-core machine)."""
 EMBEDDING_CACHE_SIZE = 20_000
 """Texts whose embeddings are kept (about 30 MB at 384 dimensions)."""
 OPTIMIZE_AFTER_POINTS = 500
@@ -147,22 +149,25 @@ class Indexer:
         """Per text: (similar memories of the vault, similar earlier texts by position), nearest first."""
         vectors = await self.embed([*texts, *(text for _, text in pending)])
         text_vectors, pending_vectors = vectors[: len(texts)], vectors[len(texts) :]
+        # Searches run SEARCH_CONCURRENCY at a time (reads of the store may overlap); the cosines among
+        # the texts and with the pending ones are two matrix products.
+        gate = asyncio.Semaphore(SEARCH_CONCURRENCY)
+
+        async def nearest(vector: np.ndarray) -> list[Hit]:
+            async with gate:
+                return await self.store.search(vector, vault_id, limit)
+
+        found = await asyncio.gather(*(nearest(vector) for vector in text_vectors))
+        among_texts = text_vectors @ text_vectors.T
+        to_pending = text_vectors @ pending_vectors.T if pending else np.zeros((len(texts), 0), dtype=np.float32)
         results: list[tuple[list[tuple[str, float]], list[tuple[int, float]]]] = []
-        for position, vector in enumerate(text_vectors):
-            memories = {
-                hit.memory_id: hit.score
-                for hit in await self.store.search(vector, vault_id, limit)
-                if hit.score >= min_cosine
-            }
-            for (memory_id, _), other in zip(pending, pending_vectors, strict=True):
-                cosine = float(np.dot(vector, other))
-                if cosine >= min_cosine:
-                    memories[memory_id] = max(cosine, memories.get(memory_id, -1.0))
-            earlier = [
-                (index, cosine)
-                for index in range(position)
-                if (cosine := float(np.dot(vector, text_vectors[index]))) >= min_cosine
-            ]
+        for position, hits in enumerate(found):
+            memories = {hit.memory_id: hit.score for hit in hits if hit.score >= min_cosine}
+            for column in np.flatnonzero(to_pending[position] >= min_cosine):
+                memory_id, cosine = pending[int(column)][0], float(to_pending[position, column])
+                memories[memory_id] = max(cosine, memories.get(memory_id, -1.0))
+            before = among_texts[position, :position]
+            earlier = [(int(index), float(before[index])) for index in np.flatnonzero(before >= min_cosine)]
             results.append(
                 (
                     sorted(memories.items(), key=lambda item: item[1], reverse=True)[:limit],

@@ -16,7 +16,7 @@ async def test_a_memory_is_pending_until_its_current_text_is_reported_indexed(st
     assert sorted(text for _, text in pending) == [f"router in the attic item{n}" for n in (1, 2, 3)]
     first, hashes = (
         pending[0][0],
-        dict(await store.pool.fetch("SELECT id::text, index_hash FROM memory WHERE vault_id = $1", vault.id)),
+        dict(await store._pool.fetch("SELECT id::text, index_hash FROM memory WHERE vault_id = $1", vault.id)),
     )
 
     await store.report_indexed([(first, "some older text's hash", "minilm", "indexed", "")])
@@ -26,7 +26,7 @@ async def test_a_memory_is_pending_until_its_current_text_is_reported_indexed(st
     await store.report_indexed([(first, hashes[first], "minilm", "indexed", "")])
     assert first not in {i for i, _ in await store.unindexed_recent(vault, 10)}
 
-    await store.pool.execute("UPDATE memory SET content = 'switch in the attic' WHERE id = $1::uuid", first)
+    await store._pool.execute("UPDATE memory SET content = 'switch in the attic' WHERE id = $1::uuid", first)
     assert (first, "switch in the attic") in await store.unindexed_recent(vault, 10)  # changed text: pending again
-    await store.pool.execute("UPDATE memory SET status = 'superseded' WHERE id = $1::uuid", first)
+    await store._pool.execute("UPDATE memory SET status = 'superseded' WHERE id = $1::uuid", first)
     assert first not in {i for i, _ in await store.unindexed_recent(vault, 10)}  # only what recall can return

@@ -26,11 +26,11 @@ LINKED = "Staging and production run the same Kubernetes version."
 
 async def age(store: Store, caller: Caller, days: int) -> None:
     """Make every memory and audit entry of the caller's vault `days` older."""
-    vault_id = await store.pool.fetchval("SELECT id FROM vault WHERE name = $1", caller.vault)
-    await store.pool.execute(
+    vault_id = await store._pool.fetchval("SELECT id FROM vault WHERE name = $1", caller.vault)
+    await store._pool.execute(
         "UPDATE memory SET updated_at = updated_at - make_interval(days => $2) WHERE vault_id = $1", vault_id, days
     )
-    await store.pool.execute(
+    await store._pool.execute(
         "UPDATE audit_log SET at = at - make_interval(days => $2) WHERE vault_id = $1", vault_id, days
     )
 
@@ -75,15 +75,15 @@ async def retire_three(caller: Caller, fake_index: FakeIndex) -> dict[str, str]:
 
 async def test_purge_deletes_what_retention_no_longer_keeps(owner: Caller, fake_index: FakeIndex, store: Store) -> None:
     ids = await retire_three(owner, fake_index)
-    assert mine(await retention.purge(store.pool), owner) is None  # nothing is old enough yet
+    assert mine(await store.purge_retention(), owner) is None  # nothing is old enough yet
 
     await age(store, owner, 40)  # past the rejected period (30 days), not the superseded one (365)
-    dry = mine(await retention.purge(store.pool, dry_run=True), owner)
+    dry = mine(await store.purge_retention(dry_run=True), owner)
     assert dry == retention.Purged(owner.vault, rejected=1)
     assert (await get(owner, ids["rejected"])).status == pb.MEMORY_STATUS_REJECTED  # a dry run deletes nothing
 
     await age(store, owner, 400)
-    purged = mine(await retention.purge(store.pool), owner)
+    purged = mine(await store.purge_retention(), owner)
     assert purged is not None
     assert (purged.rejected, purged.superseded, purged.invalidated) == (1, 1, 1)
     assert purged.audit_entries >= 8  # every entry so far (the writes, the settings changes, the reviews)
@@ -92,7 +92,7 @@ async def test_purge_deletes_what_retention_no_longer_keeps(owner: Caller, fake_
         with pytest.raises(grpc.aio.AioRpcError) as error:
             await get(owner, ids[gone])
         assert error.value.code() == grpc.StatusCode.NOT_FOUND
-    history = await store.pool.fetchval(
+    history = await store._pool.fetchval(
         "SELECT count(*) FROM memory_history WHERE memory_id = ANY($1::uuid[])",
         [ids["old"], ids["wrong"], ids["rejected"]],
     )
@@ -100,7 +100,7 @@ async def test_purge_deletes_what_retention_no_longer_keeps(owner: Caller, fake_
     replacement = await get(owner, ids["new"])
     assert replacement.status == pb.MEMORY_STATUS_ACTIVE and not replacement.supersedes
     assert not (await get(owner, ids["linked"])).similar_to  # the link to the deleted memory is dropped
-    rows = await store.pool.fetch("SELECT payload FROM outbox WHERE subject = 'events.v1.memory.forgotten'")
+    rows = await store._pool.fetch("SELECT payload FROM outbox WHERE subject = 'events.v1.memory.forgotten'")
     forgotten = {events_pb.MemoryForgotten.FromString(r["payload"]).memory_id for r in rows}
     assert forgotten >= {ids["old"], ids["wrong"], ids["rejected"]}  # the indexer is told to drop their points
 
@@ -128,13 +128,13 @@ async def test_zero_keeps_forever_and_one_purge_runs_at_a_time(
     )
     ids = await retire_three(owner, fake_index)
     await age(store, owner, 5000)
-    assert mine(await retention.purge(store.pool), owner) is None
+    assert mine(await store.purge_retention(), owner) is None
     assert (await get(owner, ids["old"])).status == pb.MEMORY_STATUS_SUPERSEDED
 
-    async with store.pool.acquire() as other:
+    async with store._pool.acquire() as other:
         await other.execute("SELECT pg_advisory_lock($1)", retention.RETENTION_LOCK_KEY)
         try:
-            assert await retention.purge(store.pool) is None
+            assert await store.purge_retention() is None
         finally:
             await other.execute("SELECT pg_advisory_unlock($1)", retention.RETENTION_LOCK_KEY)
 

@@ -40,7 +40,7 @@ async def filled_vault(store: Store, rows: list[tuple[str, int]]) -> VaultAccess
     assert await store.ensure_owner(subject, name)
     vault = await store.vault_of(subject, name)
     assert vault is not None
-    await store.pool.execute(
+    await store._pool.execute(
         """
         INSERT INTO memory (vault_id, content, content_hash, type, trust, status)
         SELECT $1, g.words || ' item' || n, md5(g.words || n), 'fact', 'imported', 'active'

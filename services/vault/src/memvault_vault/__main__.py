@@ -45,7 +45,7 @@ async def serve(settings: Settings) -> None:
             background.append(asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats).run()))
         if settings.vault.retention_interval_seconds > 0:
             background.append(
-                asyncio.create_task(retention.run_periodically(store.pool, settings.vault.retention_interval_seconds))
+                asyncio.create_task(retention.run_periodically(store, settings.vault.retention_interval_seconds))
             )
         log.info("serving", extra={"listen": settings.vault.listen})
         names = [
@@ -66,7 +66,7 @@ async def serve(settings: Settings) -> None:
 async def purge(settings: MigrateSettings, *, dry_run: bool) -> int:
     store = await Store.connect(settings.postgres.dsn, 1, 2)
     try:
-        report = await retention.purge(store.pool, dry_run=dry_run)
+        report = await store.purge_retention(dry_run=dry_run)
     finally:
         await store.close()
     if report is None:

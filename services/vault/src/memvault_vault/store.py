@@ -24,6 +24,7 @@ from memvault_vault.domain.memory import (
     require_status,
     review_date,
 )
+from memvault_vault.retention import ACTOR, RETENTION_LOCK_KEY, Purged
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -223,11 +224,6 @@ class Store:
         pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, server_settings={"jit": "off"})
         return cls(pool)
 
-    @property
-    def pool(self) -> asyncpg.Pool:
-        """For maintenance that works across vaults (retention)."""
-        return self._pool
-
     async def close(self) -> None:
         await self._pool.close()
 
@@ -348,11 +344,12 @@ class Store:
         looked is caught here (`raced`) instead of failing the whole call.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            await self._lock_vault(conn, vault)
+            await self._lock_vault(conn, vault.id)
             return await self._insert(conn, vault, candidates, actor=actor, client=client, batch=batch, audit=audit)
 
-    async def _lock_vault(self, conn: asyncpg.Connection, vault: VaultAccess) -> None:
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", vault.id)
+    async def _lock_vault(self, conn: asyncpg.Connection, vault_id: str) -> None:
+        """Writes to one vault are serialised (so an exact duplicate that slips in between is still caught)."""
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", vault_id)
 
     async def _insert(
         self,
@@ -793,7 +790,7 @@ class Store:
     ) -> tuple[WriteReport, list[str]]:
         """Store `candidate` as the replacement of `old_id`; with `apply`, the old one is superseded now."""
         async with self._pool.acquire() as conn, conn.transaction():
-            await self._lock_vault(conn, vault)
+            await self._lock_vault(conn, vault.id)
             old = await self._locked(conn, vault, old_id)
             require_status(old, (Status.ACTIVE, Status.PROPOSED), "supersede")
             check_version(old, expected_version)
@@ -863,7 +860,7 @@ class Store:
     ) -> tuple[Memory, list[str], list[str]]:
         """Make a proposed memory active; supersede what it replaces. Returns it, the superseded and the flagged."""
         async with self._pool.acquire() as conn, conn.transaction():
-            await self._lock_vault(conn, vault)
+            await self._lock_vault(conn, vault.id)
             memory = await self._locked(conn, vault, memory_id)
             require_status(memory, (Status.PROPOSED,), "approve")
             check_version(memory, expected_version)
@@ -1100,7 +1097,7 @@ class Store:
         reason keeps that change and only loses its links to the batch.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            await self._lock_vault(conn, vault)
+            await self._lock_vault(conn, vault.id)
             row = await conn.fetchrow(
                 "SELECT id::text, source, actor, item_count, stored_count, created_at, undone_at, outcomes::text"
                 " FROM import_batch WHERE vault_id = $1 AND id = $2::uuid FOR UPDATE",
@@ -1344,6 +1341,66 @@ class Store:
         async with self._pool.acquire() as conn:
             await self._audit(conn, vault.id, actor, action, target, details)
 
+    # --- retention (policy in retention.py) ---------------------------------------------------------
+
+    async def purge_retention(self, *, dry_run: bool = False) -> list[Purged] | None:
+        """Delete what each vault's retention settings no longer keep; None when another purge holds
+        the lock. With `dry_run` the same statements run and are rolled back, so the counts are exact."""
+        async with self._pool.acquire() as conn:
+            transaction = conn.transaction()
+            await transaction.start()
+            try:
+                report = await self._purge(conn)
+            except BaseException:
+                await transaction.rollback()
+                raise
+            if dry_run or report is None:
+                await transaction.rollback()
+            else:
+                await transaction.commit()
+            return report
+
+    async def _purge(self, conn: asyncpg.Connection) -> list[Purged] | None:
+        if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", RETENTION_LOCK_KEY):
+            return None
+        # A vault without a settings row has the defaults; give it the row so the joins below see them.
+        await conn.execute("INSERT INTO vault_settings (vault_id) SELECT id FROM vault ON CONFLICT DO NOTHING")
+        vaults = await conn.fetch(f"SELECT DISTINCT m.vault_id::text {_EXPIRED} ORDER BY 1")
+        for row in vaults:  # the writers' lock, taken in one order before any row lock
+            await self._lock_vault(conn, row["vault_id"])
+        doomed = await conn.fetch(f"SELECT m.id, m.vault_id, m.content_hash, m.status {_EXPIRED} FOR UPDATE OF m")
+        ids = [r["id"] for r in doomed]
+        counts: dict[str, dict[str, int]] = {}  # vault id -> Purged field -> count
+        for row in doomed:
+            per_vault = counts.setdefault(str(row["vault_id"]), {})
+            per_vault[row["status"]] = per_vault.get(row["status"], 0) + 1
+        if ids:
+            await conn.executemany(
+                "INSERT INTO exclusion (vault_id, content_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                [(r["vault_id"], r["content_hash"]) for r in doomed if r["status"] == "rejected"],
+            )
+            await conn.execute(
+                "UPDATE memory SET similar_to = ARRAY(SELECT x FROM unnest(similar_to) x WHERE x <> ALL($1::uuid[]))"
+                " WHERE similar_to && $1::uuid[]",
+                ids,
+            )
+            await conn.execute("DELETE FROM memory_history WHERE memory_id = ANY($1::uuid[])", ids)
+            await conn.execute("DELETE FROM memory WHERE id = ANY($1::uuid[])", ids)
+            await self._enqueue(conn, [events.memory_forgotten(str(r["id"]), str(r["vault_id"])) for r in doomed])
+        for row in await conn.fetch(_OLD_AUDIT):
+            per_vault = counts.setdefault(str(row["vault_id"]), {})
+            per_vault["audit_entries"] = per_vault.get("audit_entries", 0) + 1
+        names = {
+            str(r["id"]): r["name"]
+            for r in await conn.fetch("SELECT id, name FROM vault WHERE id = ANY($1::uuid[])", list(counts))
+        }
+        purged = []
+        for vault_id, vault_counts in counts.items():
+            vault = Purged(names[vault_id], **vault_counts)
+            await self._audit(conn, vault_id, ACTOR, "retention.purge", vault.vault, vault_counts)
+            purged.append(vault)
+        return sorted(purged, key=lambda p: p.vault)
+
     # --- accounts, memberships and audit for the gateway (AccountService) ------------------------
     # Written for rpc/accounts.py; every method acts for one subject and checks its role itself.
 
@@ -1496,6 +1553,23 @@ _FINDING_COUNTS = (
     "WITH findings AS (" + _FINDINGS + ") SELECT kind, count(*) FROM findings, unnest(kinds) AS kind"  # noqa: S608 (constants)
     " WHERE kind = ANY($2::text[]) GROUP BY kind"
 )
+
+
+# Memories past their vault's retention period (see retention.py), and audit entries past theirs.
+_EXPIRED = """
+FROM memory m JOIN vault_settings s ON s.vault_id = m.vault_id
+WHERE (m.status = 'rejected' AND s.rejected_retention_days > 0
+       AND m.updated_at < now() - make_interval(days => s.rejected_retention_days))
+   OR (m.status IN ('superseded', 'invalidated') AND s.superseded_retention_days > 0
+       AND m.updated_at < now() - make_interval(days => s.superseded_retention_days))
+"""
+
+_OLD_AUDIT = """
+DELETE FROM audit_log l USING vault_settings s
+WHERE s.vault_id = l.vault_id AND s.audit_retention_days > 0
+  AND l.at < now() - make_interval(days => s.audit_retention_days)
+RETURNING l.vault_id
+"""
 
 
 @dataclass(frozen=True)

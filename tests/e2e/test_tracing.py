@@ -16,14 +16,19 @@ pytestmark = pytest.mark.e2e
 RECALL_RPC = "/memvault.vault.v1.VaultService/Recall"
 
 
+def exporting_to(port: int) -> dict[str, str]:
+    """Service environment that sends spans to the test's OTLP receiver, flushed every 100 ms."""
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+
+
 async def test_recall_is_one_trace_from_gateway_to_vault(stack_starter: StackStarter) -> None:
     port = free_port()
     async with otlp_receiver(port) as collector:
-        telemetry = {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-            "OTEL_EXPORTER_OTLP_INSECURE": "true",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-        }
+        telemetry = exporting_to(port)
         stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"), env=telemetry)
         async with mcp_session(stack.mcp_url) as client:
             await call(client, "remember", content="The office printer is a Brother HL-L2350DW.")
@@ -57,11 +62,7 @@ async def test_recall_is_one_trace_from_gateway_to_vault(stack_starter: StackSta
 async def test_remember_is_one_trace_from_gateway_to_indexer(stack_starter: StackStarter) -> None:
     port = free_port()
     async with otlp_receiver(port) as collector:
-        telemetry = {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-            "OTEL_EXPORTER_OTLP_INSECURE": "true",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-        }
+        telemetry = exporting_to(port)
         stack = await asyncio.to_thread(stack_starter, env=telemetry)
         async with mcp_session(stack.mcp_url) as client:
             await call(client, "remember", content="The garden shed has a solar panel on its roof.")

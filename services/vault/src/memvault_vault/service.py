@@ -707,14 +707,6 @@ class MemoryService:
         replacement = validate_draft(replacement)
         vault = await self.access(identity, vault_name, write=True)
         await self._refuse_secret(identity, vault, replacement)
-        missing = [
-            i for i in replacement.depends_on if i not in await self.store.existing_ids(vault, replacement.depends_on)
-        ]
-        if missing:
-            raise NotFound(
-                f"depends_on names {', '.join(missing)}, which is not a memory in vault '{vault.name}'",
-                field="depends_on",
-            )
         similar_to, plan = await self._check_replacement(vault, memory_id, replacement)
         apply = self._applies_now(identity, vault)
         draft = self._annotated(replacement, identity)
@@ -767,6 +759,8 @@ class MemoryService:
         plan = await self._plan(vault, {0: replacement}, refused, wait_for_index=False)
         if 0 in refused:
             found = refused[0]
+            if found.outcome is Outcome.INVALID:  # a dependency that is not in the vault, as in remember
+                raise NotFound(found.message.removeprefix("items[0]."), field="depends_on")
             if found.outcome is Outcome.DUPLICATE and found.memory_id == memory_id:
                 raise Conflict(
                     f"the replacement text is the text of memory {memory_id}; supersede it with the new text",

@@ -73,7 +73,9 @@ async def test_remember_is_one_trace_from_gateway_to_indexer(stack_starter: Stac
         while time.monotonic() < deadline:
             remember = [s for s in collector.spans if s["name"] == "/memvault.vault.v1.VaultService/Remember"]
             trace = [s for s in collector.spans if remember and s["trace_id"] == remember[0]["trace_id"]]
-            if any(s["service"] == "memvault-indexer" and s["name"] == "index created" for s in trace):
+            # Each service exports on its own schedule: wait for all of them, not the first to land.
+            indexed = any(s["service"] == "memvault-indexer" and s["name"] == "index created" for s in trace)
+            if indexed and {s["service"] for s in trace} >= wanted:
                 break
             await asyncio.sleep(0.2)
         assert {s["service"] for s in trace} >= wanted, collector.spans

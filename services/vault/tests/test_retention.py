@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 import pytest
 from lifecycle_helpers import FakeIndex, agent, fake_index, fake_index_and_stub, get, owner, remember, set_mode
@@ -143,6 +145,11 @@ def test_the_command_reports_what_it_would_delete(
     vault_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("MEMVAULT_POSTGRES__DSN", vault_dsn)
+    # The command sets up the service's logging on the root logger, bound to this test's captured
+    # stderr; put pytest's handlers back so later tests do not log into a closed stream.
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
     with pytest.raises(SystemExit) as exit_code:
         main(["retention", "--dry-run"])
     assert exit_code.value.code == 0

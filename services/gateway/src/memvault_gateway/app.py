@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 
@@ -105,12 +105,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
 
     app = FastAPI(title="memvault gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.middleware("http")
-    async def session_cookies(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        response = await call_next(request)
-        if hasattr(request.app.state, "gateway"):
-            sessions.apply_new_session_cookie(request.app.state.gateway, request, response)
-        return response
+    app.add_middleware(sessions.NewSessionCookie)
 
     @app.exception_handler(MemvaultError)
     async def memvault_error(request: Request, error: MemvaultError) -> Response:
@@ -173,6 +168,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         app.include_router(router)
 
     FastAPIInstrumentor.instrument_app(
-        app, excluded_urls="healthz,readyz", server_request_hook=tracing.server_request_hook
+        app,
+        excluded_urls="healthz,readyz",
+        server_request_hook=tracing.server_request_hook,
+        exclude_spans=["receive", "send"],  # one span per request, not one per ASGI message
     )
     return app

@@ -14,6 +14,8 @@ import secrets
 from datetime import timedelta
 
 from fastapi import Request, Response
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault_core.errors import MemvaultError
 from memvault_gateway import credentials, people
@@ -59,11 +61,32 @@ async def start_session(gw: Gateway, request: Request, user: User, method: str) 
     return session
 
 
-def apply_new_session_cookie(gw: Gateway, request: Request, response: Response) -> None:
-    """Called for every response: set the cookie of a session started while handling the request."""
-    new = getattr(request.state, _NEW_COOKIE_KEY, None)
-    if new is not None:
-        set_cookie(gw, response, session_cookie(gw), new[0], new[1])
+class NewSessionCookie:
+    """ASGI middleware: a response to a request that started a session carries its cookie.
+
+    Plain ASGI (it only looks at the response's first message) rather than Starlette's
+    BaseHTTPMiddleware, which would add a task and a stream to every request, /mcp included.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})  # what `request.state` reads and writes
+
+        async def send_with_cookie(message: Message) -> None:
+            new = state.get(_NEW_COOKIE_KEY)
+            if message["type"] == "http.response.start" and new is not None:
+                gw: Gateway = scope["app"].state.gateway
+                rendered = Response()
+                set_cookie(gw, rendered, session_cookie(gw), new[0], new[1])
+                MutableHeaders(scope=message).append("set-cookie", rendered.headers["set-cookie"])
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
 
 
 async def end_session(gw: Gateway, request: Request, response: Response) -> None:

@@ -31,7 +31,6 @@ OPTIMIZE_AFTER_SHARE = 0.2
 """Qdrant Edge builds its HNSW index only when asked, and answers no search meanwhile (minutes at
 100,000 points): so only once the new points are both this many and this share of the collection.
 Until then the new points are searched exactly, which is fast while they are few."""
-"""Qdrant Edge builds its HNSW index only when asked: after this many new points, when idle."""
 
 
 @dataclass

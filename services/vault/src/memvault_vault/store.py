@@ -213,6 +213,18 @@ def _memory(row: asyncpg.Record, vault: str) -> Memory:
     )
 
 
+class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg's classes are untyped
+    """A pool connection handed back without asyncpg's reset query (a round trip on every release).
+
+    The reset undoes session state: session advisory locks, cursors, LISTEN, SET. The vault's pool
+    leaves none behind (its locks are transaction locks, it declares no cursors outside a
+    transaction, the relay listens on a connection of its own), so the reset would only cost time.
+    """
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
 class Store:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -221,7 +233,13 @@ class Store:
     async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Store:
         # JIT compiles a plan for a query the planner thinks is costly; recall's full-text query in a large
         # vault crosses that line and pays tens of milliseconds to compile what runs in a few.
-        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, server_settings={"jit": "off"})
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            server_settings={"jit": "off"},
+            connection_class=_PooledConnection,
+        )
         return cls(pool)
 
     async def close(self) -> None:

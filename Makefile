@@ -63,7 +63,7 @@ proto-check: $(STAMP)  ## fail when libs/protos is stale
 conformance: $(STAMP)  ## official MCP conformance suite (Node 22 from npm) against the stack, through OAuth
 	$(BIN)/python tests/conformance/run.py
 
-bench: $(STAMP)  ## benchmarks (about 25 minutes on 2 cores); tables go to docs/benchmarks.md
+bench: $(STAMP)  ## benchmarks (25 to 35 minutes on 2 cores); tables go to docs/benchmarks.md
 	$(BIN)/python -m tests.bench.run foundation
 	$(BIN)/python -m tests.bench.run indexing
 

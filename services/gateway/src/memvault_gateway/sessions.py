@@ -78,8 +78,7 @@ class NewSessionCookie:
         state = scope.setdefault("state", {})  # what `request.state` reads and writes
 
         async def send_with_cookie(message: Message) -> None:
-            new = state.get(_NEW_COOKIE_KEY)
-            if message["type"] == "http.response.start" and new is not None:
+            if message["type"] == "http.response.start" and (new := state.get(_NEW_COOKIE_KEY)) is not None:
                 gw: Gateway = scope["app"].state.gateway
                 rendered = Response()
                 set_cookie(gw, rendered, session_cookie(gw), new[0], new[1])

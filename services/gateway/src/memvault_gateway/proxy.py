@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from memvault_core import limits
 from memvault_core.identity import HTTP_HEADER
@@ -46,13 +46,20 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def forward(
-    client: httpx.AsyncClient, url: str, request: Request, body: bytes, identity: str
-) -> StreamingResponse:
+async def forward(client: httpx.AsyncClient, url: str, request: Request, body: bytes, identity: str) -> Response:
     headers = {name: value for name in FORWARDED_REQUEST_HEADERS if (value := request.headers.get(name)) is not None}
     headers[HTTP_HEADER] = identity
     upstream = client.build_request(request.method, url, headers=headers, content=body)
     response = await client.send(upstream, stream=True)
+    answer_headers = {k: v for k in FORWARDED_RESPONSE_HEADERS if (v := response.headers.get(k)) is not None}
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        # A JSON answer (the mcp service answers tool calls with JSON, not a stream): read it whole and
+        # send it on in one piece, without the task and chunked framing a streamed answer costs.
+        try:
+            content = await response.aread()
+        finally:
+            await response.aclose()
+        return Response(content, status_code=response.status_code, headers=answer_headers)
 
     async def relay() -> AsyncIterator[bytes]:
         async for chunk in response.aiter_raw():
@@ -61,6 +68,6 @@ async def forward(
     return StreamingResponse(
         relay(),
         status_code=response.status_code,
-        headers={k: v for k in FORWARDED_RESPONSE_HEADERS if (v := response.headers.get(k)) is not None},
+        headers=answer_headers,
         background=BackgroundTask(response.aclose),
     )

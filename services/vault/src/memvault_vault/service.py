@@ -622,17 +622,24 @@ class MemoryService:
         except BaseException:
             dense_search.cancel()
             raise
+        known = {memory.id for memory, _ in keyword}
+
+        async def score_keyword_only() -> dict[str, float]:
+            unscored = [memory.id for memory, _ in keyword if memory.id not in cosines]
+            return await index.search(vault.id, query, limit=0, score_ids=unscored, pending=()) if unscored else {}
+
+        async def read_dense_only() -> list[tuple[Memory, float]]:
+            dense_only = [i for i in cosines if i not in known]
+            return await self.store.memories_by_ids(vault, dense_only, query, **filters) if dense_only else []
+
         try:
             cosines = await dense_search
-            unscored = [memory.id for memory, _ in keyword if memory.id not in cosines]
-            if unscored:
-                cosines.update(await index.search(vault.id, query, limit=0, score_ids=unscored, pending=()))
+            # Scoring the keyword-only hits and reading the vector-only ones are independent: side by side.
+            scored, extra = await asyncio.gather(score_keyword_only(), read_dense_only())
+            cosines.update(scored)
         except Unavailable as error:
             log.warning("recall fell back to keyword-only", extra={"reason": error.message})
             return fusion.fuse([fusion.Candidate(m, r, None) for m, r in keyword], cosine_weight=0.0), KEYWORD_ONLY
-        known = {memory.id for memory, _ in keyword}
-        dense_only = [i for i in cosines if i not in known]
-        extra = await self.store.memories_by_ids(vault, dense_only, query, **filters) if dense_only else []
         candidates = [fusion.Candidate(memory, rank, cosines.get(memory.id)) for memory, rank in [*keyword, *extra]]
         return fusion.fuse(candidates), HYBRID
 

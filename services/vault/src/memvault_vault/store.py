@@ -127,6 +127,15 @@ KEYWORD_RANK_BUDGET = 5000
 RARE_LEXEME_DOCS = 100
 """A lexeme in at most this many memories of the vault is rare: one is enough to be ranked."""
 
+# The columns `_memory` reads: recall fetches them only for the memories it returns, never the
+# search vector or the index hash.
+_COLUMNS = """
+    m.id, m.content, m.content_hash, m.type, m.status, m.trust, m.key, m.scope, m.tags, m.source, m.client,
+    m.confidence, m.valid_from, m.valid_to, m.review_after, m.expires_at, m.depends_on, m.supersedes,
+    m.superseded_by, m.similar_to, m.batch_id, m.version, m.pinned, m.created_at, m.updated_at,
+    m.status_reason, m.flagged_reason, m.flagged_at, m.reviewed_at
+"""
+
 # Which memories are ranked. Lexemes in more than a tenth of the vault (and more than 100
 # memories) are left out of the match, unless the query has nothing rarer, so a query of common
 # words still finds something. When the lexemes left would still match more than
@@ -158,17 +167,22 @@ _KEYWORD = f"""
                 SELECT literal FROM cut WHERE df <= {RARE_LEXEME_DOCS}
             ) AS clauses)
         END)::tsquery AS query
+    ),
+    ranked AS (
+        SELECT m.id, m.created_at, {_RANK} AS rank
+        FROM memory m, matching
+        WHERE m.vault_id = $1
+          AND m.search @@ matching.query
+          AND m.status = ANY($3::text[])
+          AND ($4::text[] IS NULL OR m.type = ANY($4::text[]))
+          AND m.tags @> $5::text[]
+          AND ($8::bool OR m.expires_at IS NULL OR m.expires_at > now())
+        ORDER BY rank DESC, m.created_at DESC, m.id
+        LIMIT $6 OFFSET $7
     )
-    SELECT m.*, {_RANK} AS rank
-    FROM memory m, matching
-    WHERE m.vault_id = $1
-      AND m.search @@ matching.query
-      AND m.status = ANY($3::text[])
-      AND ($4::text[] IS NULL OR m.type = ANY($4::text[]))
-      AND m.tags @> $5::text[]
-      AND ($8::bool OR m.expires_at IS NULL OR m.expires_at > now())
-    ORDER BY rank DESC, m.created_at DESC, m.id
-    LIMIT $6 OFFSET $7
+    SELECT {_COLUMNS}, r.rank
+    FROM ranked r JOIN memory m ON m.id = r.id
+    ORDER BY r.rank DESC, r.created_at DESC, r.id
 """  # noqa: S608 - joins constant SQL fragments, no input
 
 
@@ -617,7 +631,7 @@ class Store:
         rows = await self._pool.fetch(
             f"""
             WITH {_TERMS}
-            SELECT m.*, {_RANK} AS rank
+            SELECT {_COLUMNS}, {_RANK} AS rank
             FROM memory m
             WHERE m.vault_id = $1
               AND m.id = ANY($3::uuid[])

@@ -217,8 +217,8 @@ async def imports_section(total: int, exact_only_total: int) -> str:
             "Mixed imports (`tests/e2e/import_mix.py`: 70% new memories, the rest exact repeats, near-duplicates, "
             "updates with a changed number, secrets and invalid items) through `bulk_remember` over MCP "
             "(gateway → mcp → vault → indexer), 500 items per call, one client, into a fresh vault. With the "
-            "indexer each call embeds its texts for the Similar call, and waits for the index to catch up with "
-            "the previous call's memories so they are compared too; indexing the stored ones reuses those "
+            "indexer each call embeds its texts for the Similar call and compares them with the previous call's "
+            "memories too, sent as text while the index does not hold them yet; indexing the stored ones reuses those "
             "embeddings (the indexer's cache). With the indexer stopped, each call tries it twice (0.5 s apart) before answering "
             '`exact-only`. "Wrong outcomes" counts items whose outcome differs from the one built in (a '
             "changed-number update counts as right when it is linked to its original, or to ten memories at "

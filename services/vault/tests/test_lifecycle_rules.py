@@ -80,6 +80,15 @@ def test_a_repeat_of_a_duplicate_points_at_the_original() -> None:
     assert decisions[1].duplicate_of == "m1" and decisions[2].duplicate_of == "m1"
 
 
+def test_pending_texts_are_sent_newest_first_within_the_byte_budget() -> None:
+    text = "x" * 100_000
+    pending = [(f"m{i}", text) for i in range(15)]
+    kept = duplicates.sendable(pending)
+    assert [memory_id for memory_id, _ in kept] == [f"m{i}" for i in range(10)]
+    assert duplicates.sendable(pending[:3]) == pending[:3]
+    assert duplicates.PENDING_TO_COMPARE > limits.MAX_BULK_ITEMS
+
+
 def test_text_is_split_on_separators_paragraphs_and_bullets() -> None:
     text = """# Memories from ChatGPT
 

@@ -11,7 +11,8 @@ from memvault_core.errors import InvalidArgument
 from memvault_indexer.indexing import Indexer
 
 MAX_SCORE_IDS = 500
-MAX_PENDING = 200
+MAX_PENDING = 600
+"""Texts of memories not yet indexed that one call may carry (the vault's duplicate check sends up to 600)."""
 
 
 class IndexServicer(index_pb2_grpc.IndexServiceServicer):

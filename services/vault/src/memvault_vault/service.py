@@ -500,25 +500,23 @@ class MemoryService:
 
     async def _pending_for_compare(self, vault: VaultAccess, *, wait: bool) -> tuple[list[tuple[str, str]], int]:
         """The newest memories the index does not hold yet (compared from their text), and how many more
-        there are. An import first waits (briefly) for the index to catch up: every memory is then
-        compared, and the indexer embeds fewer texts twice."""
+        there are. When more are waiting than can be sent as text, an import first waits
+        (briefly) for the index to catch up, so that every memory is compared; otherwise it goes on at once,
+        and the indexer indexes the last import while this one is checked."""
         assert self.index is not None
-        pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
+        pending, total = await self._unindexed(vault)
         # One tiny call first: a stopped indexer answers Unavailable at once, and will not catch up.
         await self.index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
-        if wait and total:
+        if wait:
             deadline = time.monotonic() + self.index_catch_up_seconds
-            best, since = total, time.monotonic()
-            while total and time.monotonic() < deadline:
-                if total < best:
-                    best, since = total, time.monotonic()
-                elif (
-                    total <= duplicates.PENDING_TO_COMPARE and time.monotonic() - since > duplicates.INDEX_STALL_SECONDS
-                ):
-                    break  # every pending memory can be compared from its text; no need to wait longer
+            while total > len(pending) and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
-                pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
+                pending, total = await self._unindexed(vault)
         return pending, max(total - len(pending), 0)
+
+    async def _unindexed(self, vault: VaultAccess) -> tuple[list[tuple[str, str]], int]:
+        pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
+        return duplicates.sendable(pending), total
 
     async def recall(
         self,

@@ -31,15 +31,28 @@ NEGATED_SIMILAR_COSINE = 0.70
 ("Sam drinks coffee" / "Sam does not drink coffee": 0.74), so it is linked from here."""
 SIMILAR_PER_TEXT = 10
 """Nearest memories asked for per text; enough that rejected and invalidated ones cannot crowd out the rest."""
-PENDING_TO_COMPARE = 200
-"""Newest memories not yet in the index that are compared from their text (the indexer's cap)."""
+PENDING_TO_COMPARE = 600
+"""Newest memories not yet in the index that are compared from their text (the indexer's cap). More than one
+full import (MAX_BULK_ITEMS), so an import need not wait while the index takes in the one before it."""
+PENDING_TEXT_BYTES = 1_000_000
+"""At most this much of their text is sent along, which keeps the indexer call well under gRPC's message limit."""
 INDEX_CATCH_UP_SECONDS = 10.0
-"""How long an import waits for the index to hold the memories written just before it."""
+"""How long an import waits, at most, until few enough memories wait for the index to compare them from their text."""
 INDEX_RETRY_SECONDS = 0.5
 """When the indexer does not answer, a write asks once more after this long before checking exact duplicates only."""
-INDEX_STALL_SECONDS = 3.0
-"""With few enough memories pending to send as text, an import stops waiting when the index has made no
-progress for this long."""
+
+
+def sendable(pending: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The newest of these (id, text) pairs whose texts together fit in PENDING_TEXT_BYTES."""
+    kept: list[tuple[str, str]] = []
+    size = 0
+    for memory_id, text in pending:
+        size += len(text.encode())
+        if size > PENDING_TEXT_BYTES:
+            break
+        kept.append((memory_id, text))
+    return kept
+
 
 _NUMBER_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",

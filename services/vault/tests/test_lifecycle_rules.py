@@ -86,6 +86,8 @@ def test_pending_texts_are_sent_newest_first_within_the_byte_budget() -> None:
     kept = duplicates.sendable(pending)
     assert [memory_id for memory_id, _ in kept] == [f"m{i}" for i in range(10)]
     assert duplicates.sendable(pending[:3]) == pending[:3]
+    assert duplicates.sendable(pending, budget=250_000) == pending[:2]
+    assert duplicates.sendable(pending, budget=0) == []
     assert duplicates.PENDING_TO_COMPARE > limits.MAX_BULK_ITEMS
 
 

@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 
 HYBRID = "hybrid"
 KEYWORD_ONLY = "keyword-only"
+PROTOBUF_ROOM = 64 * 1024
+"""Bytes of a Similar call to the indexer kept for what is not text: ids, field tags and lengths."""
 
 _EXACT_MESSAGE = "the same text (ignoring case and whitespace) is already stored"
 _EXCLUDED_MESSAGE = "this text was forgotten earlier and will not be stored again"
@@ -480,9 +482,12 @@ class MemoryService:
         A channel still backing off from an earlier failure, or an indexer busy for a moment, fails at
         once; one more try a moment later tells that from a stopped indexer (Unavailable)."""
         assert self.index is not None
+        # The pending texts share the call's message with the texts themselves.
+        room = limits.MAX_REQUEST_BYTES - sum(len(text.encode()) for text in texts) - PROTOBUF_ROOM
+        budget = max(0, min(duplicates.PENDING_TEXT_BYTES, room))
         for attempt in range(2):
             try:
-                pending, behind = await self._pending_for_compare(vault, wait=wait_for_index)
+                pending, behind = await self._pending_for_compare(vault, wait=wait_for_index, budget=budget)
                 similar = await self.index.similar(
                     vault.id,
                     texts,
@@ -498,25 +503,27 @@ class MemoryService:
                 await asyncio.sleep(duplicates.INDEX_RETRY_SECONDS)
         raise AssertionError("unreachable")
 
-    async def _pending_for_compare(self, vault: VaultAccess, *, wait: bool) -> tuple[list[tuple[str, str]], int]:
+    async def _pending_for_compare(
+        self, vault: VaultAccess, *, wait: bool, budget: int
+    ) -> tuple[list[tuple[str, str]], int]:
         """The newest memories the index does not hold yet (compared from their text), and how many more
         there are. When more are waiting than can be sent as text, an import first waits
         (briefly) for the index to catch up, so that every memory is compared; otherwise it goes on at once,
         and the indexer indexes the last import while this one is checked."""
         assert self.index is not None
-        pending, total = await self._unindexed(vault)
+        pending, total = await self._unindexed(vault, budget)
         # One tiny call first: a stopped indexer answers Unavailable at once, and will not catch up.
         await self.index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
         if wait:
             deadline = time.monotonic() + self.index_catch_up_seconds
             while total > len(pending) and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
-                pending, total = await self._unindexed(vault)
+                pending, total = await self._unindexed(vault, budget)
         return pending, max(total - len(pending), 0)
 
-    async def _unindexed(self, vault: VaultAccess) -> tuple[list[tuple[str, str]], int]:
+    async def _unindexed(self, vault: VaultAccess, budget: int) -> tuple[list[tuple[str, str]], int]:
         pending, total = await self.store.unindexed_for_compare(vault, duplicates.PENDING_TO_COMPARE)
-        return duplicates.sendable(pending), total
+        return duplicates.sendable(pending, budget), total
 
     async def recall(
         self,

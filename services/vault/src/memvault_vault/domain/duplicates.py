@@ -42,13 +42,13 @@ INDEX_RETRY_SECONDS = 0.5
 """When the indexer does not answer, a write asks once more after this long before checking exact duplicates only."""
 
 
-def sendable(pending: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The newest of these (id, text) pairs whose texts together fit in PENDING_TEXT_BYTES."""
+def sendable(pending: Sequence[tuple[str, str]], budget: int = PENDING_TEXT_BYTES) -> list[tuple[str, str]]:
+    """The newest of these (id, text) pairs whose texts together fit in `budget` bytes."""
     kept: list[tuple[str, str]] = []
     size = 0
     for memory_id, text in pending:
         size += len(text.encode())
-        if size > PENDING_TEXT_BYTES:
+        if size > budget:
             break
         kept.append((memory_id, text))
     return kept

@@ -269,6 +269,24 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
     return "\n".join(lines)
 
 
+async def throughput(stack: Stack, seed: int, count: int) -> str:
+    """Index throughput alone, in a minute or two: `count` memories through `bulk_remember` until
+    searchable, into a vault of `seed` memories. For comparing two versions of the code, run
+    alternately; printed, not written to docs/benchmarks.md."""
+    texts = corpus.memories(seed + count)
+    async with mcp_session(stack.mcp_url) as client:
+        await import_memories(client, texts[:seed])
+        await until_indexed(stack, seed)
+        start = time.perf_counter()
+        imported = await import_memories(client, texts[seed:])
+        await until_indexed(stack, seed + count)
+        searchable = time.perf_counter() - start
+    return (
+        f"{count:,} memories into a vault of {seed:,}: searchable after {searchable:.1f} s, "
+        f"{count / searchable:,.0f} memories/s (the import calls alone took {imported:.1f} s)"
+    )
+
+
 def embedding(count: int = 2000) -> str:
     """The bundled embedder alone, in this process: texts/s for a bulk, and one query, by thread count."""
     from memvault_indexer.embedder import OnnxMiniLMEmbedder
@@ -326,6 +344,8 @@ async def main_async(args: argparse.Namespace) -> None:
         await asyncio.to_thread(stack.start)
         if args.suite == "foundation":
             body = await foundation(stack, args.memories, args.calls)
+        elif args.suite == "throughput":
+            body = await throughput(stack, args.memories, args.throughput_memories)
         else:
             body = await indexing(stack, args.calls, (args.memories, args.throughput_memories, args.large_memories))
     finally:
@@ -334,6 +354,8 @@ async def main_async(args: argparse.Namespace) -> None:
             drop_database(server, database)
         shutil.rmtree(data_dir, ignore_errors=True)
     print(body)
+    if args.suite == "throughput":
+        return
     command = "make bench" if args.default_sizes else f"python -m tests.bench.run {' '.join(sys.argv[1:])}"
     report.write_section(args.suite, body, command)
     print(f"\nwritten to {report.BENCHMARKS.relative_to(ROOT)}", file=sys.stderr)
@@ -341,9 +363,13 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__)
-    parser.add_argument("suite", choices=["foundation", "indexing", "embedding"], help="which benchmark to run")
+    parser.add_argument(
+        "suite", choices=["foundation", "indexing", "embedding", "throughput"], help="which benchmark to run"
+    )
     parser.add_argument("--memories", type=int, default=10_000, help="memories in the vault (default 10,000)")
-    parser.add_argument("--throughput-memories", type=int, default=20_000, help="indexing: memories timed (20,000)")
+    parser.add_argument(
+        "--throughput-memories", type=int, default=20_000, help="indexing and throughput: memories timed (20,000)"
+    )
     parser.add_argument("--large-memories", type=int, default=100_000, help="indexing: the large vault (100,000)")
     parser.add_argument("--calls", type=int, default=300, help="timed calls per operation (default 300)")
     args = parser.parse_args()

@@ -121,6 +121,15 @@ async def import_memories(client: Any, texts: list[str]) -> float:
     return time.perf_counter() - start
 
 
+async def import_until_searchable(stack: Stack, client: Any, texts: list[str], expected: int) -> tuple[float, float]:
+    """Seconds from the first `bulk_remember` of `texts` until `expected` memories are searchable, and
+    seconds the import calls alone took."""
+    start = time.perf_counter()
+    imported = await import_memories(client, texts)
+    await until_indexed(stack, expected)
+    return time.perf_counter() - start, imported
+
+
 async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> None:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
@@ -228,10 +237,9 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
     ]
     reindexed = await reindex_seconds(stack)
     async with mcp_session(stack.mcp_url) as client:
-        start = time.perf_counter()
-        imported = await import_memories(client, texts[first : first + throughput_size])
-        await until_indexed(stack, first + throughput_size)
-        searchable = time.perf_counter() - start
+        searchable, imported = await import_until_searchable(
+            stack, client, texts[first : first + throughput_size], first + throughput_size
+        )
         await import_memories(client, texts[first + throughput_size :])
         await until_indexed(stack, total)
     await analyze(stack)
@@ -277,10 +285,7 @@ async def throughput(stack: Stack, seed: int, count: int) -> str:
     async with mcp_session(stack.mcp_url) as client:
         await import_memories(client, texts[:seed])
         await until_indexed(stack, seed)
-        start = time.perf_counter()
-        imported = await import_memories(client, texts[seed:])
-        await until_indexed(stack, seed + count)
-        searchable = time.perf_counter() - start
+        searchable, imported = await import_until_searchable(stack, client, texts[seed:], seed + count)
     return (
         f"{count:,} memories into a vault of {seed:,}: searchable after {searchable:.1f} s, "
         f"{count / searchable:,.0f} memories/s (the import calls alone took {imported:.1f} s)"

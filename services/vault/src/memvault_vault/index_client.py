@@ -30,6 +30,8 @@ class IndexClient:
         pending: Sequence[tuple[str, str]],
     ) -> dict[str, float]:
         """Cosine similarity by memory id: nearest memories plus the ones asked to be scored."""
+        if limit <= 0 and not score_ids and not pending:
+            return {}  # nothing asked: no call
         request = index_pb2.SearchRequest(
             vault_id=vault_id,
             query=query,

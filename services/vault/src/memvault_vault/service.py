@@ -627,20 +627,16 @@ class MemoryService:
         except BaseException:
             dense_search.cancel()
             raise
-        known = {memory.id for memory, _ in keyword}
-
-        async def score_keyword_only() -> dict[str, float]:
-            unscored = [memory.id for memory, _ in keyword if memory.id not in cosines]
-            return await index.search(vault.id, query, limit=0, score_ids=unscored, pending=()) if unscored else {}
-
-        async def read_dense_only() -> list[tuple[Memory, float]]:
-            dense_only = [i for i in cosines if i not in known]
-            return await self.store.memories_by_ids(vault, dense_only, query, **filters) if dense_only else []
-
         try:
             cosines = await dense_search
+            known = {memory.id for memory, _ in keyword}
+            unscored = [memory.id for memory, _ in keyword if memory.id not in cosines]
+            dense_only = [i for i in cosines if i not in known]
             # Scoring the keyword-only hits and reading the vector-only ones are independent: side by side.
-            scored, extra = await asyncio.gather(score_keyword_only(), read_dense_only())
+            scored, extra = await asyncio.gather(
+                index.search(vault.id, query, limit=0, score_ids=unscored, pending=()),
+                self.store.memories_by_ids(vault, dense_only, query, **filters),
+            )
             cosines.update(scored)
         except Unavailable as error:
             log.warning("recall fell back to keyword-only", extra={"reason": error.message})

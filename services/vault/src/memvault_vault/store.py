@@ -628,6 +628,8 @@ class Store:
         expired_ok: bool = False,
     ) -> list[tuple[Memory, float]]:
         """These memories of the vault that pass the filters, each with its keyword rank (0 when no word matches)."""
+        if not ids:
+            return []
         rows = await self._pool.fetch(
             f"""
             WITH {_TERMS}

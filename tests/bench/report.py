@@ -7,6 +7,7 @@ import platform
 import re
 import statistics
 import subprocess
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +64,63 @@ def peak_rss_mib(pid: int | None) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a live process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU time of every process named postgres on this machine (server and backends)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    total += cpu_seconds(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+    return total
+
+
+class CpuMeter:
+    """CPU time used by named processes, Postgres and this process between `start` and `stop`."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self._before: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+
+    def _read(self) -> dict[str, float]:
+        now = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        now["postgres"] = postgres_cpu_seconds()
+        now["benchmark client"] = time.process_time()
+        return now
+
+    def start(self) -> None:
+        self._before = self._read()
+
+    def stop(self) -> None:
+        after = self._read()
+        self.used = {name: after[name] - self._before[name] for name in after}
+
+
+CPU_NAMES = ("gateway", "mcp", "vault", "indexer", "postgres", "benchmark client")
+
+
+def cpu_header(unit: str) -> str:
+    return f"| {unit} | " + " | ".join(CPU_NAMES) + " | all |\n|---|" + "---|" * (len(CPU_NAMES) + 1)
+
+
+def cpu_row(name: str, used: dict[str, float], per: int) -> str:
+    """Milliseconds of CPU per call (or per memory) by process."""
+    cells = [f"{1000 * used[n] / per:.1f}" if n in used else "–" for n in CPU_NAMES]
+    return f"| {name} | " + " | ".join(cells) + f" | {1000 * sum(used.values()) / per:.1f} |"
 
 
 def git_revision() -> str:

@@ -121,13 +121,23 @@ async def import_memories(client: Any, texts: list[str]) -> float:
     return time.perf_counter() - start
 
 
-async def import_until_searchable(stack: Stack, client: Any, texts: list[str], expected: int) -> tuple[float, float]:
-    """Seconds from the first `bulk_remember` of `texts` until `expected` memories are searchable, and
-    seconds the import calls alone took."""
+async def import_until_searchable(
+    stack: Stack, client: Any, texts: list[str], expected: int
+) -> tuple[float, float, dict[str, float]]:
+    """Seconds from the first `bulk_remember` of `texts` until `expected` memories are searchable,
+    seconds the import calls alone took, and the CPU seconds each process used meanwhile."""
+    meter = cpu_meter(stack)
+    meter.start()
     start = time.perf_counter()
     imported = await import_memories(client, texts)
     await until_indexed(stack, expected)
-    return time.perf_counter() - start, imported
+    searchable = time.perf_counter() - start
+    meter.stop()
+    return searchable, imported, meter.used
+
+
+def cpu_meter(stack: Stack) -> report.CpuMeter:
+    return report.CpuMeter({name: pid for name in stack.services if (pid := stack.process(name).pid) is not None})
 
 
 async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> None:
@@ -142,24 +152,31 @@ async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> 
     raise TimeoutError(f"not indexed within {deadline:.0f}s")
 
 
-async def recall_latencies(stack: Stack, calls: int, seed: int) -> tuple[list[float], list[float], str]:
-    """Recall over MCP (through the gateway) and over gRPC straight to the vault; and the mode answered.
+async def recall_latencies(
+    stack: Stack, calls: int, seed: int
+) -> tuple[list[float], list[float], str, dict[str, dict[str, float]]]:
+    """Recall over MCP (through the gateway) and over gRPC straight to the vault; the mode answered;
+    and the CPU seconds each process used on either path.
 
     Each path gets its own queries: the indexer keeps recent embeddings, so a query asked twice
     would be cheaper the second time."""
     queries = corpus.queries(calls, seed=seed)
     over_mcp: list[float] = []
     modes: list[str] = []
+    meters = {"MCP": cpu_meter(stack), "gRPC": cpu_meter(stack)}
     async with mcp_session(stack.mcp_url) as client:
+        meters["MCP"].start()
         for query in queries:
             start = time.perf_counter()
             modes.append((await call(client, "recall", query=query))["mode"])
             over_mcp.append(time.perf_counter() - start)
+        meters["MCP"].stop()
     mode = ", ".join(f"{m} {modes.count(m)}/{len(modes)}" for m in sorted(set(modes)))
     signer = IdentitySigner(stack.identity_secret)
     channel = client_channel(stack.vault_address)
     stub = vault_pb2_grpc.VaultServiceStub(channel)
     over_grpc: list[float] = []
+    meters["gRPC"].start()
     for query in corpus.queries(calls, seed=seed + 1):
         # Signed per call, as the mcp service does: the identity lives two minutes.
         metadata = ((GRPC_METADATA_KEY, signer.sign(Identity(subject="owner", scopes=frozenset(SCOPES)))),)
@@ -167,8 +184,9 @@ async def recall_latencies(stack: Stack, calls: int, seed: int) -> tuple[list[fl
             over_grpc,
             lambda query=query, metadata=metadata: stub.Recall(vpb.RecallRequest(query=query), metadata=metadata),
         )  # type: ignore[misc]
+    meters["gRPC"].stop()
     await channel.close()
-    return over_mcp, over_grpc, mode
+    return over_mcp, over_grpc, mode, {path: meter.used for path, meter in meters.items()}
 
 
 async def in_process_recall(stack: Stack, queries: list[str]) -> dict[str, list[float]]:
@@ -205,11 +223,14 @@ async def in_process_recall(stack: Stack, queries: list[str]) -> dict[str, list[
     return samples
 
 
-async def reindex_seconds(stack: Stack) -> float:
+async def reindex_seconds(stack: Stack) -> tuple[float, dict[str, float]]:
     """`memvault-indexer reindex` against a freshly started indexer (its embedding cache empty): every
-    memory embedded again from Postgres, upserted, and the embedded Qdrant's index rebuilt."""
+    memory embedded again from Postgres, upserted, and the embedded Qdrant's index rebuilt. Seconds,
+    and the CPU seconds each process used."""
     await asyncio.to_thread(stack.stop_service, "indexer")
     await asyncio.to_thread(stack.start_services)
+    meter = cpu_meter(stack)
+    meter.start()
     start = time.perf_counter()
     await asyncio.to_thread(
         subprocess.run,
@@ -218,7 +239,9 @@ async def reindex_seconds(stack: Stack) -> float:
         capture_output=True,
         check=True,
     )
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    meter.stop()
+    return seconds, meter.used
 
 
 async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str:
@@ -230,20 +253,20 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
         await import_memories(client, texts[:first])
         await until_indexed(stack, first)
     await analyze(stack)
-    mcp_small, grpc_small, mode = await recall_latencies(stack, calls, seed=23)
+    mcp_small, grpc_small, mode, cpu_small = await recall_latencies(stack, calls, seed=23)
     rows += [
         report.latency_row(f"recall over MCP, {first:,} memories ({mode})", mcp_small),
         report.latency_row(f"recall over gRPC to vault, {first:,} memories", grpc_small),
     ]
-    reindexed = await reindex_seconds(stack)
+    reindexed, cpu_reindex = await reindex_seconds(stack)
     async with mcp_session(stack.mcp_url) as client:
-        searchable, imported = await import_until_searchable(
+        searchable, imported, cpu_import = await import_until_searchable(
             stack, client, texts[first : first + throughput_size], first + throughput_size
         )
         await import_memories(client, texts[first + throughput_size :])
         await until_indexed(stack, total)
     await analyze(stack)
-    mcp_big, grpc_big, mode = await recall_latencies(stack, calls, seed=25)
+    mcp_big, grpc_big, mode, cpu_big = await recall_latencies(stack, calls, seed=25)
     rows += [
         report.latency_row(f"recall over MCP, {total:,} memories ({mode})", mcp_big),
         report.latency_row(f"recall over gRPC to vault, {total:,} memories", grpc_big),
@@ -273,6 +296,19 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
         "| service | peak RSS MiB |",
         "|---|---|",
         *(f"| {name} | {mib:.0f} |" for name, mib in rss.items()),
+        "",
+        "Where the two cores go: CPU milliseconds each process used, per recall and per memory indexed "
+        "(Postgres = every postgres process of the machine; – = not on that path).",
+        "",
+        report.cpu_header("CPU ms per recall / per memory"),
+        report.cpu_row(f"recall over MCP, {first:,} memories", cpu_small["MCP"], calls),
+        report.cpu_row(f"recall over gRPC to vault, {first:,} memories", cpu_small["gRPC"], calls),
+        report.cpu_row(f"recall over MCP, {total:,} memories", cpu_big["MCP"], calls),
+        report.cpu_row(f"recall over gRPC to vault, {total:,} memories", cpu_big["gRPC"], calls),
+        report.cpu_row(
+            f"`bulk_remember` until searchable, per memory ({throughput_size:,})", cpu_import, throughput_size
+        ),
+        report.cpu_row(f"`reindex`, per memory ({first:,})", cpu_reindex, first),
     ]
     return "\n".join(lines)
 
@@ -285,10 +321,11 @@ async def throughput(stack: Stack, seed: int, count: int) -> str:
     async with mcp_session(stack.mcp_url) as client:
         await import_memories(client, texts[:seed])
         await until_indexed(stack, seed)
-        searchable, imported = await import_until_searchable(stack, client, texts[seed:], seed + count)
+        searchable, imported, used = await import_until_searchable(stack, client, texts[seed:], seed + count)
     return (
         f"{count:,} memories into a vault of {seed:,}: searchable after {searchable:.1f} s, "
-        f"{count / searchable:,.0f} memories/s (the import calls alone took {imported:.1f} s)"
+        f"{count / searchable:,.0f} memories/s (the import calls alone took {imported:.1f} s)\n\n"
+        f"{report.cpu_header('CPU ms per memory')}\n{report.cpu_row('bulk_remember until searchable', used, count)}"
     )
 
 

@@ -298,7 +298,7 @@ async def indexing(stack: Stack, calls: int, sizes: tuple[int, int, int]) -> str
         *(f"| {name} | {mib:.0f} |" for name, mib in rss.items()),
         "",
         "Where the two cores go: CPU milliseconds each process used, per recall and per memory indexed "
-        "(Postgres = every postgres process of the machine; – = not on that path).",
+        "(Postgres = every postgres process of the machine).",
         "",
         report.cpu_header("CPU ms per recall / per memory"),
         report.cpu_row(f"recall over MCP, {first:,} memories", cpu_small["MCP"], calls),

@@ -98,6 +98,21 @@ async def test_search_ranks_by_cosine_within_one_vault(store: VectorStore) -> No
 
 
 @pytest.mark.integration
+async def test_search_many_answers_each_vector_as_search_does(store: VectorStore) -> None:
+    memories = [memory("v1", unit(1, x / 10)) for x in range(12)] + [memory("v2", unit(1, 0))]
+    await store.upsert(memories)
+    queries = [unit(1, 0), unit(0, 1), unit(1, 1, 1)]
+
+    batched = await store.search_many(queries, "v1", limit=5)
+
+    assert batched == [await store.search(query, "v1", limit=5) for query in queries]
+    assert all(len(hits) == 5 for hits in batched)
+    assert str(memories[-1].memory_id) not in {hit.memory_id for hits in batched for hit in hits}
+    assert await store.search_many([], "v1", limit=5) == []
+    assert await store.search_many(queries, "v1", limit=0) == [[], [], []]
+
+
+@pytest.mark.integration
 async def test_upsert_is_idempotent_and_replaces_the_point(store: VectorStore) -> None:
     first = memory("v1", unit(1, 0), content_hash="old")
     await store.upsert([first])

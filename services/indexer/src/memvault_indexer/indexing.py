@@ -18,12 +18,10 @@ import numpy as np
 
 from memvault_indexer.embedder import Embedder
 from memvault_indexer.feed import Document, VaultFeed
-from memvault_indexer.store import EdgeVectorStore, Hit, IndexedMemory, SearchFilters, VectorStore
+from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters, VectorStore
 
 log = logging.getLogger(__name__)
 
-SEARCH_CONCURRENCY = 2
-"""Vector searches of one Similar call in flight at once (one per core on a 2-core machine)."""
 EMBEDDING_CACHE_SIZE = 20_000
 """Texts whose embeddings are kept (about 30 MB at 384 dimensions)."""
 OPTIMIZE_AFTER_POINTS = 500
@@ -148,15 +146,9 @@ class Indexer:
         """Per text: (similar memories of the vault, similar earlier texts by position), nearest first."""
         vectors = await self.embed([*texts, *(text for _, text in pending)])
         text_vectors, pending_vectors = vectors[: len(texts)], vectors[len(texts) :]
-        # Searches run SEARCH_CONCURRENCY at a time (reads of the store may overlap); the cosines among
-        # the texts and with the pending ones are two matrix products.
-        gate = asyncio.Semaphore(SEARCH_CONCURRENCY)
-
-        async def nearest(vector: np.ndarray) -> list[Hit]:
-            async with gate:
-                return await self.store.search(vector, vault_id, limit)
-
-        found = await asyncio.gather(*(nearest(vector) for vector in text_vectors))
+        # One batched search for all the texts; the cosines among the texts and with the pending ones
+        # are two matrix products.
+        found = await self.store.search_many(list(text_vectors), vault_id, limit)
         among_texts = text_vectors @ text_vectors.T
         to_pending = text_vectors @ pending_vectors.T if pending else np.zeros((len(texts), 0), dtype=np.float32)
         results: list[tuple[list[tuple[str, float]], list[tuple[int, float]]]] = []

@@ -141,6 +141,12 @@ class VectorStore(Protocol):
         """Nearest memories of one vault by cosine, best first."""
         ...
 
+    async def search_many(
+        self, vectors: Sequence[NDArray[np.float32] | Sequence[float]], vault_id: str, limit: int
+    ) -> list[list[Hit]]:
+        """`search` for several vectors in one request (an import's duplicate check): one list per vector."""
+        ...
+
     async def count(self, vault_id: str | None = None) -> int:
         """Number of points, in one vault or in the whole collection."""
         ...
@@ -157,7 +163,8 @@ class VectorStore(Protocol):
 
 
 def _as_list(vector: NDArray[np.float32] | Sequence[float]) -> list[float]:
-    return [float(x) for x in np.asarray(vector, dtype=np.float32).ravel()]
+    values: list[float] = np.asarray(vector, dtype=np.float32).ravel().tolist()
+    return values
 
 
 def _check_dimension(vector: list[float], dimension: int) -> None:
@@ -324,13 +331,34 @@ class EdgeVectorStore:
         limit: int,
         filters: SearchFilters | None = None,
     ) -> list[Hit]:
+        if limit < 1:
+            return []
+        points = await self._read("query", self._query(vector, vault_id, limit, filters))
+        return [Hit(str(point.id), float(point.score)) for point in points]
+
+    async def search_many(
+        self, vectors: Sequence[NDArray[np.float32] | Sequence[float]], vault_id: str, limit: int
+    ) -> list[list[Hit]]:
+        from qdrant_edge import QueryBatchRequest
+
+        if limit < 1 or len(vectors) == 0:
+            return [[] for _ in vectors]
+        batch = QueryBatchRequest([self._query(vector, vault_id, limit) for vector in vectors])
+        results = await self._read("query_batch", batch)
+        return [[Hit(str(point.id), float(point.score)) for point in points] for points in results]
+
+    def _query(
+        self,
+        vector: NDArray[np.float32] | Sequence[float],
+        vault_id: str,
+        limit: int,
+        filters: SearchFilters | None = None,
+    ) -> Any:
         from qdrant_edge import Query, QueryRequest, SearchParams
 
         query = _as_list(vector)
         _check_dimension(query, self._dimension)
-        if limit < 1:
-            return []
-        request = QueryRequest(
+        return QueryRequest(
             limit=limit,
             query=Query.Nearest(query, using=VECTOR_NAME),
             filter=self._filter(vault_id, filters),
@@ -338,8 +366,6 @@ class EdgeVectorStore:
             with_payload=False,
             with_vector=False,
         )
-        points = await self._read("query", request)
-        return [Hit(str(point.id), float(point.score)) for point in points]
 
     async def count(self, vault_id: str | None = None) -> int:
         from qdrant_edge import CountRequest
@@ -581,6 +607,31 @@ class QdrantServerStore:
             with_vectors=False,
         )
         return [Hit(str(point.id), float(point.score)) for point in response.points]
+
+    async def search_many(
+        self, vectors: Sequence[NDArray[np.float32] | Sequence[float]], vault_id: str, limit: int
+    ) -> list[list[Hit]]:
+        from qdrant_client import models
+
+        if limit < 1 or len(vectors) == 0:
+            return [[] for _ in vectors]
+        requests = []
+        for vector in vectors:
+            query = _as_list(vector)
+            _check_dimension(query, self._dimension)
+            requests.append(
+                models.QueryRequest(
+                    query=query,
+                    using=VECTOR_NAME,
+                    filter=self._filter(vault_id),
+                    params=None if self._local else models.SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
+                    limit=limit,
+                    with_payload=False,
+                    with_vector=False,
+                )
+            )
+        responses = await self._client.query_batch_points(self._collection, requests=requests)
+        return [[Hit(str(point.id), float(point.score)) for point in response.points] for response in responses]
 
     async def count(self, vault_id: str | None = None) -> int:
         result = await self._client.count(

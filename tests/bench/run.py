@@ -331,7 +331,7 @@ async def throughput(stack: Stack, seed: int, count: int) -> str:
 
 def embedding(count: int = 2000) -> str:
     """The bundled embedder alone, in this process: texts/s for a bulk, and one query, by thread count."""
-    from memvault_indexer.embedder import OnnxMiniLMEmbedder
+    from memvault_indexer.embedder import BUNDLED_BATCH_SIZE, OnnxMiniLMEmbedder
 
     texts = corpus.memories(count, seed=5)
     queries = corpus.queries(200, seed=29)
@@ -354,7 +354,7 @@ def embedding(count: int = 2000) -> str:
     return "\n".join(
         [
             f"Bundled all-MiniLM-L6-v2 (int8 ONNX) in one process, nothing else running: {count:,} memory texts "
-            "in one call (batches of 32, sorted by length, run side by side on `threads` threads), and 200 "
+            f"in one call (batches of {BUNDLED_BATCH_SIZE}, sorted by length, run side by side on `threads` threads), and 200 "
             "single queries.",
             "",
             "| threads | bulk texts/s | query p50 ms | query p95 ms |",

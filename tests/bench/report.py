@@ -66,7 +66,7 @@ def peak_rss_mib(pid: int | None) -> float:
     return float("nan")
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of the times in /proc/<pid>/stat
 
 
 def cpu_seconds(pid: int) -> float:

@@ -590,46 +590,40 @@ class QdrantServerStore:
         limit: int,
         filters: SearchFilters | None = None,
     ) -> list[Hit]:
-        from qdrant_client import models
-
-        query = _as_list(vector)
-        _check_dimension(query, self._dimension)
         if limit < 1:
             return []
-        response = await self._client.query_points(
-            self._collection,
-            query=query,
-            using=VECTOR_NAME,
-            query_filter=self._filter(vault_id, filters),
-            search_params=None if self._local else models.SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
-            limit=limit,
-            with_payload=False,
-            with_vectors=False,
-        )
-        return [Hit(str(point.id), float(point.score)) for point in response.points]
+        (hits,) = await self._query_batch([self._query(vector, vault_id, limit, filters)])
+        return hits
 
     async def search_many(
         self, vectors: Sequence[NDArray[np.float32] | Sequence[float]], vault_id: str, limit: int
     ) -> list[list[Hit]]:
-        from qdrant_client import models
-
         if limit < 1 or len(vectors) == 0:
             return [[] for _ in vectors]
-        requests = []
-        for vector in vectors:
-            query = _as_list(vector)
-            _check_dimension(query, self._dimension)
-            requests.append(
-                models.QueryRequest(
-                    query=query,
-                    using=VECTOR_NAME,
-                    filter=self._filter(vault_id),
-                    params=None if self._local else models.SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
-                    limit=limit,
-                    with_payload=False,
-                    with_vector=False,
-                )
-            )
+        return await self._query_batch([self._query(vector, vault_id, limit) for vector in vectors])
+
+    def _query(
+        self,
+        vector: NDArray[np.float32] | Sequence[float],
+        vault_id: str,
+        limit: int,
+        filters: SearchFilters | None = None,
+    ) -> Any:
+        from qdrant_client import models
+
+        query = _as_list(vector)
+        _check_dimension(query, self._dimension)
+        return models.QueryRequest(
+            query=query,
+            using=VECTOR_NAME,
+            filter=self._filter(vault_id, filters),
+            params=None if self._local else models.SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
+            limit=limit,
+            with_payload=False,
+            with_vector=False,
+        )
+
+    async def _query_batch(self, requests: list[Any]) -> list[list[Hit]]:
         responses = await self._client.query_batch_points(self._collection, requests=requests)
         return [[Hit(str(point.id), float(point.score)) for point in response.points] for response in responses]
 

@@ -15,7 +15,8 @@ async def search(store: Store, vault: VaultAccess, query: str) -> list[str]:
     found = await store.keyword_search(
         vault, query, statuses=RECALLABLE_BY_DEFAULT, types=(), tags=(), limit=500, offset=0
     )
-    return [memory.content for memory, _ in found]
+    page = await store.recall_page(vault, [f.id for f in found])
+    return [page[f.id].memory.content for f in found]
 
 
 async def test_a_large_vault_ranks_memories_with_two_query_words_or_a_rare_one(store: Store) -> None:

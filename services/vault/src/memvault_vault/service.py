@@ -560,12 +560,12 @@ class MemoryService:
         position = cursor.decode(page_cursor, "recall", request)
         offset = int(position["offset"]) if position else 0
         ranked, mode = await self._rank(
-            vault, query, statuses=statuses, types=types, tags=tags, expired_ok=include_expired or as_of is not None
+            vault, query, statuses=statuses, types=types, tags=tags, include_expired=include_expired, as_of=as_of
         )
-        if as_of is not None:
-            ranked = [(m, s) for m, s in ranked if m.valid_at(as_of) and (include_expired or not m.expired(as_of))]
         window = ranked[offset : offset + limit + 1]
-        hits, more = _fit(window, limit)
+        rows = await self.store.recall_page(vault, [found.id for found, _ in window])
+        hits, cut = _fit([(rows[f.id].memory, score) for f, score in window if f.id in rows], limit)
+        more = cut or len(ranked) > offset + limit
         warnings: list[str] = []
         if mode == KEYWORD_ONLY and self.index is not None:
             warnings.append(
@@ -574,13 +574,12 @@ class MemoryService:
         if not ranked and offset == 0 and not await self.store.has_search_terms(query) and mode == KEYWORD_ONLY:
             warnings.append("the query has only common words (like 'what' or 'the'); add the specific terms you want")
         next_cursor = cursor.encode("recall", request, {"offset": offset + len(hits)}) if more else ""
-        context = await self.store.recall_context(vault, [m.id for m, _ in hits])
         page_hits: list[RecallHit] = []
         memory_warnings: list[MemoryWarning] = []
         for memory, score in hits:
-            similar, same_key = context.get(memory.id, ((), ()))
+            row = rows[memory.id]
             live = memory.status is Status.ACTIVE
-            hit = RecallHit(memory, score, similar if live else (), same_key if live else ())
+            hit = RecallHit(memory, score, row.similar if live else (), row.same_key if live else ())
             page_hits.append(hit)
             memory_warnings.extend(lifecycle.warnings_for(hit, now, as_of))
         page = RecallPage(
@@ -600,15 +599,22 @@ class MemoryService:
         statuses: Sequence[Status],
         types: Sequence[MemoryType],
         tags: Sequence[str],
-        expired_ok: bool = False,
-    ) -> tuple[list[tuple[Memory, float]], str]:
-        """Every candidate from keyword and vector search, fused, best first; and which search answered."""
-        filters: dict[str, Any] = {"statuses": statuses, "types": types, "tags": tags, "expired_ok": expired_ok}
+        include_expired: bool = False,
+        as_of: datetime | None = None,
+    ) -> tuple[list[tuple[fusion.Found, float]], str]:
+        """Every memory keyword or vector search found, fused, best first; and which search answered."""
+        filters: dict[str, Any] = {
+            "statuses": statuses,
+            "types": types,
+            "tags": tags,
+            "include_expired": include_expired,
+            "as_of": as_of,
+        }
         if self.index is None:
             keyword = await self.store.keyword_search(
                 vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters
             )
-            return fusion.fuse([fusion.Candidate(m, r, None) for m, r in keyword], cosine_weight=0.0), KEYWORD_ONLY
+            return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
         index = self.index
         # Full-text search runs beside the vector search (and the lookup of recent writes it needs);
         # the keyword hits the vector search did not return are scored afterwards (the indexer keeps
@@ -629,8 +635,8 @@ class MemoryService:
             raise
         try:
             cosines = await dense_search
-            known = {memory.id for memory, _ in keyword}
-            unscored = [memory.id for memory, _ in keyword if memory.id not in cosines]
+            known = {found.id for found in keyword}
+            unscored = [found.id for found in keyword if found.id not in cosines]
             dense_only = [i for i in cosines if i not in known]
             # Scoring the keyword-only hits and reading the vector-only ones are independent: side by side.
             scored, extra = await asyncio.gather(
@@ -640,9 +646,8 @@ class MemoryService:
             cosines.update(scored)
         except Unavailable as error:
             log.warning("recall fell back to keyword-only", extra={"reason": error.message})
-            return fusion.fuse([fusion.Candidate(m, r, None) for m, r in keyword], cosine_weight=0.0), KEYWORD_ONLY
-        candidates = [fusion.Candidate(memory, rank, cosines.get(memory.id)) for memory, rank in [*keyword, *extra]]
-        return fusion.fuse(candidates), HYBRID
+            return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
+        return fusion.fuse([*keyword, *extra], cosines), HYBRID
 
     async def stats(self, identity: Identity, vault_name: str) -> tuple[VaultAccess, dict[str, Any]]:
         vault = await self.access(identity, vault_name)

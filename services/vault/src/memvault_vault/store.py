@@ -14,6 +14,7 @@ import asyncpg
 from memvault_core.errors import Conflict, InvalidArgument, NotFound
 from memvault_vault import events
 from memvault_vault.domain import guide
+from memvault_vault.domain.fusion import Found
 from memvault_vault.domain.memory import (
     Draft,
     Memory,
@@ -136,6 +137,20 @@ _COLUMNS = """
     m.status_reason, m.flagged_reason, m.flagged_at, m.reviewed_at
 """
 
+# Recall's filters, shared by both of its searches: $3 statuses, $4 types (NULL: any), $5 tags (all
+# of them), $6 include expired, $7 as of (NULL: now). As of a past moment, a memory counts only if it
+# was written by then, valid then, and never rejected; it is expired if it had expired by then.
+_RECALL_FILTERS = """
+          AND m.status = ANY($3::text[])
+          AND ($4::text[] IS NULL OR m.type = ANY($4::text[]))
+          AND m.tags @> $5::text[]
+          AND ($6::bool OR m.expires_at IS NULL OR m.expires_at > coalesce($7::timestamptz, now()))
+          AND ($7::timestamptz IS NULL OR (
+              m.status <> 'rejected' AND m.created_at <= $7
+              AND (m.valid_from IS NULL OR m.valid_from <= $7)
+              AND (m.valid_to IS NULL OR m.valid_to > $7)))
+"""
+
 # Which memories are ranked. Lexemes in more than a tenth of the vault (and more than 100
 # memories) are left out of the match, unless the query has nothing rarer, so a query of common
 # words still finds something. When the lexemes left would still match more than
@@ -169,20 +184,16 @@ _KEYWORD = f"""
         END)::tsquery AS query
     ),
     ranked AS (
-        SELECT m.id, m.created_at, {_RANK} AS rank
+        SELECT m.id, m.status, m.created_at, {_RANK} AS rank
         FROM memory m, matching
         WHERE m.vault_id = $1
           AND m.search @@ matching.query
-          AND m.status = ANY($3::text[])
-          AND ($4::text[] IS NULL OR m.type = ANY($4::text[]))
-          AND m.tags @> $5::text[]
-          AND ($8::bool OR m.expires_at IS NULL OR m.expires_at > now())
+          {_RECALL_FILTERS}
         ORDER BY rank DESC, m.created_at DESC, m.id
-        LIMIT $6 OFFSET $7
+        LIMIT $8 OFFSET $9
     )
-    SELECT {_COLUMNS}, r.rank
-    FROM ranked r JOIN memory m ON m.id = r.id
-    ORDER BY r.rank DESC, r.created_at DESC, r.id
+    SELECT id::text, status, created_at, rank FROM ranked
+    ORDER BY rank DESC, created_at DESC, id
 """  # noqa: S608 - joins constant SQL fragments, no input
 
 
@@ -225,6 +236,28 @@ def _memory(row: asyncpg.Record, vault: str) -> Memory:
         flagged_at=row["flagged_at"],
         reviewed_at=row["reviewed_at"],
     )
+
+
+@dataclass(frozen=True)
+class RecallRow:
+    memory: Memory
+    similar: tuple[str, ...]
+    same_key: tuple[str, ...]
+
+
+def _found(row: asyncpg.Record) -> Found:
+    return Found(row["id"], Status(row["status"]), row["created_at"], float(row["rank"]))
+
+
+def _recall_filter_args(
+    statuses: Sequence[Status],
+    types: Sequence[MemoryType],
+    tags: Sequence[str],
+    include_expired: bool,
+    as_of: datetime | None,
+) -> tuple[Any, ...]:
+    """The parameters $3 to $7 of `_RECALL_FILTERS`."""
+    return ([s.value for s in statuses], [t.value for t in types] or None, list(tags), include_expired, as_of)
 
 
 class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg's classes are untyped
@@ -563,20 +596,19 @@ class Store:
         tags: Sequence[str],
         limit: int,
         offset: int,
-        expired_ok: bool = False,
-    ) -> list[tuple[Memory, float]]:
+        include_expired: bool = False,
+        as_of: datetime | None = None,
+    ) -> list[Found]:
+        """The vault's best full-text matches that pass recall's filters, best first (read whole with `recall_page`)."""
         rows = await self._pool.fetch(
             _KEYWORD,
             vault.id,
             query,
-            [s.value for s in statuses],
-            [t.value for t in types] or None,
-            list(tags),
+            *_recall_filter_args(statuses, types, tags, include_expired, as_of),
             limit,
             offset,
-            expired_ok,
         )
-        return [(_memory(row, vault.name), float(row["rank"])) for row in rows]
+        return [_found(row) for row in rows]
 
     async def has_search_terms(self, query: str) -> bool:
         """False when every word of the query is a stopword (such as 'what' or 'the')."""
@@ -625,32 +657,27 @@ class Store:
         statuses: Sequence[Status],
         types: Sequence[MemoryType],
         tags: Sequence[str],
-        expired_ok: bool = False,
-    ) -> list[tuple[Memory, float]]:
-        """These memories of the vault that pass the filters, each with its keyword rank (0 when no word matches)."""
+        include_expired: bool = False,
+        as_of: datetime | None = None,
+    ) -> list[Found]:
+        """These memories of the vault that pass recall's filters, each with its keyword rank (0 when no word matches)."""
         if not ids:
             return []
         rows = await self._pool.fetch(
             f"""
             WITH {_TERMS}
-            SELECT {_COLUMNS}, {_RANK} AS rank
+            SELECT m.id::text, m.status, m.created_at, {_RANK} AS rank
             FROM memory m
             WHERE m.vault_id = $1
-              AND m.id = ANY($3::uuid[])
-              AND m.status = ANY($4::text[])
-              AND ($5::text[] IS NULL OR m.type = ANY($5::text[]))
-              AND m.tags @> $6::text[]
-              AND ($7::bool OR m.expires_at IS NULL OR m.expires_at > now())
+              AND m.id = ANY($8::uuid[])
+              {_RECALL_FILTERS}
             """,  # noqa: S608 - constant SQL fragments, no input
             vault.id,
             query,
+            *_recall_filter_args(statuses, types, tags, include_expired, as_of),
             list(ids),
-            [s.value for s in statuses],
-            [t.value for t in types] or None,
-            list(tags),
-            expired_ok,
         )
-        return [(_memory(row, vault.name), float(row["rank"])) for row in rows]
+        return [_found(row) for row in rows]
 
     async def unindexed_recent(self, vault: VaultAccess, limit: int) -> list[tuple[str, str]]:
         """(id, text) of the newest memories whose current text the index does not hold yet."""
@@ -1047,30 +1074,33 @@ class Store:
                 related.append(("supersedes", target))
         return related
 
-    async def recall_context(
-        self, vault: VaultAccess, ids: Sequence[str]
-    ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-        """For each memory: (active memories linked as similar either way, active memories with its key and scope)."""
+    async def recall_page(self, vault: VaultAccess, ids: Sequence[str]) -> dict[str, RecallRow]:
+        """The memories recall returns, whole, each with the active memories linked to it as similar
+        (either way) and the active memories sharing its key and scope. A memory deleted since it
+        was found is missing."""
         if not ids:
             return {}
         rows = await self._pool.fetch(
-            """
-            SELECT m.id::text AS id,
+            f"""
+            SELECT {_COLUMNS},
                    ARRAY(SELECT o.id::text FROM memory o
                          WHERE o.id = ANY(m.similar_to) AND o.vault_id = m.vault_id AND o.status = 'active'
                          UNION
                          SELECT o.id::text FROM memory o
                          WHERE o.similar_to @> ARRAY[m.id] AND o.vault_id = m.vault_id AND o.id <> m.id
-                           AND o.status = 'active') AS similar,
+                           AND o.status = 'active') AS similar_active,
                    ARRAY(SELECT o.id::text FROM memory o
                          WHERE o.vault_id = m.vault_id AND o.id <> m.id AND o.status = 'active'
                            AND m.key IS NOT NULL AND o.key = m.key AND o.scope IS NOT DISTINCT FROM m.scope) AS same_key
             FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($2::uuid[])
-            """,
+            """,  # noqa: S608 - constant SQL fragments, no input
             vault.id,
             list(ids),
         )
-        return {row["id"]: (tuple(row["similar"]), tuple(row["same_key"])) for row in rows}
+        return {
+            str(row["id"]): RecallRow(_memory(row, vault.name), tuple(row["similar_active"]), tuple(row["same_key"]))
+            for row in rows
+        }
 
     async def audit_findings(
         self, vault: VaultAccess, kinds: Sequence[str], limit: int, after_id: str | None

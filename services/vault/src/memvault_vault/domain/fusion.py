@@ -14,11 +14,11 @@ query or per vault.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memvault_vault.domain.memory import Memory, Status
+from memvault_vault.domain.memory import Status
 
 COSINE_WEIGHT = 0.75
 KEYWORD_CANDIDATES = 50
@@ -30,25 +30,31 @@ TIE_WINDOW = 0.01
 _STATUS_ORDER = {Status.ACTIVE: 0, Status.PROPOSED: 1}
 
 
-@dataclass(frozen=True)
-class Candidate:
-    memory: Memory
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A memory one of recall's searches found: what fusion needs of it, not the memory itself."""
+
+    id: str
+    status: Status
+    created_at: datetime
     keyword_rank: float
-    cosine: float | None
+    """Full-text rank; 0 when the memory shares no word with the query."""
 
 
-def fuse(candidates: Sequence[Candidate], cosine_weight: float = COSINE_WEIGHT) -> list[tuple[Memory, float]]:
-    """Candidates ranked best first, each with its fused score."""
-    best_rank = max((c.keyword_rank for c in candidates), default=0.0)
+def fuse(
+    found: Sequence[Found], cosines: Mapping[str, float], cosine_weight: float = COSINE_WEIGHT
+) -> list[tuple[Found, float]]:
+    """Every memory found, ranked best first, each with its fused score (`cosines`: by memory id,
+    missing for a memory the index could not score)."""
+    best_rank = max((f.keyword_rank for f in found), default=0.0)
     scored = []
-    for c in candidates:
-        keyword = c.keyword_rank / best_rank if best_rank > 0 else 0.0
-        cosine = max(c.cosine or 0.0, 0.0)
-        scored.append((c.memory, cosine_weight * cosine + (1 - cosine_weight) * keyword))
+    for f in found:
+        keyword = f.keyword_rank / best_rank if best_rank > 0 else 0.0
+        cosine = max(cosines.get(f.id, 0.0), 0.0)
+        scored.append((f, cosine_weight * cosine + (1 - cosine_weight) * keyword))
 
-    def order(item: tuple[Memory, float]) -> tuple[float, int, float]:
-        memory, score = item
-        created = memory.created_at.timestamp() if isinstance(memory.created_at, datetime) else 0.0
-        return (-round(score / TIE_WINDOW), _STATUS_ORDER.get(memory.status, 2), -created)
+    def order(item: tuple[Found, float]) -> tuple[float, int, float]:
+        f, score = item
+        return (-round(score / TIE_WINDOW), _STATUS_ORDER.get(f.status, 2), -f.created_at.timestamp())
 
     return sorted(scored, key=order)

@@ -56,7 +56,8 @@ class Gateway:
         return f"{self.origin}/.well-known/oauth-protected-resource{path}"
 
 
-def gateway(request: Request) -> Gateway:
-    """FastAPI dependency: the gateway's shared objects."""
+async def gateway(request: Request) -> Gateway:
+    """FastAPI dependency: the gateway's shared objects. Async, though it never waits: FastAPI runs
+    a plain function dependency in its thread pool, a thread hop on every request."""
     context: Gateway = request.app.state.gateway
     return context

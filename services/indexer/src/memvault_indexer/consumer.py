@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,15 +74,17 @@ class EventConsumer:
                 config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=60.0, max_ack_pending=10_000),
             )
             log.info("consuming events", extra={"stream": self._settings.stream})
+            last_message = time.monotonic()
             while True:
                 try:
                     messages = await subscription.fetch(self._batch, timeout=1.0)
                 except (nats.errors.TimeoutError, TimeoutError):
                     messages = []
                 if not messages:
-                    await self._indexer.optimize_if_due()
+                    await self._indexer.optimize_if_due(idle_seconds=time.monotonic() - last_message)
                     continue
                 await self._handle(js, messages)
+                last_message = time.monotonic()
         finally:
             with contextlib.suppress(Exception):
                 await nc.close()

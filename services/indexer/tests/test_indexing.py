@@ -1,0 +1,54 @@
+"""When the indexer asks an embedded Qdrant Edge to build its HNSW index."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memvault_indexer import indexing
+from memvault_indexer.indexing import Indexer
+from memvault_indexer.store import EdgeVectorStore, IndexedMemory
+
+
+class CountingEdgeStore(EdgeVectorStore):
+    """The real embedded store, counting the optimizations it runs."""
+
+    optimized = 0
+
+    async def optimize(self) -> bool:
+        self.optimized += 1
+        return await super().optimize()
+
+
+async def add_points(store: EdgeVectorStore, indexer: Indexer, count: int) -> None:
+    vectors = np.random.default_rng(count).standard_normal((count, 8)).astype(np.float32)
+    await store.upsert([IndexedMemory(uuid.uuid4(), "v1", vector, "h") for vector in vectors])
+    indexer._since_optimize += count  # what indexing a batch adds
+
+
+@pytest.mark.integration
+async def test_new_points_are_indexed_after_a_large_burst_or_once_writes_pause(tmp_path: Path) -> None:
+    store = CountingEdgeStore(tmp_path, model="test", dimension=8)
+    await store.ensure_collection()
+    indexer = Indexer(None, store, None)  # type: ignore[arg-type]  # only the store is used here
+    await add_points(store, indexer, 5000)
+    await indexer.optimize_if_due()
+    assert store.optimized == 1  # the first 5,000 are all new
+
+    await add_points(store, indexer, 600)  # over 500 but under a fifth of the collection
+    await indexer.optimize_if_due(idle_seconds=1.0)
+    assert store.optimized == 1  # writes are still coming: wait for more
+
+    await indexer.optimize_if_due(idle_seconds=indexing.OPTIMIZE_WHEN_IDLE_SECONDS)
+    assert store.optimized == 2  # writes paused: index them now
+    await indexer.optimize_if_due(idle_seconds=indexing.OPTIMIZE_WHEN_IDLE_SECONDS + 60)
+    assert store.optimized == 2  # nothing new since
+
+    await add_points(store, indexer, indexing.OPTIMIZE_AFTER_POINTS - 1)
+    await indexer.optimize_if_due(idle_seconds=indexing.OPTIMIZE_WHEN_IDLE_SECONDS)
+    assert store.optimized == 2  # too few to be worth copying the shard
+    assert await store.count("v1") == 5000 + 600 + indexing.OPTIMIZE_AFTER_POINTS - 1
+    await store.close()

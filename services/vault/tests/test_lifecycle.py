@@ -270,6 +270,25 @@ async def test_expired_memories_are_left_out_of_recall_unless_asked(owner: Calle
     assert "expired" in audit.findings[0].kinds
 
 
+async def test_recall_as_of_a_past_moment_counts_expiry_from_that_moment(owner: Caller, store: Store) -> None:
+    stored = await remember(
+        owner, "The guest wifi code this week is Meadow.", expires_at=stamp(datetime.now(UTC) + timedelta(days=1))
+    )
+    await store._pool.execute(
+        "UPDATE memory SET created_at = now() - interval '3 days', valid_from = now() - interval '3 days',"
+        " expires_at = now() - interval '1 hour' WHERE id = $1::uuid",
+        stored.result.memory_id,
+    )
+    now = datetime.now(UTC)
+    assert not (await recall(owner, "guest wifi code")).hits  # expired now
+    before_expiry = await recall(owner, "guest wifi code", as_of=stamp(now - timedelta(days=2)))
+    assert [h.memory.id for h in before_expiry.hits] == [stored.result.memory_id]
+    assert not (await recall(owner, "guest wifi code", as_of=stamp(now - timedelta(minutes=30)))).hits
+    after = await recall(owner, "guest wifi code", as_of=stamp(now - timedelta(minutes=30)), include_expired=True)
+    assert [h.memory.id for h in after.hits] == [stored.result.memory_id]
+    assert not (await recall(owner, "guest wifi code", as_of=stamp(now - timedelta(days=4)))).hits  # not yet written
+
+
 async def test_bad_dates_and_unknown_dependencies_are_refused(owner: Caller) -> None:
     now = datetime.now(UTC)
     cases: list[tuple[dict[str, Any], str]] = [

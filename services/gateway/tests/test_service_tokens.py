@@ -83,6 +83,12 @@ async def test_service_tokens_are_listed_revoked_and_expire(start_gateway: Start
     ]
     assert listed[0]["last_used_at"]
     assert "token" not in listed[0]
+    # Use is written at most once a minute: another call within it does not go to the database.
+    await gateway.fetchval("UPDATE gateway.access_grant SET last_used_at = NULL WHERE id = $1::uuid", token["id"])
+    assert (await mcp_post(gateway, INITIALIZE, token["token"])).status_code == 200
+    assert (
+        await gateway.fetchval("SELECT last_used_at FROM gateway.access_grant WHERE id = $1::uuid", token["id"]) is None
+    )
 
     await gateway.fetchval(
         "UPDATE gateway.access_grant SET expires_at = now() - interval '1 second' WHERE id = $1::uuid", token["id"]

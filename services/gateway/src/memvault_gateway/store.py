@@ -6,6 +6,7 @@ Callers hand in hashes, never raw credentials; see credentials.py.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -177,13 +178,30 @@ def _grant_from_json(text: str) -> Grant:
     )
 
 
+class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg's classes are untyped
+    """A pool connection handed back without asyncpg's reset query (a round trip on every release,
+    so two on a bearer-token /mcp call). The reset undoes session state: session advisory locks,
+    cursors, LISTEN, SET. The gateway's queries leave none behind (migrations run on a connection
+    of their own); an open transaction is still rolled back."""
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
+GRANT_TOUCH_SECONDS = 60.0
+"""How often a grant's last use is written (per gateway process)."""
+
+
 class Store:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._touched: dict[str, float] = {}
 
     @classmethod
     async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Store:
-        return cls(await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size))
+        return cls(
+            await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, connection_class=_PooledConnection)
+        )
 
     async def close(self) -> None:
         await self._pool.close()
@@ -453,7 +471,11 @@ class Store:
             return _grant(row)
 
     async def touch_grant(self, grant_id: str) -> None:
-        """Record use, at most once a minute, so every /mcp call is not a write."""
+        """Record use, at most once a minute, so every /mcp call is neither a write nor a round trip."""
+        now = time.monotonic()
+        if now - self._touched.get(grant_id, -GRANT_TOUCH_SECONDS) < GRANT_TOUCH_SECONDS:
+            return
+        self._touched[grant_id] = now
         await self._pool.execute(
             "UPDATE gateway.access_grant SET last_used_at = now() WHERE id = $1"
             " AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",

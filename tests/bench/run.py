@@ -30,6 +30,7 @@ from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, Identity
 from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import Stack
 from memvault_indexer.indexing import OPTIMIZE_WHEN_IDLE_SECONDS
+from memvault_indexer.store import OPTIMIZING_SUFFIX
 from memvault_vault.domain.memory import RECALLABLE_BY_DEFAULT
 from memvault_vault.store import Store
 from tests.bench import corpus, report
@@ -158,11 +159,11 @@ async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> 
 async def until_vector_index_built(stack: Stack) -> None:
     """Wait out the embedded store's index build once writes pause, so recall is timed as it runs
     from then on: the indexer starts it OPTIMIZE_WHEN_IDLE_SECONDS after its last write (if enough
-    points are new), on a copy of the shard named `<collection>.optimizing`, until it swaps it in."""
+    points are new), on a copy of the shard (OPTIMIZING_SUFFIX), until it swaps it in."""
     start = time.monotonic()
     seen = False
     while True:
-        building = any((stack.data_dir / "qdrant").glob("*.optimizing"))
+        building = any((stack.data_dir / "qdrant").glob(f"*{OPTIMIZING_SUFFIX}"))
         seen = seen or building
         if not building and (seen or time.monotonic() - start > OPTIMIZE_WHEN_IDLE_SECONDS + 10):
             return

@@ -167,6 +167,11 @@ def _as_list(vector: NDArray[np.float32] | Sequence[float]) -> list[float]:
     return values
 
 
+def _hits(points: Sequence[Any]) -> list[Hit]:
+    """Scored points of either backend as hits, in their order."""
+    return [Hit(str(point.id), float(point.score)) for point in points]
+
+
 def _check_dimension(vector: list[float], dimension: int) -> None:
     if len(vector) != dimension:
         raise InvalidArgument(
@@ -185,6 +190,10 @@ _OPTIMIZE_IN_CHILD = (
     "shard.close()\n"
     "print(changed)\n"
 )
+
+
+OPTIMIZING_SUFFIX = ".optimizing"
+"""The copy of an Edge shard that a child process is building the index in: `<collection>.optimizing`."""
 
 
 class EdgeVectorStore:
@@ -334,7 +343,7 @@ class EdgeVectorStore:
         if limit < 1:
             return []
         points = await self._read("query", self._query(vector, vault_id, limit, filters))
-        return [Hit(str(point.id), float(point.score)) for point in points]
+        return _hits(points)
 
     async def search_many(
         self, vectors: Sequence[NDArray[np.float32] | Sequence[float]], vault_id: str, limit: int
@@ -345,7 +354,7 @@ class EdgeVectorStore:
             return [[] for _ in vectors]
         batch = QueryBatchRequest([self._query(vector, vault_id, limit) for vector in vectors])
         results = await self._read("query_batch", batch)
-        return [[Hit(str(point.id), float(point.score)) for point in points] for points in results]
+        return [_hits(points) for points in results]
 
     def _query(
         self,
@@ -408,7 +417,7 @@ class EdgeVectorStore:
         anything was optimized.
         """
         async with self._write_lock:
-            staging = self._path.with_name(self._path.name + ".optimizing")
+            staging = self._path.with_name(self._path.name + OPTIMIZING_SUFFIX)
             retired = self._path.with_name(self._path.name + ".retired")
             for leftover in (staging, retired):
                 await asyncio.to_thread(shutil.rmtree, leftover, True)
@@ -625,7 +634,7 @@ class QdrantServerStore:
 
     async def _query_batch(self, requests: list[Any]) -> list[list[Hit]]:
         responses = await self._client.query_batch_points(self._collection, requests=requests)
-        return [[Hit(str(point.id), float(point.score)) for point in response.points] for response in responses]
+        return [_hits(response.points) for response in responses]
 
     async def count(self, vault_id: str | None = None) -> int:
         result = await self._client.count(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import asyncpg
 import pytest
 from vault_helpers import filled_vault
 
@@ -30,3 +33,30 @@ async def test_a_memory_is_pending_until_its_current_text_is_reported_indexed(st
     assert (first, "switch in the attic") in await store.unindexed_recent(vault, 10)  # changed text: pending again
     await store._pool.execute("UPDATE memory SET status = 'superseded' WHERE id = $1::uuid", first)
     assert first not in {i for i, _ in await store.unindexed_recent(vault, 10)}  # only what recall can return
+
+
+async def test_a_report_for_a_memory_being_deleted_skips_it_instead_of_failing(store: Store, vault_dsn: str) -> None:
+    vault = await filled_vault(store, [("router in the attic", 2)])
+    (gone, gone_hash), (kept, kept_hash) = await store._pool.fetch(
+        "SELECT id::text, index_hash FROM memory WHERE vault_id = $1 ORDER BY id", vault.id
+    )
+    deleting = await asyncpg.connect(vault_dsn)
+    try:
+        transaction = deleting.transaction()
+        await transaction.start()
+        await deleting.execute("DELETE FROM memory WHERE id = $1::uuid", gone)  # a forget, not yet committed
+        # Waiting for the delete would end in a foreign-key error (or a deadlock with it): skipped at once.
+        await asyncio.wait_for(
+            store.report_indexed(
+                [(gone, gone_hash, "minilm", "indexed", ""), (kept, kept_hash, "minilm", "indexed", "")]
+            ),
+            timeout=5,
+        )
+        await transaction.commit()
+    finally:
+        await deleting.close()
+    states = dict(
+        await store._pool.fetch("SELECT memory_id::text, state FROM index_state WHERE vault_id = $1", vault.id)
+    )
+    assert states == {kept: "indexed"}
+    assert {i for i, _ in await store.unindexed_recent(vault, 10)} == set()

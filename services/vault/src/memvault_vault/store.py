@@ -726,13 +726,18 @@ class Store:
 
     async def report_indexed(self, reports: Sequence[tuple[str, str, str, str, str]]) -> None:
         """Record (memory id, content hash, model, state, error) for memories that still exist; a memory
-        whose current text is now indexed is no longer pending."""
+        whose current text is now indexed is no longer pending.
+
+        The memory's row is locked first, as a delete locks it before its index rows; a memory being
+        deleted right now is skipped, not waited for (the wait would end in a foreign-key error, or
+        in a deadlock with the delete when both reach the index rows in opposite order)."""
         await self._pool.executemany(
             """
             WITH reported AS (
                 INSERT INTO index_state (memory_id, vault_id, content_hash, model, state, attempts, last_error)
                 SELECT m.id, m.vault_id, $2, $3, $4, CASE WHEN $4 = 'failed' THEN 1 ELSE 0 END, nullif($5, '')
                 FROM memory m WHERE m.id = $1::uuid
+                FOR KEY SHARE SKIP LOCKED
                 ON CONFLICT (memory_id) DO UPDATE SET
                     content_hash = EXCLUDED.content_hash, model = EXCLUDED.model, state = EXCLUDED.state,
                     attempts = CASE WHEN EXCLUDED.state = 'failed' THEN index_state.attempts + 1 ELSE 0 END,

@@ -123,8 +123,10 @@ async def test_reconcile_finds_and_repairs_drift(stack_starter: StackStarter) ->
     async with mcp_session(stack.mcp_url) as client:
         await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
         await eventually(lambda: fully_indexed(len(FACTS))(stack))
-    env = stack.env_for("indexer")
-    command = [sys.executable, "-m", "memvault_indexer", "reconcile", "--address", stack.indexer_address]
+    # As the chart's CronJob runs it: in a pod of its own, told where the indexer is by MEMVAULT_INDEXER__ADDRESS.
+    env = {**stack.env_for("indexer"), "MEMVAULT_INDEXER__ADDRESS": stack.indexer_address}
+    env["MEMVAULT_INDEXER__LISTEN"] = "127.0.0.1:1"  # its own listen address is not where the indexer runs
+    command = [sys.executable, "-m", "memvault_indexer", "reconcile"]
     clean = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True, text=True, check=True)
     assert "missing 0, stale 0, orphans 0" in clean.stdout
     await asyncio.to_thread(stack.stop_service, "indexer")

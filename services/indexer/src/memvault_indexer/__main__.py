@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings(Settings)
     setup_logging("indexer", settings.log.level)
     if args.command in ("reindex", "reconcile"):
-        address = args.address or settings.indexer.listen.replace("0.0.0.0", "127.0.0.1")
+        address = args.address or settings.indexer.address or settings.indexer.listen.replace("0.0.0.0", "127.0.0.1")
         print(asyncio.run(maintain(address, args.command, getattr(args, "repair", False))))
         sys.stdout.flush()
         return

@@ -1,5 +1,7 @@
 """The short-lived internal identity the gateway signs and mcp and vault check.
 
+The indexer signs its own service identity (another audience) with the same key.
+
 An agent's access token never travels past the gateway. Instead the gateway
 signs who is calling (subject), through which client, with which scopes and for
 which vaults; mcp and vault trust nothing else. The signature is HMAC-SHA256

@@ -69,7 +69,7 @@ class NatsSettings(BaseModel):
 
 
 class IdentitySettings(BaseModel):
-    """The key gateway, mcp and vault share to sign and check internal identities."""
+    """The key gateway, mcp, vault and indexer share to sign and check internal identities."""
 
     secret: SecretStr
     ttl_seconds: int = Field(default=120, ge=5, le=3600)

@@ -138,7 +138,7 @@ class Stack:
 
     @property
     def identity_secret(self) -> str:
-        """The HMAC key gateway, mcp and vault share (kept in `identity-secret`)."""
+        """The HMAC key gateway, mcp, vault and indexer share (kept in `identity-secret`)."""
         if self._identity_secret is None:
             self._identity_secret = load_identity_secret(self.data_dir / SECRET_FILE)
         return self._identity_secret

@@ -13,7 +13,7 @@ class McpGroup(BaseModel):
     vault_address: str = "127.0.0.1:50051"
     """host:port of the vault service."""
     call_timeout_seconds: float = Field(default=10.0, gt=0)
-    """Deadline for one call to the vault; bulk calls get three times as long."""
+    """Deadline for one call to the vault; bulk calls get five times as long."""
 
 
 class Settings(ServiceSettings):

@@ -321,8 +321,8 @@ def build_tools(client: VaultClient) -> list[Tool]:
         if response.newer_default_available:
             answer["newer_default_guide"] = (
                 "This memvault ships a newer default operating guide than the one this vault uses. Mention it "
-                "to the owner once: they can compare and adopt it in the dashboard (Load latest default), or "
-                "save their own guide to dismiss this notice."
+                "to the owner once: they can compare and adopt it through the JSON API "
+                "(POST /api/v1/vaults/<vault>/guide/adopt-default), or save their own guide to dismiss this notice."
             )
         return answer
 

@@ -59,7 +59,9 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
         token = metadata.get(GRPC_METADATA_KEY)
         identity = self._signer.verify(token if isinstance(token, str) else None)
         if identity.client:
-            raise PermissionDenied("accounts and memberships are managed by the owner in the dashboard, not by agents")
+            raise PermissionDenied(
+                "accounts and memberships are managed by the owner through the JSON API, not by agents"
+            )
         return identity
 
     async def _vault(self, identity: Identity, name: str, *, owner: bool = False) -> VaultAccess:

@@ -96,6 +96,13 @@ async def vault_stats(stack: Any, vault: str = "default") -> Any:
         await channel.close()
 
 
+def service_identity(stack: Any, service: str) -> tuple[tuple[str, str], ...]:
+    """gRPC metadata carrying `service`'s identity, signed with the stack's key."""
+    from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
+
+    return ((GRPC_METADATA_KEY, IdentitySigner(stack.identity_secret).sign_service(service)),)
+
+
 async def index_points(stack: Any) -> int:
     """Points in the indexer's collection."""
     from memvault.index.v1 import index_pb2, index_pb2_grpc
@@ -103,7 +110,9 @@ async def index_points(stack: Any) -> int:
 
     channel = client_channel(stack.indexer_address)
     try:
-        info = await index_pb2_grpc.IndexServiceStub(channel).GetIndexInfo(index_pb2.GetIndexInfoRequest())
+        info = await index_pb2_grpc.IndexServiceStub(channel).GetIndexInfo(
+            index_pb2.GetIndexInfoRequest(), metadata=service_identity(stack, "indexer")
+        )
         return int(info.points)
     finally:
         await channel.close()

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from e2e_helpers import call, eventually, index_points, mcp_session, vault_stats
+from e2e_helpers import call, eventually, index_points, mcp_session, service_identity, vault_stats
 
 from memvault_devstack.fixtures import StackStarter
 from tests.bench import corpus
@@ -168,7 +168,8 @@ async def test_similarity_call_scores_memories_and_earlier_texts(stack_starter: 
                 ],
                 limit=3,
                 min_cosine=0.8,
-            )
+            ),
+            metadata=service_identity(stack, "vault"),
         )
     finally:
         await channel.close()
@@ -179,3 +180,63 @@ async def test_similarity_call_scores_memories_and_earlier_texts(stack_starter: 
     assert reworded.memories[0].memory_id == nas_id
     assert [e.index for e in reworded.earlier] == [0]
     assert reworded.earlier[0].cosine >= 0.8
+
+
+async def test_indexer_and_its_feed_answer_only_the_service_meant_to_call_them(stack_starter: StackStarter) -> None:
+    import uuid
+
+    import grpc
+
+    from memvault.index.v1 import index_pb2, index_pb2_grpc
+    from memvault_core.errors import Unavailable
+    from memvault_core.grpc import client_channel
+    from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
+    from memvault_vault.index_client import IndexClient
+
+    stack = await asyncio.to_thread(stack_starter)
+    user = IdentitySigner(stack.identity_secret).sign(Identity(subject="owner", scopes=frozenset(SCOPES)))
+    other_key = IdentitySigner("another key, not this installation's one")
+    search = index_pb2.SearchRequest(vault_id=str(uuid.uuid4()), query="which NAS is in the homelab?", limit=5)
+    channel = client_channel(stack.indexer_address)
+    try:
+        stub = index_pb2_grpc.IndexServiceStub(channel)
+        vault, gateway = service_identity(stack, "vault"), service_identity(stack, "gateway")
+        refused = {
+            "no identity": lambda: stub.Search(search),
+            "a user's identity": lambda: stub.Search(search, metadata=((GRPC_METADATA_KEY, user),)),
+            "another key": lambda: stub.Search(
+                search, metadata=((GRPC_METADATA_KEY, other_key.sign_service("vault")),)
+            ),
+            "the gateway": lambda: stub.Search(search, metadata=gateway),
+            "the vault rebuilding": lambda: stub.Reindex(index_pb2.ReindexRequest(), metadata=vault),
+            "the vault repairing": lambda: stub.Reconcile(index_pb2.ReconcileRequest(repair=True), metadata=vault),
+        }
+        for who, attempt in refused.items():
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await attempt()
+            assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED, who
+        answered = await stub.Search(search, metadata=vault)
+        assert answered.model
+    finally:
+        await channel.close()
+    # The vault's feed of memory text answers the indexer only.
+    from memvault.vault.v1 import index_feed_pb2, index_feed_pb2_grpc
+
+    channel = client_channel(stack.vault_address)
+    try:
+        feed = index_feed_pb2_grpc.IndexFeedServiceStub(channel)
+        documents = index_feed_pb2.GetDocumentsRequest(memory_ids=[str(uuid.uuid4())])
+        for metadata in ((), ((GRPC_METADATA_KEY, user),), service_identity(stack, "vault")):
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await feed.GetDocuments(documents, metadata=metadata)
+            assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert not (await feed.GetDocuments(documents, metadata=service_identity(stack, "indexer"))).documents
+    finally:
+        await channel.close()
+    # A vault holding another key is told what to fix (recall then answers keyword-only).
+    client = IndexClient(stack.indexer_address, 5.0, other_key)
+    try:
+        with pytest.raises(Unavailable, match="same MEMVAULT_IDENTITY__SECRET"):
+            await client.search(search.vault_id, search.query, limit=5, score_ids=(), pending=())
+    finally:
+        await client.close()

@@ -25,8 +25,8 @@ GRPC_METADATA_KEY = "x-memvault-identity"
 ISSUER = "memvault-gateway"
 AUDIENCE = "memvault-internal"
 SERVICE_AUDIENCE = "memvault-service"
-"""Services calling each other (the indexer reading from the vault) use this audience, so a
-service identity is never mistaken for a user's, nor a user's for a service's."""
+"""Services calling each other (the indexer reading from the vault, the vault searching the indexer)
+use this audience, so a service identity is never mistaken for a user's, nor a user's for a service's."""
 SCOPES = ("read", "write", "admin")
 
 
@@ -89,21 +89,22 @@ class IdentitySigner:
         }
         return jwt.encode({"alg": "HS256"}, claims, self._key)
 
-    def verify_service(self, token: str | None, service: str) -> None:
-        """Raise Unauthenticated unless `token` is a valid identity of `service`."""
+    def verify_service(self, token: str | None, *services: str) -> None:
+        """Raise Unauthenticated unless `token` is a valid identity of one of `services`."""
+        allowed = " or ".join(services)
         if not token:
-            raise Unauthenticated(f"no service identity: only the {service} may call this")
+            raise Unauthenticated(f"no service identity: only the {allowed} may call this")
         try:
             decoded = jwt.decode(token, self._key, algorithms=["HS256"])
             jwt.JWTClaimsRegistry(
                 iss={"essential": True, "value": ISSUER},
                 aud={"essential": True, "value": SERVICE_AUDIENCE},
-                sub={"essential": True, "value": f"service:{service}"},
+                sub={"essential": True, "values": [f"service:{service}" for service in services]},
                 exp={"essential": True},
             ).validate(decoded.claims)
         except (JoseError, ValueError) as error:
             raise Unauthenticated(
-                f"the service identity is invalid or expired: only the {service} may call this"
+                f"the service identity is invalid or expired: only the {allowed} may call this"
             ) from error
 
     def verify(self, token: str | None) -> Identity:

@@ -12,7 +12,7 @@ import grpc
 
 from memvault.index.v1 import index_pb2, index_pb2_grpc
 from memvault_core.grpc import build_server, client_channel, error_from_rpc, serve_until_stopped
-from memvault_core.identity import IdentitySigner
+from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
@@ -36,7 +36,7 @@ async def serve(settings: Settings) -> None:
     indexer = Indexer(embedder, store, feed)
     backend = "qdrant-server" if settings.qdrant.url else "qdrant-edge"
     server, health = build_server(settings.indexer.listen)
-    index_pb2_grpc.add_IndexServiceServicer_to_server(IndexServicer(indexer, backend), server)
+    index_pb2_grpc.add_IndexServiceServicer_to_server(IndexServicer(indexer, backend, signer), server)
     consumer = asyncio.create_task(
         EventConsumer(
             settings.nats,
@@ -57,15 +57,16 @@ async def serve(settings: Settings) -> None:
         await store.close()
 
 
-async def maintain(address: str, command: str, repair: bool) -> str:
+async def maintain(address: str, signer: IdentitySigner, command: str, repair: bool) -> str:
     """Ask the running indexer to reindex or reconcile (it owns the vector store)."""
     channel = client_channel(address)
     stub = index_pb2_grpc.IndexServiceStub(channel)
+    metadata = ((GRPC_METADATA_KEY, signer.sign_service("indexer")),)
     try:
         if command == "reindex":
-            reindexed = await stub.Reindex(index_pb2.ReindexRequest(), timeout=3600)
+            reindexed = await stub.Reindex(index_pb2.ReindexRequest(), timeout=3600, metadata=metadata)
             return f"reindexed {reindexed.indexed} memories"
-        report = await stub.Reconcile(index_pb2.ReconcileRequest(repair=repair), timeout=3600)
+        report = await stub.Reconcile(index_pb2.ReconcileRequest(repair=repair), timeout=3600, metadata=metadata)
         return (
             f"missing {report.missing}, stale {report.stale}, orphans {report.orphans}; "
             f"repaired {report.repaired}{'' if repair else ' (report only: pass --repair to fix)'}"
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging("indexer", settings.log.level)
     if args.command in ("reindex", "reconcile"):
         address = args.address or settings.indexer.address or settings.indexer.listen.replace("0.0.0.0", "127.0.0.1")
-        print(asyncio.run(maintain(address, args.command, getattr(args, "repair", False))))
+        signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
+        print(asyncio.run(maintain(address, signer, args.command, getattr(args, "repair", False))))
         sys.stdout.flush()
         return
     setup_telemetry("indexer")

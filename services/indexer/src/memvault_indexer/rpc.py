@@ -1,4 +1,8 @@
-"""IndexService over gRPC: translate and delegate to the Indexer."""
+"""IndexService over gRPC: translate and delegate to the Indexer.
+
+Every call carries a service identity signed with the shared identity key: the vault's for
+searches, the indexer's own (its `reindex` and `reconcile` commands) for maintenance.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from memvault.index.v1 import index_pb2 as pb
 from memvault.index.v1 import index_pb2_grpc
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument
+from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
 from memvault_indexer.indexing import Indexer
 
 MAX_SCORE_IDS = 500
@@ -16,11 +21,17 @@ MAX_PENDING = 600
 
 
 class IndexServicer(index_pb2_grpc.IndexServiceServicer):
-    def __init__(self, indexer: Indexer, backend: str) -> None:
+    def __init__(self, indexer: Indexer, backend: str, signer: IdentitySigner) -> None:
         self._indexer = indexer
         self._backend = backend
+        self._signer = signer
+
+    def _check(self, context: grpc.aio.ServicerContext, *services: str) -> None:
+        token = dict(context.invocation_metadata() or ()).get(GRPC_METADATA_KEY)
+        self._signer.verify_service(token if isinstance(token, str) else None, *services)
 
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
+        self._check(context, "vault")
         if not request.vault_id:
             raise InvalidArgument("vault_id is required", field="vault_id")
         if not request.query.strip() or len(request.query) > limits.MAX_QUERY_CHARS:
@@ -40,6 +51,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         )
 
     async def Similar(self, request: pb.SimilarRequest, context: grpc.aio.ServicerContext) -> pb.SimilarResponse:
+        self._check(context, "vault")
         if not request.vault_id:
             raise InvalidArgument("vault_id is required", field="vault_id")
         if len(request.texts) > limits.MAX_BULK_ITEMS or len(request.pending) > MAX_PENDING:
@@ -65,6 +77,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
     async def GetIndexInfo(
         self, request: pb.GetIndexInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetIndexInfoResponse:
+        self._check(context, "vault", "indexer")
         return pb.GetIndexInfoResponse(
             model=self._indexer.model,
             dimension=self._indexer.embedder.dimension,
@@ -74,9 +87,11 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         )
 
     async def Reindex(self, request: pb.ReindexRequest, context: grpc.aio.ServicerContext) -> pb.ReindexResponse:
+        self._check(context, "indexer")
         return pb.ReindexResponse(indexed=await self._indexer.reindex())
 
     async def Reconcile(self, request: pb.ReconcileRequest, context: grpc.aio.ServicerContext) -> pb.ReconcileResponse:
+        self._check(context, "indexer")
         report = await self._indexer.reconcile(repair=request.repair)
         return pb.ReconcileResponse(
             missing=len(report.missing), stale=len(report.stale), orphans=len(report.orphans), repaired=report.repaired

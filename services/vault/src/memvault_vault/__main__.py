@@ -32,7 +32,7 @@ async def serve(settings: Settings) -> None:
     try:
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         index = (
-            IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds)
+            IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)
             if settings.vault.indexer_address
             else None
         )

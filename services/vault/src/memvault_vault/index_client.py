@@ -1,4 +1,7 @@
-"""The indexer's search, as recall uses it: a short deadline, and Unavailable instead of a hang."""
+"""The indexer's search, as recall uses it: a short deadline, and Unavailable instead of a hang.
+
+Each call carries the vault's service identity; the indexer answers nobody else's searches.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +12,27 @@ import grpc
 from memvault.index.v1 import index_pb2, index_pb2_grpc
 from memvault_core.errors import Unavailable
 from memvault_core.grpc import client_channel
+from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
+
+
+def _unavailable(error: grpc.aio.AioRpcError) -> Unavailable:
+    if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+        return Unavailable(
+            "the indexer refused the vault's service identity: "
+            "give vault and indexer the same MEMVAULT_IDENTITY__SECRET"
+        )
+    return Unavailable(f"the indexer did not answer ({error.code().name})")
 
 
 class IndexClient:
-    def __init__(self, address: str, timeout_seconds: float) -> None:
+    def __init__(self, address: str, timeout_seconds: float, signer: IdentitySigner) -> None:
         self._channel = client_channel(address)
         self._stub = index_pb2_grpc.IndexServiceStub(self._channel)
         self._timeout = timeout_seconds
+        self._signer = signer
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((GRPC_METADATA_KEY, self._signer.sign_service("vault")),)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -40,9 +57,9 @@ class IndexClient:
             pending=[index_pb2.PendingText(memory_id=i, text=t) for i, t in pending],
         )
         try:
-            response = await self._stub.Search(request, timeout=self._timeout)
+            response = await self._stub.Search(request, timeout=self._timeout, metadata=self._metadata())
         except grpc.aio.AioRpcError as error:
-            raise Unavailable(f"the indexer did not answer ({error.code().name})") from None
+            raise _unavailable(error) from None
         return {hit.memory_id: hit.cosine for hit in response.hits}
 
     async def similar(
@@ -63,9 +80,9 @@ class IndexClient:
             pending=[index_pb2.PendingText(memory_id=i, text=t) for i, t in pending],
         )
         try:
-            response = await self._stub.Similar(request, timeout=self._timeout * 10)
+            response = await self._stub.Similar(request, timeout=self._timeout * 10, metadata=self._metadata())
         except grpc.aio.AioRpcError as error:
-            raise Unavailable(f"the indexer did not answer ({error.code().name})") from None
+            raise _unavailable(error) from None
         return [
             ({m.memory_id: m.cosine for m in result.memories}, {e.index: e.cosine for e in result.earlier})
             for result in response.results

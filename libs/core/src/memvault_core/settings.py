@@ -7,7 +7,9 @@ environment. Variables are named `MEMVAULT_<GROUP>__<FIELD>`, for example
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
@@ -94,16 +96,37 @@ def env_name(location: tuple[int | str, ...]) -> str:
     return ENV_PREFIX + ENV_DELIMITER.join(str(part).upper() for part in location)
 
 
+def unknown_variables(cls: type[BaseSettings], environ: Mapping[str, str]) -> list[str]:
+    """`MEMVAULT_<GROUP>__<FIELD>` variables naming a group of `cls` but none of its fields: typos,
+    which would otherwise be ignored without a word. Groups `cls` lacks may be another service's."""
+    problems = []
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        group, _, rest = name[len(ENV_PREFIX) :].lower().partition(ENV_DELIMITER)
+        field = rest.split(ENV_DELIMITER)[0]
+        declared = cls.model_fields.get(group)
+        model = declared.annotation if declared else None
+        if not field or not (isinstance(model, type) and issubclass(model, BaseModel)):
+            continue
+        if field not in model.model_fields:
+            known = ", ".join(env_name((group, known)) for known in model.model_fields)
+            problems.append(f"{name.upper()}: not a setting (this group has {known})")
+    return problems
+
+
 def load_settings(cls: type[SettingsT]) -> SettingsT:
-    """Build settings from the environment, or exit listing every invalid field."""
+    """Build settings from the environment, or exit listing every invalid or unknown variable."""
+    problems = [f"  {problem}" for problem in unknown_variables(cls, os.environ)]
     try:
-        return cls()
+        settings = cls()
     except ValidationError as error:
-        lines = [f"memvault: invalid configuration ({error.error_count()} problem(s)):"]
         for problem in error.errors():
             message = problem["msg"]
             if problem["type"] == "missing":
                 message = "is required but not set"
-            lines.append(f"  {env_name(problem['loc'])}: {message}")
-        print("\n".join(lines), file=sys.stderr)
-        raise SystemExit(2) from None
+            problems.append(f"  {env_name(problem['loc'])}: {message}")
+    if not problems:
+        return settings
+    print(f"memvault: invalid configuration ({len(problems)} problem(s)):", *problems, sep="\n", file=sys.stderr)
+    raise SystemExit(2) from None

@@ -308,6 +308,7 @@ async def test_administrator_adds_an_account_with_a_setup_link(start_gateway: St
 async def test_account_page_lists_apps_and_revokes_them(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     async with gateway.http() as http:
+        assert (await http.get("/")).headers["location"] == "/account"
         assert (await http.get("/account")).headers["location"] == "/login?next=/account"
     browser, _ = await signed_in(gateway)
     agent = Agent(gateway, await gateway.register(client_name="Kitchen <tablet>"))

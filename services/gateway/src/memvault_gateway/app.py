@@ -10,7 +10,7 @@ from importlib import resources
 
 import httpx
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
@@ -143,6 +143,11 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         return JSONResponse(
             {"status": "ready" if ready else "not ready", "checks": checks}, status_code=200 if ready else 503
         )
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> RedirectResponse:
+        """A browser opening the gateway's address lands on the owner's account page (or its sign-in)."""
+        return RedirectResponse(account.ACCOUNT_PATH, status_code=303)
 
     @app.get("/connect")
     async def connect() -> PlainTextResponse:

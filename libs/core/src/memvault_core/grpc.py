@@ -22,6 +22,7 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_serv
 
 from memvault_core import limits
 from memvault_core.errors import ERROR_KINDS, MemvaultError, Unavailable
+from memvault_core.identity import GRPC_METADATA_KEY
 
 log = logging.getLogger(__name__)
 
@@ -144,3 +145,9 @@ _CLIENT_OPTIONS = [
 def client_channel(target: str) -> grpc.aio.Channel:
     """A traced insecure channel (traffic stays inside the cluster or on loopback)."""
     return grpc.aio.insecure_channel(target, options=_CLIENT_OPTIONS, interceptors=aio_client_interceptors())  # type: ignore[no-untyped-call]
+
+
+def identity_token(context: grpc.aio.ServicerContext) -> str | None:
+    """The signed identity a call carries in its metadata, if any (checked by `IdentitySigner`)."""
+    token = dict(context.invocation_metadata() or ()).get(GRPC_METADATA_KEY)
+    return token if isinstance(token, str) else None

@@ -12,7 +12,8 @@ from memvault.index.v1 import index_pb2 as pb
 from memvault.index.v1 import index_pb2_grpc
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument
-from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
+from memvault_core.grpc import identity_token
+from memvault_core.identity import IdentitySigner
 from memvault_indexer.indexing import Indexer
 
 MAX_SCORE_IDS = 500
@@ -27,8 +28,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         self._signer = signer
 
     def _check(self, context: grpc.aio.ServicerContext, *services: str) -> None:
-        token = dict(context.invocation_metadata() or ()).get(GRPC_METADATA_KEY)
-        self._signer.verify_service(token if isinstance(token, str) else None, *services)
+        self._signer.verify_service(identity_token(context), *services)
 
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         self._check(context, "vault")

@@ -15,7 +15,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memvault.vault.v1 import accounts_pb2 as apb
 from memvault.vault.v1 import accounts_pb2_grpc
 from memvault_core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from memvault_core.identity import GRPC_METADATA_KEY, Identity, IdentitySigner
+from memvault_core.grpc import identity_token
+from memvault_core.identity import Identity, IdentitySigner
 from memvault_vault.store import AccountMember, Store, VaultAccess
 
 VAULT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -55,9 +56,7 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
         self._signer = signer
 
     def _identity(self, context: grpc.aio.ServicerContext) -> Identity:
-        metadata = dict(context.invocation_metadata() or ())
-        token = metadata.get(GRPC_METADATA_KEY)
-        identity = self._signer.verify(token if isinstance(token, str) else None)
+        identity = self._signer.verify(identity_token(context))
         if identity.client:
             raise PermissionDenied(
                 "accounts and memberships are managed by the owner through the JSON API, not by agents"

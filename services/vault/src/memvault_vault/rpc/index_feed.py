@@ -8,7 +8,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memvault.vault.v1 import index_feed_pb2 as pb
 from memvault.vault.v1 import index_feed_pb2_grpc
 from memvault_core.errors import InvalidArgument
-from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
+from memvault_core.grpc import identity_token
+from memvault_core.identity import IdentitySigner
 from memvault_vault.domain.memory import parse_memory_id
 from memvault_vault.store import Store
 
@@ -36,8 +37,7 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
         self._signer = signer
 
     def _check(self, context: grpc.aio.ServicerContext) -> None:
-        token = dict(context.invocation_metadata() or ()).get(GRPC_METADATA_KEY)
-        self._signer.verify_service(token if isinstance(token, str) else None, "indexer")
+        self._signer.verify_service(identity_token(context), "indexer")
 
     async def GetDocuments(
         self, request: pb.GetDocumentsRequest, context: grpc.aio.ServicerContext

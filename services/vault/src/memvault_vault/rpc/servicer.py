@@ -8,7 +8,8 @@ from memvault.common.v1 import limits_pb2
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core import limits
-from memvault_core.identity import GRPC_METADATA_KEY, Identity, IdentitySigner
+from memvault_core.grpc import identity_token
+from memvault_core.identity import Identity, IdentitySigner
 from memvault_vault.domain.memory import MemoryType
 from memvault_vault.rpc import convert
 from memvault_vault.service import MemoryService
@@ -20,9 +21,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
         self._signer = signer
 
     def _identity(self, context: grpc.aio.ServicerContext) -> Identity:
-        metadata = dict(context.invocation_metadata() or ())
-        token = metadata.get(GRPC_METADATA_KEY)
-        return self._signer.verify(token if isinstance(token, str) else None)
+        return self._signer.verify(identity_token(context))
 
     async def GetCapabilities(
         self, request: vpb.GetCapabilitiesRequest, context: grpc.aio.ServicerContext

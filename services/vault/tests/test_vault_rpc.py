@@ -288,3 +288,43 @@ async def test_guide_and_capabilities(caller: Caller) -> None:
     caps = await caller.stub.GetCapabilities(vpb.GetCapabilitiesRequest(), metadata=caller.metadata())
     assert caps.limits.max_bulk_items == limits.MAX_BULK_ITEMS
     assert "decision" in caps.memory_types
+
+
+async def test_a_nul_character_is_refused_naming_its_field_and_nothing_is_written(caller: Caller, store: Store) -> None:
+    calls = {
+        "memory.content": caller.stub.Remember(
+            vpb.RememberRequest(vault=caller.vault, memory=draft("the code is 12\x0034")), metadata=caller.metadata()
+        ),
+        "memory.tags[1]": caller.stub.Remember(
+            vpb.RememberRequest(vault=caller.vault, memory=draft("fine", tags=["ok", "b\x00d"])),
+            metadata=caller.metadata(),
+        ),
+        "query": caller.stub.Recall(
+            vpb.RecallRequest(vault=caller.vault, query="code\x00"), metadata=caller.metadata()
+        ),
+        "items[1].content": caller.stub.BulkRemember(
+            vpb.BulkRememberRequest(vault=caller.vault, items=[draft("fine"), draft("not\x00fine")]),
+            metadata=caller.metadata(),
+        ),
+    }
+    for field, call in calls.items():
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await call
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
+        assert f"{field} contains a NUL character" in (error.value.details() or ""), field
+        assert dict(error.value.trailing_metadata() or ())["memvault-error-field"] == field
+    assert await count_memories(store, caller.vault) == 0
+
+
+async def test_a_call_over_the_size_limit_is_a_limit_error_naming_it(caller: Caller) -> None:
+    from memvault_core.errors import LimitExceeded
+    from memvault_core.grpc import error_from_rpc
+
+    huge = [draft("🦉" * 4000) for _ in range(limits.MAX_BULK_ITEMS)]  # within each item's limit, not in sum
+    with pytest.raises(grpc.aio.AioRpcError) as error:
+        await caller.stub.BulkRemember(
+            vpb.BulkRememberRequest(vault=caller.vault, items=huge), metadata=caller.metadata()
+        )
+    mapped = error_from_rpc(error.value)
+    assert isinstance(mapped, LimitExceeded)
+    assert "larger than 4 MiB" in mapped.message

@@ -17,11 +17,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
 
 from memvault_core import limits
-from memvault_core.errors import ERROR_KINDS, MemvaultError, Unavailable
+from memvault_core.errors import ERROR_KINDS, InvalidArgument, LimitExceeded, MemvaultError, Unavailable
 from memvault_core.identity import GRPC_METADATA_KEY
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
+                if (field := nul_field(request)) is not None:
+                    raise InvalidArgument(
+                        f"{field} contains a NUL character (\\x00), which memvault cannot store; remove it",
+                        field=field,
+                    )
                 return await inner(request, context)
             except MemvaultError as error:
                 status, message, trailers = _status_of(error)
@@ -82,6 +88,37 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         )
 
 
+def nul_field(message: Message, prefix: str = "") -> str | None:
+    """The first string field of `message` (nested messages included) holding a NUL character,
+    named as a path like `items[3].content`; None when there is none. Postgres text cannot hold NUL:
+    refused here, every such input gets a clear error instead of failing in the database."""
+    for field, value in message.ListFields():
+        name = prefix + field.name
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            entries = [(f"{name}[{key!r}]", key, item) for key, item in value.items()]
+            for path, key, item in entries:
+                if isinstance(key, str) and "\x00" in key:
+                    return path
+                found = _nul_in(item, path)
+                if found is not None:
+                    return found
+            continue
+        items = list(enumerate(value)) if field.is_repeated else [(None, value)]
+        for index, item in items:
+            found = _nul_in(item, name if index is None else f"{name}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _nul_in(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, Message):
+        return nul_field(value, path + ".")
+    return None
+
+
 def _status_of(error: MemvaultError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]:
     trailers = ((KIND_KEY, error.kind), (FIELD_KEY, error.field or ""))
     return _STATUS_OF_KIND.get(error.kind, grpc.StatusCode.INTERNAL), error.message, trailers
@@ -95,6 +132,12 @@ def error_from_rpc(error: grpc.aio.AioRpcError, service: str = "vault") -> Memva
         return ERROR_KINDS[kind](error.details() or kind, field=trailers.get(FIELD_KEY) or None)
     if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(f"the {service} service did not answer in time; try again in a few seconds")
+    if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # a message over the size limit, either way
+        return LimitExceeded(
+            f"the request is larger than {limits.MAX_REQUEST_BYTES // (1024 * 1024)} MiB, the most one call may "
+            "carry; send fewer or shorter items per call",
+            limit=limits.MAX_REQUEST_BYTES,
+        )
     return MemvaultError(f"the {service} service failed ({error.code().name}); see its log")
 
 

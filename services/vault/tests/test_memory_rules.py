@@ -1,5 +1,7 @@
 """Rules a memory follows before it reaches the database."""
 
+import base64
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -134,3 +136,30 @@ def test_cursor_round_trip_and_tampering() -> None:
         cursor.decode("garbage!", "recall", request)
     with pytest.raises(InvalidArgument):
         cursor.decode(token, "list", request)
+
+
+def test_an_edited_cursor_is_refused_as_not_ours_whatever_was_changed() -> None:
+    request = cursor.fingerprint("list", "v")
+    moment, memory_id = "2026-11-30T18:00:00+00:00", "0b5d2c5e-7a43-4a39-9d39-3f1b3c1e9e01"
+    good = cursor.decode(cursor.encode("list", request, {"created_at": moment, "id": memory_id}), "list", request)
+    assert cursor.keyset_of(good) == (datetime.fromisoformat(moment), memory_id)
+    assert cursor.offset_of(cursor.decode(cursor.encode("recall", request, {"offset": 20}), "recall", request)) == 20
+    assert cursor.offset_of(None) == 0 and cursor.keyset_of(None) is None and cursor.id_of(None) is None
+    edited = [
+        (cursor.offset_of, {"offset": -5}),
+        (cursor.offset_of, {"offset": "10"}),
+        (cursor.offset_of, {"offset": True}),
+        (cursor.offset_of, {}),
+        (cursor.keyset_of, {"created_at": "yesterday", "id": memory_id}),
+        (cursor.keyset_of, {"created_at": "2026-11-30T18:00:00", "id": memory_id}),  # no time zone
+        (cursor.keyset_of, {"created_at": 7, "id": memory_id}),
+        (cursor.keyset_of, {"created_at": moment, "id": "12"}),
+        (cursor.id_of, {"id": None}),
+    ]
+    for read, position in edited:
+        token = cursor.encode("list", request, position)
+        with pytest.raises(InvalidArgument, match="not one this call returned"):
+            read(cursor.decode(token, "list", request))
+    no_request = base64.urlsafe_b64encode(json.dumps({"k": "list", "p": {}}).encode()).decode()
+    with pytest.raises(InvalidArgument, match="not one this call returned"):
+        cursor.decode(no_request, "list", request)

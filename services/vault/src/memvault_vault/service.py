@@ -558,7 +558,7 @@ class MemoryService:
             include_expired,
         )
         position = cursor.decode(page_cursor, "recall", request)
-        offset = int(position["offset"]) if position else 0
+        offset = cursor.offset_of(position)
         ranked, mode = await self._rank(
             vault, query, statuses=statuses, types=types, tags=tags, include_expired=include_expired, as_of=as_of
         )
@@ -669,7 +669,7 @@ class MemoryService:
         tags = sorted({t.strip().lower() for t in tags})
         request = cursor.fingerprint("list", vault.id, sorted(statuses), sorted(types), tags)
         position = cursor.decode(page_cursor, "list", request)
-        after = (datetime.fromisoformat(position["created_at"]), str(position["id"])) if position else None
+        after = cursor.keyset_of(position)
         found = await self.store.list_memories(
             vault, statuses=statuses, types=types, tags=tags, limit=limit + 1, after=after
         )
@@ -915,9 +915,7 @@ class MemoryService:
         chosen = sorted(set(kinds)) or list(lifecycle.AUDIT_KINDS)
         request = cursor.fingerprint("audit", vault.id, chosen)
         position = cursor.decode(page_cursor, "audit", request)
-        found, counts = await self.store.audit_findings(
-            vault, chosen, limit + 1, str(position["id"]) if position else None
-        )
+        found, counts = await self.store.audit_findings(vault, chosen, limit + 1, cursor.id_of(position))
         now = datetime.now(UTC)
         page = [
             Finding(memory, kinds_found, related, lifecycle.finding_message(memory, kinds_found, related, now))
@@ -933,7 +931,7 @@ class MemoryService:
         vault = await self.access(identity, vault_name)
         request = cursor.fingerprint("review", vault.id)
         position = cursor.decode(page_cursor, "review", request)
-        after = (datetime.fromisoformat(position["created_at"]), str(position["id"])) if position else None
+        after = cursor.keyset_of(position)
         memories, total = await self.store.review_queue(vault, limit + 1, after)
         items = []
         for memory in memories[:limit]:
@@ -957,7 +955,7 @@ class MemoryService:
         vault = await self.access(identity, vault_name)
         request = cursor.fingerprint("batches", vault.id)
         position = cursor.decode(page_cursor, "batches", request)
-        before = (datetime.fromisoformat(position["created_at"]), str(position["id"])) if position else None
+        before = cursor.keyset_of(position)
         found = await self.store.batches(vault, limit + 1, before)
         page = found[:limit]
         next_cursor = (

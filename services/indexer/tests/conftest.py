@@ -69,7 +69,9 @@ class EmbeddingServer:
         state = self.state
         state.requests += 1
         if state.api_key is not None and request.headers.get("authorization") != f"Bearer {state.api_key}":
-            return JSONResponse({"error": {"message": "invalid api key"}}, status_code=401)
+            quoted = (await request.json())["input"]  # as some servers do: the input, quoted in the error
+            error = {"message": f"invalid api key for input {quoted}", "type": "auth", "code": "invalid_api_key"}
+            return JSONResponse({"error": error}, status_code=401)
         if state.fail_next > 0:
             state.fail_next -= 1
             return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)

@@ -194,8 +194,10 @@ def test_openai_api_key_is_sent_and_a_wrong_one_is_not_retried(server: Embedding
     good = client_for(server, api_key="secret-key")
     assert good.embed(["hi"]).shape == (1, 16)
     bad = client_for(server, api_key="wrong")
-    with pytest.raises(InvalidArgument, match="401"):
-        bad.embed(["hi"])
+    with pytest.raises(InvalidArgument, match="HTTP 401, invalid_api_key") as refused:
+        bad.embed(["the garage code is 4711"])
+    assert "4711" not in refused.value.message  # the server quoted the text; logs and job errors must not
+
     assert server.state.requests == 2
     good.close()
     bad.close()

@@ -328,11 +328,22 @@ class OpenAIEmbedder:
             raise _RetryableStatus(response.status_code)
         if response.status_code >= 400:
             raise InvalidArgument(
-                f"embedding endpoint rejected the request (HTTP {response.status_code}): "
-                f"{response.text[:200]}; check the model name and API key"
+                f"embedding endpoint rejected the request (HTTP {response.status_code}{_error_code(response)}); "
+                "check the model name and API key"
             )
         result: dict[str, Any] = response.json()
         return result
+
+
+def _error_code(response: httpx.Response) -> str:
+    """The short error type or code of an OpenAI-style error body, never its message: servers often
+    quote the input in it, and this text goes to logs and to the index job's last error."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    code = error.get("code") or error.get("type") if isinstance(error, dict) else None
+    return f", {code}" if isinstance(code, str) and len(code) <= 64 and code.isprintable() else ""
 
 
 # --------------------------------------------------------------------------- configuration

@@ -772,14 +772,12 @@ class Store:
             " WHERE vault_id = $1 AND state = 'failed' ORDER BY updated_at DESC LIMIT 10",
             vault.id,
         )
-        outbox = await self._pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
         return {
             "memories": by_status,
             "indexed": index["indexed"],
             "index_failed": index["failed"],
             "index_pending": index["pending"],
             "recent_failures": [dict(row) for row in failures],
-            "outbox_pending": outbox,
         }
 
     # --- lifecycle: supersede, invalidate, review, explain, audit, imports, settings, guide -------------

@@ -149,7 +149,6 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             index_pending=stats["index_pending"],
             index_failed=stats["index_failed"],
             recent_failures=[vpb.IndexFailure(**failure) for failure in stats["recent_failures"]],
-            outbox_pending=stats["outbox_pending"],
         )
 
     # --- lifecycle ---------------------------------------------------------------------------------

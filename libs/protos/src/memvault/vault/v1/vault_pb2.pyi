@@ -774,14 +774,11 @@ class GetStatsResponse(_message.Message):
     INDEX_PENDING_FIELD_NUMBER: _builtins.int
     INDEX_FAILED_FIELD_NUMBER: _builtins.int
     RECENT_FAILURES_FIELD_NUMBER: _builtins.int
-    OUTBOX_PENDING_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     indexed: _builtins.int
     """Memories whose current text the index holds, has yet to reach, or failed on."""
     index_pending: _builtins.int
     index_failed: _builtins.int
-    outbox_pending: _builtins.int
-    """Outbox events not yet published to NATS."""
     @_builtins.property
     def memories(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Memories by status name."""
@@ -797,11 +794,10 @@ class GetStatsResponse(_message.Message):
         index_pending: _builtins.int = ...,
         index_failed: _builtins.int = ...,
         recent_failures: _abc.Iterable[Global___IndexFailure] | None = ...,
-        outbox_pending: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_failed", b"index_failed", "index_pending", b"index_pending", "indexed", b"indexed", "memories", b"memories", "outbox_pending", b"outbox_pending", "recent_failures", b"recent_failures", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_failed", b"index_failed", "index_pending", b"index_pending", "indexed", b"indexed", "memories", b"memories", "recent_failures", b"recent_failures", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

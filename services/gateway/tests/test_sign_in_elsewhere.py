@@ -48,6 +48,8 @@ async def sso(gateway: RunningGateway, next_path: str = "/") -> tuple[Browser, h
     assert "Sign in with single sign-on" in page.text
     start = await browser.http.post("/login/oidc", data={"csrf_token": csrf_of(page.text), "next": next_path})
     assert start.status_code == 303
+    assert "memvault_oidc_state=" in start.headers["set-cookie"]
+    assert "HttpOnly" in start.headers["set-cookie"] and "SameSite=lax" in start.headers["set-cookie"]
     async with httpx.AsyncClient(follow_redirects=False) as outside:
         at_idp = await outside.get(start.headers["location"])
     assert at_idp.status_code == 302
@@ -60,6 +62,7 @@ async def test_oidc_sign_in_creates_the_account_and_a_vault(start_gateway: Start
     gateway = await oidc_gateway(start_gateway, idp)
     browser, answer = await sso(gateway, next_path="/api/v1/me")
     assert answer.status_code == 303 and answer.headers["location"] == "/api/v1/me"
+    assert "memvault_oidc_state" not in browser.http.cookies  # spent with the sign-in
     me = (await browser.http.get("/api/v1/me")).json()
     assert me["subject"] == f"oidc:{idp.user['sub']}"
     assert me["display_name"] == "Carol" and me["signed_in_with"] == "oidc"
@@ -102,18 +105,56 @@ async def test_oidc_refuses_an_id_token_that_does_not_check_out(
     )
 
 
-async def test_oidc_callback_state_is_single_use(start_gateway: StartGateway, idp: OidcProvider) -> None:
-    gateway = await oidc_gateway(start_gateway, idp)
+async def start_sso_elsewhere(gateway: RunningGateway) -> str:
+    """Start single sign-on in one browser and stop at the callback URL the provider sends back."""
     browser = Browser(gateway)
     page = await browser.http.get("/login")
     start = await browser.http.post("/login/oidc", data={"csrf_token": csrf_of(page.text), "next": "/"})
     async with httpx.AsyncClient(follow_redirects=False) as outside:
-        back = (await outside.get(start.headers["location"])).headers["location"].removeprefix(gateway.url)
-    assert (await browser.http.get(back)).status_code == 303
-    replay = await Browser(gateway).http.get(back)
+        back: str = (await outside.get(start.headers["location"])).headers["location"]
+    return back.removeprefix(gateway.url)
+
+
+def browser_holding(gateway: RunningGateway, state_cookie: str) -> Browser:
+    """A fresh browser with the cookie that binds a sign-in to the browser that started it."""
+    browser = Browser(gateway)
+    browser.http.cookies.set("memvault_oidc_state", state_cookie)
+    return browser
+
+
+async def test_oidc_callback_state_is_single_use(start_gateway: StartGateway, idp: OidcProvider) -> None:
+    gateway = await oidc_gateway(start_gateway, idp)
+    back = await start_sso_elsewhere(gateway)
+    state = query_of(back)["state"]
+    assert (await browser_holding(gateway, state).http.get(back)).status_code == 303
+    replay = await browser_holding(gateway, state).http.get(back)
     assert replay.status_code == 400
-    forged = await Browser(gateway).http.get("/login/oidc/callback", params={"code": "x", "state": "made-up"})
+    forged = await browser_holding(gateway, "made-up").http.get(
+        "/login/oidc/callback", params={"code": "x", "state": "made-up"}
+    )
     assert forged.status_code == 400
+
+
+async def test_oidc_callback_is_refused_in_a_browser_that_did_not_start_the_sign_in(
+    start_gateway: StartGateway, idp: OidcProvider
+) -> None:
+    """Login CSRF: someone signs in with their own provider account and sends the callback URL to a victim."""
+    gateway = await oidc_gateway(start_gateway, idp)
+    back = await start_sso_elsewhere(gateway)
+    victim = Browser(gateway)
+    answer = await victim.http.get(back)
+    assert answer.status_code == 403
+    assert "not started in this browser" in answer.text
+    assert "memvault_session" not in answer.headers.get("set-cookie", "")
+    assert (await victim.http.get("/api/v1/me")).status_code == 401
+    victim_signing_in_too = browser_holding(gateway, "the-victims-own-sign-in")
+    assert (await victim_signing_in_too.http.get(back)).status_code == 403
+    assert (
+        await gateway.fetchval(
+            "SELECT count(*) FROM gateway.user_account WHERE subject = $1", f"oidc:{idp.user['sub']}"
+        )
+        == 0
+    )
 
 
 async def test_oidc_without_account_creation_admits_only_known_people(

@@ -1,13 +1,17 @@
 """Owner sign-in through an OpenID Connect provider the homelab already runs.
 
 Authorization code flow with PKCE, `state` and `nonce` kept server-side (single use, 10
-minutes); the code is exchanged with authlib's client and the ID token checked with joserfc
+minutes). The browser that starts a sign-in also gets `state` in a cookie, and the callback
+needs it: without that, someone could start a sign-in with their own provider account and send
+the callback URL to the owner, whose browser would then be signed in as them (login CSRF). The
+code is exchanged with authlib's client and the ID token checked with joserfc
 (signature against the provider's JWKS, issuer, audience, expiry, nonce). People are known by
 (issuer, sub); their vault subject is `oidc:<sub>`.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import secrets
 import time
@@ -131,16 +135,33 @@ async def start(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         "code_challenge": create_s256_code_challenge(verifier),
         "code_challenge_method": "S256",
     }
-    return RedirectResponse(f"{metadata['authorization_endpoint']}?{urlencode(query)}", status_code=303)
+    response = RedirectResponse(f"{metadata['authorization_endpoint']}?{urlencode(query)}", status_code=303)
+    lifetime = int(LOGIN_STATE_LIFETIME.total_seconds())
+    sessions.set_cookie(gw, response, sessions.oidc_state_cookie(gw), state, lifetime)
+    return response
 
 
 @router.get("/login/oidc/callback")
 async def callback(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """The provider sends the browser back here with a code; sign the person in."""
+    response = await _finish_sign_in(request, gw)
+    sessions.clear_cookie(gw, response, sessions.oidc_state_cookie(gw))
+    return response
+
+
+async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
     settings = gw.settings.oidc
     if not settings.enabled:
         return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
     state = request.query_params.get("state", "")
+    started_here = request.cookies.get(sessions.oidc_state_cookie(gw), "")
+    if not state or not hmac.compare_digest(started_here.encode(), state.encode()):
+        return pages.message(
+            "Sign-in refused",
+            "This sign-in was not started in this browser, or it took too long. "
+            "Open the sign-in page here and start again.",
+            403,
+        )
     found = await gw.store.take_login_state(credentials.token_hash(state)) if state and len(state) < 200 else None
     if found is None:
         return pages.message("Sign-in expired", "This sign-in attempt is unknown or too old; start again.", 400)

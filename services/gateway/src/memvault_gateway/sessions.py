@@ -38,8 +38,17 @@ def login_csrf_cookie(gw: Gateway) -> str:
     return "__Host-memvault_login_csrf" if gw.secure_cookies else "memvault_login_csrf"
 
 
+def oidc_state_cookie(gw: Gateway) -> str:
+    """Holds the `state` of the single sign-on this browser started, so only this browser can finish it."""
+    return "__Host-memvault_oidc_state" if gw.secure_cookies else "memvault_oidc_state"
+
+
 def set_cookie(gw: Gateway, response: Response, name: str, value: str, max_age: int) -> None:
     response.set_cookie(name, value, max_age=max_age, path="/", httponly=True, secure=gw.secure_cookies, samesite="lax")
+
+
+def clear_cookie(gw: Gateway, response: Response, name: str) -> None:
+    response.delete_cookie(name, path="/", secure=gw.secure_cookies, httponly=True, samesite="lax")
 
 
 async def start_session(gw: Gateway, request: Request, user: User, method: str) -> Session:
@@ -92,7 +101,7 @@ async def end_session(gw: Gateway, request: Request, response: Response) -> None
     token = request.cookies.get(session_cookie(gw))
     if token:
         await gw.store.delete_session(credentials.token_hash(token))
-    response.delete_cookie(session_cookie(gw), path="/", secure=gw.secure_cookies, httponly=True, samesite="lax")
+    clear_cookie(gw, response, session_cookie(gw))
 
 
 async def _forward_auth_user(gw: Gateway, request: Request) -> User | None:

@@ -140,13 +140,17 @@ StartGateway = Callable[..., Awaitable[RunningGateway]]
 
 @dataclass
 class Browser:
-    """A person's browser: keeps cookies, signs in, reads CSRF tokens from pages."""
+    """A person's browser: keeps cookies, signs in, reads CSRF tokens from pages.
+
+    `address` is the loopback address it connects from (any of 127.0.0.0/8), which the gateway
+    sees as the client's address."""
 
     gateway: RunningGateway
+    address: str = "127.0.0.1"
     http: httpx.AsyncClient = field(init=False)
 
     def __post_init__(self) -> None:
-        self.http = self.gateway.http()
+        self.http = self.gateway.http(transport=httpx.AsyncHTTPTransport(local_address=self.address))
 
     async def close(self) -> None:
         await self.http.aclose()

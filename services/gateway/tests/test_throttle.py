@@ -19,17 +19,20 @@ async def test_a_rule_refuses_past_its_limit_and_says_when_to_retry() -> None:
 
 
 @pytest.mark.unit
-async def test_failed_passwords_lock_one_user_name_only() -> None:
+async def test_failed_passwords_lock_one_user_name_from_one_address_only() -> None:
     throttle = Throttle()
     for _ in range(RULES["login-failures"].amount):
-        assert not await throttle.blocked("login-failures", "owner")
-        await throttle.count("login-failures", "owner")
-    assert await throttle.blocked("login-failures", "owner")
-    assert not await throttle.blocked("login-failures", "someone-else")
+        assert not await throttle.blocked("login-failures", "owner", "198.51.100.7")
+        await throttle.count("login-failures", "owner", "198.51.100.7")
+    assert await throttle.blocked("login-failures", "owner", "198.51.100.7")
+    assert not await throttle.blocked("login-failures", "someone-else", "198.51.100.7")
+    assert not await throttle.blocked("login-failures", "owner", "198.51.100.8")
 
 
 @pytest.mark.integration
-async def test_repeated_wrong_passwords_lock_the_user_name_even_for_the_right_one(start_gateway: StartGateway) -> None:
+async def test_repeated_wrong_passwords_lock_the_user_name_from_that_address_even_for_the_right_one(
+    start_gateway: StartGateway,
+) -> None:
     gateway = await start_gateway()
     username, password = await gateway.create_user()
     browser = Browser(gateway)
@@ -39,6 +42,22 @@ async def test_repeated_wrong_passwords_lock_the_user_name_even_for_the_right_on
     assert locked.status_code == 429
     assert "Too many failed attempts" in locked.text
     assert (await browser.http.get("/api/v1/me")).status_code == 401
+
+
+@pytest.mark.integration
+async def test_wrong_passwords_from_one_address_do_not_lock_the_owner_out_elsewhere(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway()
+    username, password = await gateway.create_user()
+    stranger = Browser(gateway, address="127.0.0.2")
+    for _ in range(RULES["login-failures"].amount):
+        assert (await stranger.sign_in(username, "not the password")).status_code == 401
+    assert (await stranger.sign_in(username, password)).status_code == 429
+    owner = Browser(gateway, address="127.0.0.3")
+    signed_in = await owner.sign_in(username, password)
+    assert signed_in.status_code == 303
+    assert (await owner.http.get("/api/v1/me")).json()["username"] == username
 
 
 @pytest.mark.integration

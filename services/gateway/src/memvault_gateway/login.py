@@ -13,6 +13,7 @@ from memvault_core.errors import MemvaultError
 from memvault_gateway import credentials, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.throttle import limited
+from memvault_gateway.web import client_address
 
 log = logging.getLogger("memvault_gateway")
 
@@ -61,21 +62,23 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         return _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
     username = str(form.get("username") or "").strip().lower()
     password = str(form.get("password") or "")
-    if await gw.throttle.blocked("login-failures", username):
-        wait = await gw.throttle.retry_after("login-failures", username)
-        log.warning("sign-in refused", extra={"reason": "too many failures for this user name"})
+    # Counted per user name and address: a stranger's wrong guesses lock the stranger out, not the owner.
+    failures = (username, client_address(request) or "unknown")
+    if await gw.throttle.blocked("login-failures", *failures):
+        wait = await gw.throttle.retry_after("login-failures", *failures)
+        log.warning("sign-in refused", extra={"reason": "too many failures for this user name from this address"})
         return _login_page(
             gw,
             request,
             next_path,
-            f"Too many failed attempts for this user; try again in {wait // 60 + 1} minutes.",
+            f"Too many failed attempts for this user from here; try again in {wait // 60 + 1} minutes.",
             429,
         )
     user = await gw.store.user_by_username(username) if username and len(username) < 100 else None
     ok = await asyncio.to_thread(credentials.check_password, password[:1024], user.password_hash if user else None)
     if user is None or not ok or user.disabled:
         log.info("sign-in refused", extra={"reason": "bad credentials"})
-        await gw.throttle.count("login-failures", username)
+        await gw.throttle.count("login-failures", *failures)
         if user is not None:
             with contextlib.suppress(MemvaultError):
                 await gw.vault.ensure_account(user.subject, user.display_name)

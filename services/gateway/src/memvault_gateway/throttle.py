@@ -22,10 +22,17 @@ from memvault_gateway.web import client_address
 RULES: dict[str, RateLimitItem] = {
     # Password attempts from one address.
     "login": parse("20/minute"),
-    # Failed passwords for one user name, from anywhere: then the account waits out the window.
+    # Failed passwords for one user name from one address: then that address waits out the window for
+    # that name (keyed by name alone, anyone could lock the owner out by failing on purpose).
     "login-failures": parse("10/15 minutes"),
     "register": parse("30/hour"),
+    # GET and POST /authorize together, from one address.
     "authorize": parse("60/minute"),
+    # Client metadata documents fetched for one address (each is a request to a URL an outsider
+    # chose, and a new client row when it succeeds); a fresh cached document is not counted.
+    "metadata-document": parse("60/hour"),
+    # A document URL whose fetch or check just failed is not fetched again for a while.
+    "metadata-document-failed": parse("1/30 seconds"),
     "token": parse("120/minute"),
     "setup": parse("20/hour"),
 }
@@ -50,19 +57,27 @@ class Throttle:
         stats = await self._limiter.get_window_stats(RULES[rule], rule, *keys)
         return max(1, int(stats.reset_time - time.time()))
 
-
-def limited(rule: str) -> Callable[[Request], Coroutine[Any, Any, None]]:
-    """A route dependency: 429 with Retry-After once this peer has used up `rule`."""
-
-    async def check(request: Request) -> None:
-        peer = client_address(request) or "unknown"
-        throttle: Throttle = request.app.state.gateway.throttle
-        if not await throttle.allow(rule, peer):
-            wait = await throttle.retry_after(rule, peer)
+    async def enforce(self, rule: str, *keys: str) -> None:
+        """Count one attempt; past the limit, a 429 with Retry-After (raised as HTTPException)."""
+        if not await self.allow(rule, *keys):
+            wait = await self.retry_after(rule, *keys)
             raise HTTPException(
                 status_code=429,
                 detail=f"too many requests; try again in {wait} seconds",
                 headers={"Retry-After": str(wait)},
             )
+
+
+def peer_of(request: Request) -> str:
+    """The key rate limits count a request under: the address it came from."""
+    return client_address(request) or "unknown"
+
+
+def limited(rule: str) -> Callable[[Request], Coroutine[Any, Any, None]]:
+    """A route dependency: 429 with Retry-After once this peer has used up `rule`."""
+
+    async def check(request: Request) -> None:
+        throttle: Throttle = request.app.state.gateway.throttle
+        await throttle.enforce(rule, peer_of(request))
 
     return check

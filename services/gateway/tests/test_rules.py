@@ -1,4 +1,4 @@
-"""Pure rules: settings validation, redirect URIs, scopes, PKCE, passwords."""
+"""Pure rules: settings validation, redirect URIs, scopes, PKCE, passwords, metadata document addresses."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from memvault_gateway import credentials, scopes, tracing
+from memvault_gateway.metadata_documents import is_public_address
 from memvault_gateway.redirects import redirect_uri_problem
 from memvault_gateway.settings import ForwardAuthGroup, GatewayGroup, OidcGroup
 from memvault_mcp.tools import build_tools
@@ -20,9 +21,20 @@ pytestmark = pytest.mark.unit
 
 def test_auto_approve_is_refused_unless_the_gateway_listens_on_loopback() -> None:
     GatewayGroup(host="127.0.0.1", test_auto_approve_subject="owner")
-    GatewayGroup(host="::1", test_auto_approve_subject="owner")
-    with pytest.raises(ValidationError, match="only while MEMVAULT_GATEWAY__HOST is a loopback address"):
+    GatewayGroup(host="::1", test_auto_approve_subject="owner", public_url="http://[::1]:8080")
+    with pytest.raises(ValidationError, match="MEMVAULT_GATEWAY__HOST is a loopback address"):
         GatewayGroup(host="0.0.0.0", test_auto_approve_subject="owner")
+
+
+@pytest.mark.parametrize("url", ["https://memvault.example", "https://memvault.example:8443", "https://10.0.0.5"])
+def test_auto_approve_is_refused_behind_a_proxy_with_a_public_url(url: str) -> None:
+    """A gateway on 127.0.0.1 behind a local reverse proxy would approve every agent from the internet."""
+    with pytest.raises(ValidationError, match="MEMVAULT_GATEWAY__PUBLIC_URL is a loopback URL") as refused:
+        GatewayGroup(host="127.0.0.1", public_url=url, test_auto_approve_subject="owner")
+    assert "MEMVAULT_GATEWAY__TEST_AUTO_APPROVE_SUBJECT" in str(refused.value)
+    assert GatewayGroup(host="127.0.0.1", public_url=url).public_url == url  # fine without auto-approval
+    for loopback in ("http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"):
+        GatewayGroup(host="127.0.0.1", public_url=loopback, test_auto_approve_subject="owner")
 
 
 @pytest.mark.parametrize("url", ["http://memvault.lan:8080", "ftp://x.example", "https://x.example/?a=1"])
@@ -121,6 +133,34 @@ def test_passwords_are_argon2id_and_checked() -> None:
     assert not credentials.check_password("wrong", stored)
     assert not credentials.check_password("anything", None)
     assert credentials.password_problem("short") is not None
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "169.254.169.254",
+        "::1",
+        "fd00::1",
+        "::ffff:127.0.0.1",  # IPv4-mapped
+        "::ffff:10.0.0.1",
+        "64:ff9b::7f00:1",  # NAT64 well-known prefix: 127.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64: 169.254.169.254
+        "64:ff9b:1::a00:1",  # local-use NAT64
+        "2002:7f00:1::1",  # 6to4 around 127.0.0.1
+        "2002:a00:1::1",  # 6to4 around 10.0.0.1
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
+        "2001:0:a00:1:8000:63bf:3fff:fdd2",  # Teredo with a private server address
+    ],
+)
+def test_metadata_documents_are_not_fetched_from_private_or_translated_addresses(address: str) -> None:
+    assert not is_public_address(address)
+
+
+@pytest.mark.parametrize("address", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"])
+def test_metadata_documents_may_be_fetched_from_public_addresses(address: str) -> None:
+    assert is_public_address(address)
 
 
 def test_traced_urls_lose_credentials() -> None:

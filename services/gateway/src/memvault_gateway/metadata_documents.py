@@ -30,6 +30,9 @@ FETCH_TIMEOUT_SECONDS = 5.0
 CACHE_FOR = timedelta(hours=1)
 MAX_URL_CHARS = 2000
 PUBLIC_CLIENT = "none"  # token_endpoint_auth_method of clients without a secret
+# IPv6 prefixes that hand the connection to an IPv4 address through a translator or relay
+# (NAT64, local-use NAT64, 6to4). `is_global` calls them public whatever address they lead to.
+_TRANSLATED = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16"))
 
 
 class MetadataDocumentError(Exception):
@@ -38,6 +41,18 @@ class MetadataDocumentError(Exception):
 
 def is_metadata_document_url(client_id: str) -> bool:
     return client_id.startswith(("https://", "http://"))
+
+
+def is_public_address(address: str) -> bool:
+    """Global unicast, and not an IPv6 address standing for an IPv4 one that might be private."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in _TRANSLATED):
+            return False
+        embedded = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+        if any(v4 is not None and not v4.is_global for v4 in embedded):
+            return False
+    return ip.is_global
 
 
 def _check_url(url: str, allow_private: bool) -> tuple[str, int]:
@@ -64,7 +79,7 @@ async def _addresses(host: str, port: int, allow_private: bool) -> list[str]:
         raise MetadataDocumentError(f"cannot resolve {host!r}")
     if not allow_private:
         for address in addresses:
-            if not ipaddress.ip_address(address).is_global:
+            if not is_public_address(address):
                 raise MetadataDocumentError(f"{host!r} resolves to a private address; refusing to fetch it")
     return addresses
 

@@ -29,7 +29,7 @@ def test_auto_approve_is_refused_unless_the_gateway_listens_on_loopback() -> Non
 @pytest.mark.parametrize("url", ["https://memvault.example", "https://memvault.example:8443", "https://10.0.0.5"])
 def test_auto_approve_is_refused_behind_a_proxy_with_a_public_url(url: str) -> None:
     """A gateway on 127.0.0.1 behind a local reverse proxy would approve every agent from the internet."""
-    with pytest.raises(ValidationError, match="MEMVAULT_GATEWAY__PUBLIC_URL is a loopback URL") as refused:
+    with pytest.raises(ValidationError, match="MEMVAULT_GATEWAY__PUBLIC_URL a loopback URL") as refused:
         GatewayGroup(host="127.0.0.1", public_url=url, test_auto_approve_subject="owner")
     assert "MEMVAULT_GATEWAY__TEST_AUTO_APPROVE_SUBJECT" in str(refused.value)
     assert GatewayGroup(host="127.0.0.1", public_url=url).public_url == url  # fine without auto-approval

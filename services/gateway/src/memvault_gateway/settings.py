@@ -47,7 +47,7 @@ class GatewayGroup(BaseModel):
     upstream_timeout_seconds: float = Field(default=60.0, gt=0)
     test_auto_approve_subject: str = ""
     """Tests only: approve every authorization request as this account without asking. Refused unless
-    `host` is a loopback address."""
+    both `host` and `public_url` are loopback addresses."""
 
     @field_validator("mcp_url")
     @classmethod
@@ -67,10 +67,13 @@ class GatewayGroup(BaseModel):
 
     @model_validator(mode="after")
     def _auto_approve_only_on_loopback(self) -> Self:
-        if self.test_auto_approve_subject and not is_loopback_host(self.host):
+        # The public URL too: a gateway listening on 127.0.0.1 behind a local reverse proxy serves the internet.
+        on_loopback = is_loopback_host(self.host) and is_loopback_host(urlsplit(self.public_url).hostname or "")
+        if self.test_auto_approve_subject and not on_loopback:
             raise ValueError(
-                "MEMVAULT_GATEWAY__TEST_AUTO_APPROVE_SUBJECT approves every agent without asking; it is allowed "
-                f"only while MEMVAULT_GATEWAY__HOST is a loopback address (it is {self.host!r})"
+                "MEMVAULT_GATEWAY__TEST_AUTO_APPROVE_SUBJECT approves every agent without asking; it is allowed only "
+                "while MEMVAULT_GATEWAY__HOST is a loopback address and MEMVAULT_GATEWAY__PUBLIC_URL a loopback URL "
+                f"(http://127.0.0.1, http://localhost or http://[::1]); they are {self.host!r} and {self.public_url!r}"
             )
         return self
 

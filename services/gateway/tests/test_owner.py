@@ -170,6 +170,18 @@ async def test_owner_approves_an_agent_for_chosen_vaults_and_scopes(start_gatewa
     await browser.close()
 
 
+async def test_consent_page_spells_out_what_the_admin_scope_allows(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, _ = await signed_in(gateway)
+    agent = Agent(gateway, await gateway.register())
+    _, challenge = pkce()
+    page = await browser.http.get(agent.authorize_url(challenge, scope="read write admin"))
+    admin = re.search(r"<strong>admin</strong>: ([^<]*)</label>", page.text)
+    assert admin is not None
+    for power in ("approve or reject proposed memories", "undo imports", "settings", "operating guide", "audit log"):
+        assert power in admin.group(1)
+
+
 async def test_consent_form_is_refused_without_the_session_csrf_token(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     browser, _ = await signed_in(gateway)

@@ -27,7 +27,12 @@ table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{text-align:left;
 SCOPE_TEXT = {
     "read": "read memories and the operating guide",
     "write": "save, import and forget memories",
-    "admin": "change vault settings",
+    # What the vault's admin-scope checks allow (service.py: _reviewer, _owner); an app holding it can lift
+    # the review of its own proposals by switching the vault to auto approval, so say so plainly.
+    "admin": (
+        "approve or reject proposed memories, undo imports, change vault settings (including whether"
+        " agents' changes wait for your review), edit the operating guide and read the vault's audit log"
+    ),
 }
 
 

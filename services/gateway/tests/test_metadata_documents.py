@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from gateway_helpers import Agent, StartGateway, free_port, pkce, query_of, serve_asgi, stop_asgi
+from limits import parse
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+
+from memvault_gateway.throttle import RULES
 
 pytestmark = pytest.mark.integration
 
@@ -128,3 +131,44 @@ async def test_bad_metadata_documents_are_refused(
     assert answer.status_code == 400
     assert "location" not in answer.headers
     assert message in answer.text
+    stored = await gateway.fetchval("SELECT count(*) FROM gateway.oauth_client WHERE client_id = $1", url)
+    assert stored == (1 if fault == "redirect" else 0)  # only a usable document is kept
+
+
+async def test_a_failed_metadata_document_is_not_fetched_again_at_once(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    agent = Agent(gateway, {"client_id": f"{host.base}/gone.json"}, redirect_uri=CALLBACK)
+    _, challenge = pkce()
+    async with gateway.http() as http:
+        first = await http.get(agent.authorize_url(challenge))
+        second = await http.get(agent.authorize_url(challenge))
+    assert first.status_code == 400 and "answered HTTP 404" in first.text
+    assert second.status_code == 400 and "a moment ago" in second.text
+    assert host.fetches == 1
+
+
+async def test_new_metadata_documents_are_fetched_at_most_so_often_per_address(
+    start_gateway: StartGateway, host: DocumentHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(RULES, "metadata-document", parse("3/hour"))
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    _, challenge = pkce()
+    agents = [Agent(gateway, {"client_id": host.add(f"/flood/{n}.json")}, redirect_uri=CALLBACK) for n in range(4)]
+    async with gateway.http() as http:
+        answers = [await http.get(agent.authorize_url(challenge)) for agent in agents]
+        cached = await http.get(agents[0].authorize_url(challenge))
+    assert [a.status_code for a in answers] == [302, 302, 302, 429]
+    assert "too many requests" in answers[-1].json()["detail"]
+    assert int(answers[-1].headers["retry-after"]) > 0
+    assert host.fetches == 3
+    assert cached.status_code == 302  # a document fetched within the hour costs nothing
+    stored = await gateway.fetchval(
+        "SELECT count(*) FROM gateway.oauth_client WHERE client_id LIKE $1", f"{host.base}/flood/%"
+    )
+    assert stored == 3

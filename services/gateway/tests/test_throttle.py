@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gateway_helpers import Browser, StartGateway
+from gateway_helpers import Agent, Browser, StartGateway, pkce
 
 from memvault_gateway.throttle import RULES, Throttle
 
@@ -68,4 +68,17 @@ async def test_registration_flood_gets_429_with_retry_after(start_gateway: Start
         answers = [await http.post("/register", json=body) for _ in range(RULES["register"].amount + 1)]
     assert {a.status_code for a in answers[:-1]} == {201}
     assert answers[-1].status_code == 429
+    assert int(answers[-1].headers["retry-after"]) > 0
+
+
+@pytest.mark.integration
+async def test_authorization_request_flood_gets_429_with_retry_after(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    agent = Agent(gateway, await gateway.register())
+    _, challenge = pkce()
+    async with gateway.http() as http:
+        answers = [await http.get(agent.authorize_url(challenge)) for _ in range(RULES["authorize"].amount + 1)]
+    assert {a.status_code for a in answers[:-1]} == {302}  # to the sign-in page
+    assert answers[-1].status_code == 429
+    assert "too many requests" in answers[-1].json()["detail"]
     assert int(answers[-1].headers["retry-after"]) > 0

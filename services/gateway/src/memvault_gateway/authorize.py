@@ -24,7 +24,7 @@ from memvault_gateway.clients import resolve_client
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.redirects import host_of
 from memvault_gateway.store import Client, User
-from memvault_gateway.throttle import limited
+from memvault_gateway.throttle import limited, peer_of
 from memvault_gateway.token_endpoint import canonical_resource
 from memvault_gateway.web import with_query
 
@@ -75,10 +75,10 @@ def _redirect(gw: Gateway, redirect_uri: str, state: str | None, params: dict[st
     return with_query(redirect_uri, answer)
 
 
-async def parse(gw: Gateway, raw: dict[str, str]) -> AuthorizationRequest:
+async def parse(gw: Gateway, raw: dict[str, str], peer: str) -> AuthorizationRequest:
     client_id = raw.get("client_id", "")
     try:
-        client = await resolve_client(gw, client_id)
+        client = await resolve_client(gw, client_id, peer)
     except metadata_documents.MetadataDocumentError as error:
         raise Refusal(f"This app's description could not be used: {error}.") from None
     if client is None:
@@ -209,11 +209,11 @@ async def _consent_page(
     return response
 
 
-@router.get("/authorize")
+@router.get("/authorize", dependencies=[Depends(limited("authorize"))])
 async def authorize(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     raw = {k: v for k, v in request.query_params.items() if k in PARAMS}
     try:
-        request_ = await parse(gw, raw)
+        request_ = await parse(gw, raw, peer_of(request))
     except Refusal as refusal:
         return pages.message("Cannot connect this app", str(refusal), 400)
     except ErrorRedirect as redirect:
@@ -242,7 +242,7 @@ async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
         return pages.message("Request refused", "This form was not sent from this site. Start again.", 403)
     raw = {k: str(form[k]) for k in PARAMS if k in form}
     try:
-        request_ = await parse(gw, raw)
+        request_ = await parse(gw, raw, peer_of(request))
     except Refusal as refusal:
         return pages.message("Cannot connect this app", str(refusal), 400)
     except ErrorRedirect as redirect:

@@ -19,7 +19,7 @@ from memvault_gateway import credentials, metadata_documents
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.redirects import host_of, redirect_uri_problem
 from memvault_gateway.store import Client
-from memvault_gateway.throttle import limited
+from memvault_gateway.throttle import limited, peer_of
 from memvault_gateway.web import NO_STORE, oauth_error
 
 log = logging.getLogger("memvault_gateway")
@@ -46,14 +46,15 @@ class ClientAuthError(Exception):
         return oauth_error("invalid_client", self.description, status=401, headers=headers)
 
 
-async def resolve_client(gw: Gateway, client_id: str) -> Client | None:
-    """A registered client, or one described by its metadata document; None if unknown or unusable."""
+async def resolve_client(gw: Gateway, client_id: str, peer: str) -> Client | None:
+    """A registered client, or one described by its metadata document (fetched for `peer`, within
+    its rate limit); None if unknown or unusable."""
     if not client_id or len(client_id) > metadata_documents.MAX_URL_CHARS:
         return None
     if metadata_documents.is_metadata_document_url(client_id):
         if not gw.settings.oauth.metadata_documents:
             return None
-        return await metadata_documents.resolve(gw, client_id)
+        return await metadata_documents.resolve(gw, client_id, peer)
     return await gw.store.client(client_id)
 
 
@@ -79,7 +80,7 @@ async def authenticate_client(gw: Gateway, request: Request, form: FormData) -> 
     if not client_id:
         raise ClientAuthError("client_id is required")
     try:
-        client = await resolve_client(gw, client_id)
+        client = await resolve_client(gw, client_id, peer_of(request))
     except metadata_documents.MetadataDocumentError as error:
         raise ClientAuthError(str(error)) from None
     if client is None:

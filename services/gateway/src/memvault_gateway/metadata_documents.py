@@ -2,7 +2,8 @@
 
 The fetch is the one place the gateway requests a URL an outsider chose, so it is fenced in:
 https only, the host's addresses must all be public (unless the operator allows private ones),
-the connection goes to the address that was checked, no redirects, 5 seconds, 16 KiB.
+the connection goes to the address that was checked, no redirects, 5 seconds, 16 KiB; and each
+address may have only so many new documents fetched an hour (`throttle.py`).
 """
 
 from __future__ import annotations
@@ -146,14 +147,26 @@ def _validate(url: str, document: dict[str, Any], extra_schemes: list[str]) -> t
     return name.strip()[:200], [str(u) for u in uris]
 
 
-async def resolve(gw: Gateway, url: str) -> Client:
-    """The client a metadata document URL names, from the cache when fresh, else fetched and checked."""
+async def resolve(gw: Gateway, url: str, peer: str) -> Client:
+    """The client a metadata document URL names, from the cache when fresh, else fetched and checked.
+
+    Fetches are rate-limited per `peer` (the requesting address; over the limit, HTTPException 429),
+    and a URL that just failed is not fetched again for a while. Only a usable document is stored.
+    """
     cached = await gw.store.client(url)
     fresh = cached is not None and datetime.now(UTC) - cached.refreshed_at < CACHE_FOR
     if cached is not None and cached.kind == "metadata_document" and fresh:
         return cached
-    document = await _fetch(gw, url)
-    name, uris = _validate(url, document, gw.settings.oauth.extra_redirect_schemes)
+    if await gw.throttle.blocked("metadata-document-failed", url):
+        wait = await gw.throttle.retry_after("metadata-document-failed", url)
+        raise MetadataDocumentError(f"it could not be fetched or used a moment ago; try again in {wait} seconds")
+    await gw.throttle.enforce("metadata-document", peer)
+    try:
+        document = await _fetch(gw, url)
+        name, uris = _validate(url, document, gw.settings.oauth.extra_redirect_schemes)
+    except MetadataDocumentError:
+        await gw.throttle.count("metadata-document-failed", url)
+        raise
     kept: dict[str, Any] = {
         k: document[k] for k in ("client_uri", "software_id", "software_version", "grant_types") if k in document
     }

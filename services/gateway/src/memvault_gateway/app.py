@@ -22,6 +22,7 @@ from memvault_gateway import (
     api,
     api_memories,
     authorize,
+    body_limit,
     clients,
     discovery,
     login,
@@ -106,6 +107,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
     app = FastAPI(title="memvault gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
     app.add_middleware(sessions.NewSessionCookie)
+    app.add_middleware(body_limit.BodyLimit)
 
     @app.exception_handler(MemvaultError)
     async def memvault_error(request: Request, error: MemvaultError) -> Response:

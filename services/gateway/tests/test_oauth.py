@@ -182,6 +182,75 @@ async def test_confidential_client_must_authenticate(start_gateway: StartGateway
     assert refused.json()["error"] == "invalid_client"
 
 
+@pytest.mark.parametrize(
+    ("registered_method", "other_method"),
+    [("client_secret_post", "client_secret_basic"), ("client_secret_basic", "client_secret_post")],
+)
+async def test_confidential_client_must_use_its_registered_authentication_method(
+    start_gateway: StartGateway, registered_method: str, other_method: str
+) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    registered = await gateway.register(token_endpoint_auth_method=registered_method)
+    client_id, secret = registered["client_id"], registered["client_secret"]
+    agent = Agent(gateway, registered)
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        code = query_of((await http.get(agent.authorize_url(challenge))).headers["location"])["code"]
+        form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier, "client_id": client_id}
+
+        async def exchange(method: str) -> Any:
+            if method == "client_secret_basic":
+                return await http.post("/token", data=form, auth=(client_id, secret))
+            return await http.post("/token", data={**form, "client_secret": secret})
+
+        refused = await exchange(other_method)
+        assert refused.status_code == 401
+        assert refused.json()["error"] == "invalid_client"
+        assert registered_method in refused.json()["error_description"]
+        assert (await exchange(registered_method)).status_code == 200
+
+
+async def test_client_registered_without_the_refresh_grant_gets_and_uses_no_refresh_tokens(
+    start_gateway: StartGateway,
+) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    registered = await gateway.register(grant_types=["authorization_code"])
+    assert registered["grant_types"] == ["authorization_code"]
+    agent = Agent(gateway, registered)
+    tokens = await authorized(agent)
+    assert "refresh_token" not in tokens
+    assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 200
+    refreshes = await gateway.fetchval(
+        "SELECT count(*) FROM gateway.token t JOIN gateway.access_grant g ON g.id = t.grant_id"
+        " WHERE g.client_id = $1 AND t.kind = 'refresh'",
+        agent.client_id,
+    )
+    assert refreshes == 0
+
+    # A refresh token from before the client's registration said otherwise is refused too.
+    both = Agent(gateway, await gateway.register())
+    old = await authorized(both)
+    await gateway.fetchval(
+        "UPDATE gateway.oauth_client SET metadata = jsonb_set(metadata, '{grant_types}', '[\"authorization_code\"]')"
+        " WHERE client_id = $1",
+        both.client_id,
+    )
+    refused = await both.refresh(old["refresh_token"])
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "unauthorized_client"
+
+
+async def test_registration_without_grant_types_is_given_refresh_tokens(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    async with gateway.http() as http:
+        answer = await http.post("/register", json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"})
+    assert answer.status_code == 201
+    assert answer.json()["grant_types"] == ["authorization_code", "refresh_token"]
+    agent = Agent(gateway, answer.json())
+    tokens = await authorized(agent)
+    assert (await agent.refresh(tokens["refresh_token"])).status_code == 200
+
+
 # --- refused, with nothing changed ------------------------------------------------------------------
 
 

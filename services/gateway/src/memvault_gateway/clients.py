@@ -33,6 +33,11 @@ PUBLIC = "none"
 """The token endpoint auth method of public clients (no secret)."""
 AUTH_METHODS = (PUBLIC, "client_secret_basic", "client_secret_post")
 GRANT_TYPES = {"authorization_code", "refresh_token"}
+# RFC 7591's default is ["authorization_code"] alone, but MCP clients that register without
+# grant_types still expect to refresh their hour-long access tokens. A server may register other
+# values than those asked for (RFC 7591 §3.2.1) and says which in its answer, so a client that
+# names none gets both, and one that names only authorization_code gets no refresh tokens.
+DEFAULT_GRANT_TYPES = ["authorization_code", "refresh_token"]
 
 
 class ClientAuthError(Exception):
@@ -44,6 +49,12 @@ class ClientAuthError(Exception):
     def response(self) -> JSONResponse:
         headers = {"WWW-Authenticate": 'Basic realm="memvault"'} if self.basic else None
         return oauth_error("invalid_client", self.description, status=401, headers=headers)
+
+
+def grant_types_of(client: Client) -> list[str]:
+    """The grant types a client registered, or its metadata document lists."""
+    listed = client.metadata.get("grant_types")
+    return [str(g) for g in listed] if isinstance(listed, list) else list(DEFAULT_GRANT_TYPES)
 
 
 async def resolve_client(gw: Gateway, client_id: str, peer: str) -> Client | None:
@@ -89,7 +100,9 @@ async def authenticate_client(gw: Gateway, request: Request, form: FormData) -> 
         if method != PUBLIC:
             raise ClientAuthError("this client is public and has no secret", basic=basic)
         return client
-    if method == "none" or not credentials.same_secret(secret, client.secret_hash):
+    if method != client.token_endpoint_auth_method:
+        raise ClientAuthError(f"this client must authenticate with {client.token_endpoint_auth_method}", basic=basic)
+    if not credentials.same_secret(secret, client.secret_hash):
         raise ClientAuthError("client authentication failed", basic=basic)
     return client
 
@@ -122,7 +135,7 @@ async def register(request: Request, gw: Gateway = Depends(gateway)) -> Response
     method = metadata.get("token_endpoint_auth_method", "client_secret_basic")
     if method not in AUTH_METHODS:
         return _registration_error(f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}")
-    grant_types = metadata.get("grant_types", ["authorization_code"])
+    grant_types = metadata.get("grant_types", DEFAULT_GRANT_TYPES)
     if not isinstance(grant_types, list) or not grant_types or not set(grant_types) <= GRANT_TYPES:
         return _registration_error("grant_types may only be authorization_code and refresh_token")
     response_types = metadata.get("response_types", ["code"])

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from memvault_core.errors import MemvaultError
 from memvault_gateway import credentials, scopes
-from memvault_gateway.clients import ClientAuthError, authenticate_client
+from memvault_gateway.clients import GRANT_TYPES, ClientAuthError, authenticate_client, grant_types_of
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.store import Grant
 from memvault_gateway.throttle import limited
@@ -30,10 +30,11 @@ def canonical_resource(gw: Gateway, resource: str | None) -> str | None:
     return trimmed if trimmed in (gw.mcp_resource, gw.api_resource) else None
 
 
-async def issue_tokens(gw: Gateway, grant: Grant, resource: str, granted: tuple[str, ...]) -> JSONResponse:
-    """A fresh access token and refresh token under `grant`."""
+async def issue_tokens(
+    gw: Gateway, grant: Grant, resource: str, granted: tuple[str, ...], *, refresh_token: bool
+) -> JSONResponse:
+    """A fresh access token under `grant`, and a refresh token if the client registered that grant."""
     access = credentials.new_token(credentials.ACCESS_TOKEN)
-    refresh = credentials.new_token(credentials.REFRESH_TOKEN)
     lifetime = gw.settings.oauth.access_token_seconds
     await gw.store.create_token(
         credentials.token_hash(access),
@@ -43,21 +44,23 @@ async def issue_tokens(gw: Gateway, grant: Grant, resource: str, granted: tuple[
         scopes=granted,
         valid_for=timedelta(seconds=lifetime),
     )
-    await gw.store.create_token(
-        credentials.token_hash(refresh),
-        grant.id,
-        kind="refresh",
-        resource=resource,
-        scopes=granted,
-        valid_for=timedelta(days=gw.settings.oauth.refresh_token_days),
-    )
     body: dict[str, Any] = {
         "access_token": access,
         "token_type": "Bearer",
         "expires_in": lifetime,
-        "refresh_token": refresh,
         "scope": " ".join(granted),
     }
+    if refresh_token:
+        refresh = credentials.new_token(credentials.REFRESH_TOKEN)
+        await gw.store.create_token(
+            credentials.token_hash(refresh),
+            grant.id,
+            kind="refresh",
+            resource=resource,
+            scopes=granted,
+            valid_for=timedelta(days=gw.settings.oauth.refresh_token_days),
+        )
+        body["refresh_token"] = refresh
     return JSONResponse(body, headers=NO_STORE)
 
 
@@ -81,6 +84,9 @@ async def token(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     except ClientAuthError as error:
         return error.response()
     grant_type = form.get("grant_type")
+    registered = grant_types_of(client)
+    if grant_type in GRANT_TYPES and grant_type not in registered:
+        return oauth_error("unauthorized_client", f"this client did not register the {grant_type} grant type")
 
     if grant_type == "authorization_code":
         code = str(form.get("code") or "")
@@ -106,7 +112,9 @@ async def token(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
             return oauth_error("invalid_target", "resource differs from the one used to authorize")
         if found.grant.revoked_at is not None:
             return oauth_error("invalid_grant", "the grant was revoked")
-        return await issue_tokens(gw, found.grant, found.resource, found.scopes)
+        return await issue_tokens(
+            gw, found.grant, found.resource, found.scopes, refresh_token="refresh_token" in registered
+        )
 
     if grant_type == "refresh_token":
         presented = str(form.get("refresh_token") or "")
@@ -131,7 +139,7 @@ async def token(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         requested_resource = form.get("resource")
         if requested_resource is not None and canonical_resource(gw, str(requested_resource)) != record.resource:
             return oauth_error("invalid_target", "resource differs from the one this grant is for")
-        return await issue_tokens(gw, record.grant, record.resource, granted)
+        return await issue_tokens(gw, record.grant, record.resource, granted, refresh_token=True)
 
     return oauth_error("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
 

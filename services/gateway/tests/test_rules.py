@@ -165,10 +165,22 @@ def test_metadata_documents_may_be_fetched_from_public_addresses(address: str) -
 
 def test_traced_urls_lose_credentials() -> None:
     assert tracing.redact("/setup/mvsetup_abc123") == "/setup/REDACTED"
-    assert tracing.redact("http://h/mcp?access_token=mva_x&x=1") == "http://h/mcp?access_token=REDACTED&x=1"
+    assert tracing.redact("http://h/mcp?access_token=mva_x&x=1") == "http://h/mcp?access_token=REDACTED&x=REDACTED"
     assert tracing.redact_query("code=abc&state=s1&iss=http://h") == "code=REDACTED&state=REDACTED&iss=http://h"
-    assert tracing.redact("/authorize?client_id=c&code_challenge=x") == "/authorize?client_id=c&code_challenge=x"
+    assert tracing.redact("/authorize?client_id=c&scope=read&code_challenge=x") == (
+        "/authorize?client_id=c&scope=read&code_challenge=REDACTED"
+    )
     assert tracing.redact("/api/v1/grants") == "/api/v1/grants"
+
+
+def test_traced_urls_lose_memory_text_and_any_parameter_not_known_to_be_harmless() -> None:
+    recall = "/api/v1/vaults/home/recall?q=where+is+the+spare+key&limit=5&cursor=c1&tag=house&status=active"
+    assert tracing.redact(recall) == (
+        "/api/v1/vaults/home/recall?q=REDACTED&limit=5&cursor=REDACTED&tag=REDACTED&status=active"
+    )
+    assert tracing.redact_query("query=text&Limit=5&next=/authorize%3Fstate%3Ds") == (
+        "query=REDACTED&Limit=REDACTED&next=REDACTED"
+    )
 
     class Span:
         def __init__(self) -> None:

@@ -1,9 +1,12 @@
-"""Tracing without credentials: URLs in request spans lose setup-link tokens and secret query values.
+"""Tracing without credentials or memory text: URLs in request spans lose setup-link tokens and
+every query value but a few harmless ones.
 
 The FastAPI instrumentation records each request's URL. A setup link carries its token in the
-path, an identity provider's redirect carries `code` and `state`, and a misbehaving agent may put
-`access_token` in the query string (refused, but still traced). The hook rewrites those span
-attributes before the span is exported.
+path, an identity provider's redirect carries `code` and `state`, recall carries the query text
+in `q`, and a misbehaving agent may put `access_token` in the query string (refused, but still
+traced). The hook rewrites those span attributes before the span is exported. Values are kept
+only for the parameters listed here, so a parameter added later is redacted until someone
+decides it is harmless.
 """
 
 from __future__ import annotations
@@ -12,8 +15,24 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-SECRET_QUERY_KEYS = frozenset(
-    {"access_token", "refresh_token", "code", "state", "token", "client_secret", "code_verifier", "id_token"}
+# Page sizes, offsets, enum filters and OAuth parameters that are public by design. Not cursors
+# (opaque, they may carry positions in results), tags, audit filters, `next` or `redirect_uri`.
+HARMLESS_QUERY_KEYS = frozenset(
+    {
+        "limit",
+        "before",
+        "before_version",
+        "status",
+        "type",
+        "kind",
+        "response_type",
+        "client_id",
+        "code_challenge_method",
+        "scope",
+        "resource",
+        "iss",
+        "error",
+    }
 )
 _SETUP_PATH = re.compile(r"/setup/[^/?#]+")
 _URL_ATTRIBUTES = ("http.target", "http.url", "url.full", "url.query", "url.path")
@@ -21,13 +40,13 @@ REDACTED = "REDACTED"
 
 
 def redact_query(query: str) -> str:
-    """A query string with the values of credential parameters replaced."""
+    """A query string with every value replaced but those of harmless parameters."""
     pairs = parse_qsl(query, keep_blank_values=True)
-    return urlencode([(k, REDACTED if k.lower() in SECRET_QUERY_KEYS else v) for k, v in pairs], safe="/:")
+    return urlencode([(k, v if k in HARMLESS_QUERY_KEYS else REDACTED) for k, v in pairs], safe="/:")
 
 
 def redact(url: str) -> str:
-    """A URL or a path (with its query) with setup-link tokens and credential parameters replaced."""
+    """A URL or a path (with its query) with setup-link tokens and query values replaced (`redact_query`)."""
     url = _SETUP_PATH.sub(f"/setup/{REDACTED}", url)
     head, separator, query = url.partition("?")
     return f"{head}{separator}{redact_query(query)}" if separator else url

@@ -440,3 +440,13 @@ async def test_spent_state_is_purged(start_gateway: StartGateway) -> None:
         assert await store.purge_expired() >= 2
     assert await count_tokens(gateway, agent.client_id) == 0
     assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 401
+
+
+async def test_text_with_a_nul_character_is_refused_not_failed(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    before = await gateway.fetchval("SELECT count(*) FROM gateway.oauth_client")
+    async with gateway.http() as http:
+        answer = await http.post("/register", json={"client_name": "Kitchen\u0000tablet", "redirect_uris": [REDIRECT]})
+    assert answer.status_code == 400
+    assert "NUL" in answer.json()["detail"]
+    assert await gateway.fetchval("SELECT count(*) FROM gateway.oauth_client") == before

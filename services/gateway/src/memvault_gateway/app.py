@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 
+import asyncpg
 import httpx
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
@@ -115,6 +116,11 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         if status == 500:
             log.error("vault call failed", extra={"error": error.kind})
         return problem(status, error.kind.replace("_", " ").capitalize(), error.message)
+
+    @app.exception_handler(asyncpg.CharacterNotInRepertoireError)
+    async def nul_in_text(request: Request, error: asyncpg.CharacterNotInRepertoireError) -> Response:
+        """Postgres text cannot hold NUL; the statement failed, so nothing was written."""
+        return problem(400, "Invalid argument", "text must not contain NUL characters (\\u0000); remove them")
 
     @app.exception_handler(api.ApiAuthError)
     async def api_auth_error(request: Request, error: api.ApiAuthError) -> Response:

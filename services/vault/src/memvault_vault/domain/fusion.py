@@ -1,7 +1,9 @@
 """How recall turns keyword and vector evidence into one ranking.
 
-Every candidate from either list is kept (a keyword-only hit is never dropped) and
-gets one score:
+Every keyword candidate is kept (a keyword-only hit is never dropped); a vector candidate
+that shares no word with the query is kept only if its cosine reaches MIN_COSINE (below
+that it is unrelated, and a small vault would fill every page with such hits). Each gets
+one score:
 
     score = COSINE_WEIGHT * cosine + (1 - COSINE_WEIGHT) * keyword_rank / best_keyword_rank
 
@@ -26,6 +28,8 @@ DENSE_CANDIDATES = 50
 PENDING_TO_SCORE = 32
 """At most this many recent, not yet indexed memories are scored from their text per query."""
 TIE_WINDOW = 0.01
+MIN_COSINE = 0.2
+"""all-MiniLM-L6-v2 puts unrelated sentences around 0 to 0.15; a paraphrase scores well above."""
 
 _STATUS_ORDER = {Status.ACTIVE: 0, Status.PROPOSED: 1}
 
@@ -51,6 +55,8 @@ def fuse(
     for f in found:
         keyword = f.keyword_rank / best_rank if best_rank > 0 else 0.0
         cosine = max(cosines.get(f.id, 0.0), 0.0)
+        if cosine_weight > 0 and f.keyword_rank <= 0 and cosine < MIN_COSINE:
+            continue
         scored.append((f, cosine_weight * cosine + (1 - cosine_weight) * keyword))
 
     def order(item: tuple[Found, float]) -> tuple[float, int, float]:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic_settings import BaseSettings
 
-from memvault_core.settings import load_settings, unknown_variables
+from memvault_core.settings import load_settings, near_misses, unknown_variables
 from memvault_vault.settings import Settings as VaultSettings
 
 pytestmark = pytest.mark.unit
@@ -40,6 +40,34 @@ def test_load_settings_exits_listing_unknown_and_invalid_variables(
     assert "invalid configuration (2 problem(s))" in err
     assert "MEMVAULT_LOG__LEVL: not a setting (this group has MEMVAULT_LOG__LEVEL)" in err
     assert "MEMVAULT_IDENTITY__SECRET: Value error, must be at least 32 characters" in err
+
+
+def test_a_missing_group_is_named_by_the_variables_to_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("MEMVAULT_IDENTITY__SECRET", raising=False)
+    with pytest.raises(SystemExit):
+        load_settings(VaultSettings)
+    assert "MEMVAULT_IDENTITY__SECRET: is required but not set" in capsys.readouterr().err
+
+
+def test_near_misses_are_warned_about_with_the_setting_meant(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    environ = {
+        "MEMVAULT_VAULT_INDEXER_ADDRESS": "indexer:50052",  # one underscore where two belong
+        "MEMVAULT_VAULTS__INDEXER_ADDRESS": "indexer:50052",  # a group one letter off
+        "MEMVAULT_EMBEDDER__THREADS": "2",  # another service's setting: fine
+        "MEMVAULT_TEST_POSTGRES_DSN": "postgresql://x",  # not a setting of anything: fine
+    }
+    assert near_misses(VaultSettings, environ) == [
+        "MEMVAULT_VAULTS__INDEXER_ADDRESS is not a setting; did you mean MEMVAULT_VAULT__INDEXER_ADDRESS?",
+        "MEMVAULT_VAULT_INDEXER_ADDRESS is not a setting; did you mean MEMVAULT_VAULT__INDEXER_ADDRESS?",
+    ]
+    monkeypatch.setenv("MEMVAULT_IDENTITY__SECRET", SECRET)
+    monkeypatch.setenv("MEMVAULT_VAULT_INDEXER_ADDRESS", "indexer:50052")
+    assert load_settings(VaultSettings).vault.indexer_address == ""  # a warning, not a refusal
+    assert "did you mean MEMVAULT_VAULT__INDEXER_ADDRESS?" in capsys.readouterr().err
 
 
 def test_load_settings_accepts_a_clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:

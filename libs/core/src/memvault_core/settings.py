@@ -7,6 +7,7 @@ environment. Variables are named `MEMVAULT_<GROUP>__<FIELD>`, for example
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from collections.abc import Mapping
@@ -115,17 +116,54 @@ def unknown_variables(cls: type[BaseSettings], environ: Mapping[str, str]) -> li
     return problems
 
 
+def near_misses(cls: type[BaseSettings], environ: Mapping[str, str]) -> list[str]:
+    """Variables that are no setting of `cls` but one letter or underscore away from one
+    (`MEMVAULT_VAULT_INDEXER_ADDRESS`, `MEMVAULT_VAULTS__INDEXER_ADDRESS`). Only warned about:
+    the same environment may carry other tools' MEMVAULT_ variables (Compose's, for one)."""
+    groups = {
+        name: model.model_fields
+        for name, declared in cls.model_fields.items()
+        if isinstance(model := declared.annotation, type) and issubclass(model, BaseModel)
+    }
+    found = []
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        group, delimiter, field = rest.partition(ENV_DELIMITER)
+        if delimiter:  # a group this service lacks, spelt like one it has
+            close = difflib.get_close_matches(group, groups, n=1, cutoff=0.8)
+            candidates = [(close[0], field.split(ENV_DELIMITER)[0])] if close and group not in groups else []
+        else:  # one underscore where two belong
+            candidates = [(g, rest[len(g) + 1 :]) for g in groups if rest.startswith(g + "_")]
+        for wanted_group, wanted_field in candidates:
+            if wanted_field in groups[wanted_group]:
+                found.append(f"{name.upper()} is not a setting; did you mean {env_name((wanted_group, wanted_field))}?")
+    return found
+
+
+def _required(cls: type[BaseModel], location: tuple[int | str, ...]) -> list[str]:
+    """The variables to set for a missing field: a whole missing group stands for its required fields."""
+    declared = cls.model_fields.get(str(location[-1])) if len(location) == 1 else None
+    model = declared.annotation if declared else None
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [env_name((*location, name)) for name, field in model.model_fields.items() if field.is_required()]
+    return [env_name(location)]
+
+
 def load_settings(cls: type[SettingsT]) -> SettingsT:
     """Build settings from the environment, or exit listing every invalid or unknown variable."""
+    for warning in near_misses(cls, os.environ):
+        print(f"memvault: warning: {warning}", file=sys.stderr)
     problems = [f"  {problem}" for problem in unknown_variables(cls, os.environ)]
     try:
         settings = cls()
     except ValidationError as error:
         for problem in error.errors():
-            message = problem["msg"]
             if problem["type"] == "missing":
-                message = "is required but not set"
-            problems.append(f"  {env_name(problem['loc'])}: {message}")
+                problems += [f"  {name}: is required but not set" for name in _required(cls, problem["loc"])]
+            else:
+                problems.append(f"  {env_name(problem['loc'])}: {problem['msg']}")
     if not problems:
         return settings
     print(f"memvault: invalid configuration ({len(problems)} problem(s)):", *problems, sep="\n", file=sys.stderr)

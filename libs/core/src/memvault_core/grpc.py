@@ -130,8 +130,13 @@ def error_from_rpc(error: grpc.aio.AioRpcError, service: str = "vault") -> Memva
     kind = trailers.get(KIND_KEY)
     if kind in ERROR_KINDS:
         return ERROR_KINDS[kind](error.details() or kind, field=trailers.get(FIELD_KEY) or None)
-    if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
         return Unavailable(f"the {service} service did not answer in time; try again in a few seconds")
+    if error.code() == grpc.StatusCode.UNAVAILABLE:  # nothing listening, or the connection broke
+        return Unavailable(
+            f"the {service} service cannot be reached ({error.details() or 'unavailable'}); "
+            "try again in a few seconds, and check that it is running if this persists"
+        )
     if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # a message over the size limit, either way
         return LimitExceeded(
             f"the request is larger than {limits.MAX_REQUEST_BYTES // (1024 * 1024)} MiB, the most one call may "

@@ -27,7 +27,7 @@ TrustName = Literal["stated", "inferred"]
 VaultArg = Annotated[
     str,
     Field(
-        description="Vault name. Leave empty for your default vault; list_memories and errors name the others.",
+        description="Vault name. Leave empty for your default vault; get_operating_guide lists the vaults you can use.",
         json_schema_extra={"maxLength": 63},
     ),
 ]
@@ -736,8 +736,10 @@ def build_tools(client: VaultClient) -> list[Tool]:
             "Recall memories",
             "Search long-term memory shared by all of the owner's agents. Use it at the start of a task and "
             "before asking the owner something they may have said before. Returns the best matches with ids, "
-            "scores and status, a `mode` ('hybrid' or 'keyword-only') and `warnings` to weigh before relying "
-            "on a result (conflicts, superseded or stale memories, past review); results carry "
+            "scores (0 to 1, higher is closer; compare them only within one answer) and status, and a `mode`: "
+            "'hybrid' matches by meaning and by words; 'keyword-only' means semantic search is off or down, so "
+            "only memories sharing words with the query are found: retry with the exact words you expect. "
+            "Weigh `warnings` before relying on a result (conflicts, superseded or stale memories, past review); results carry "
             "`may_conflict_with` / `conflicts_with`. `as_of` answers with what was valid at a past time. "
             "Proposed memories are not yet reviewed by the owner; follow `next_cursor` for more.",
             read_only,
@@ -787,9 +789,10 @@ def build_tools(client: VaultClient) -> list[Tool]:
             supersede,
             "Supersede memory",
             "Replace a memory that is out of date with a new one, keeping the old as history (recall stops "
-            "returning it). In review mode the replacement waits for the owner and the old one stays until it "
-            "is approved. Memories that depend on the old one are flagged for review. A replacement that "
-            "says the same as a stored memory is refused.",
+            "returning it). The replacement is a whole memory: give its type, key, scope and tags again, "
+            "nothing is carried over. In review mode the replacement waits for the owner and the old one stays "
+            "until it is approved. Memories that depend on the old one are flagged for review. A replacement "
+            "that says the same as a stored memory is refused.",
             additive,
         ),
         (

@@ -362,7 +362,7 @@ def validate_items(drafts: list[Draft]) -> list[Draft | InvalidArgument]:
 def validate_query(query: str) -> str:
     query = query.strip()
     if not query:
-        raise InvalidArgument("query is empty; describe what you want to remember, in words", field="query")
+        raise InvalidArgument("query is empty; describe what you want to find, in words", field="query")
     if len(query) > limits.MAX_QUERY_CHARS:
         raise LimitExceeded(
             f"query is {len(query)} characters; the limit is {limits.MAX_QUERY_CHARS} (max_query_chars). "

@@ -15,6 +15,7 @@ from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault import retention
+from memvault_vault.database import DatabaseErrorInterceptor, address, is_connection_failure, report_readiness
 from memvault_vault.index_client import IndexClient
 from memvault_vault.relay import OutboxRelay
 from memvault_vault.rpc.accounts import AccountServicer
@@ -22,36 +23,62 @@ from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.settings import MigrateSettings, Settings
-from memvault_vault.store import Store, apply_migrations
+from memvault_vault.store import NewerDatabaseError, Store, apply_migrations
 
 log = logging.getLogger("memvault_vault")
 
 
+class StartupError(Exception):
+    """A reason not to start, told in one line."""
+
+
+def cannot_reach(dsn: str, error: BaseException) -> StartupError:
+    reason = (str(error) or type(error).__name__).splitlines()[0]
+    return StartupError(f"cannot reach Postgres at {address(dsn)} (MEMVAULT_POSTGRES__DSN): {reason}")
+
+
 async def serve(settings: Settings) -> None:
-    store = await Store.connect(settings.postgres.dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size)
+    dsn = settings.postgres.dsn
     try:
+        store = await Store.connect(dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size)
+    except Exception as error:
+        if is_connection_failure(error):
+            raise cannot_reach(dsn, error) from None
+        raise
+    try:
+        if unknown := await store.unknown_migrations():
+            raise StartupError(str(NewerDatabaseError(unknown)))
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         index = (
             IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)
             if settings.vault.indexer_address
             else None
         )
-        server, health = build_server(settings.vault.listen)
+        server, health = build_server(settings.vault.listen, extra_interceptors=[DatabaseErrorInterceptor(dsn)])
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store, index), signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer), server)
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)
         background = []
         if settings.vault.relay:
-            background.append(asyncio.create_task(OutboxRelay(settings.postgres.dsn, settings.nats).run()))
+            background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
         if settings.vault.retention_interval_seconds > 0:
             background.append(
                 asyncio.create_task(retention.run_periodically(store, settings.vault.retention_interval_seconds))
             )
-        log.info("serving", extra={"listen": settings.vault.listen})
+        if index is None:
+            log.warning(
+                "no indexer configured (MEMVAULT_VAULT__INDEXER_ADDRESS): recall is keyword-only and the "
+                "duplicate check exact-only"
+            )
+        log.info(
+            "serving",
+            extra={"listen": settings.vault.listen, "indexer": settings.vault.indexer_address or None},
+        )
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
         ]
+        background.append(asyncio.create_task(report_readiness(store.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
         for task in background:
             task.cancel()
@@ -111,7 +138,16 @@ def main(argv: list[str] | None = None) -> None:
         migrate_settings = load_settings(MigrateSettings)
         setup_logging("vault", migrate_settings.log.level)
         if args.command == "migrate":
-            applied = apply_migrations(migrate_settings.postgres.dsn)
+            import psycopg
+
+            try:
+                applied = apply_migrations(migrate_settings.postgres.dsn)
+            except NewerDatabaseError as error:
+                print(f"memvault-vault: {error}", file=sys.stderr)
+                raise SystemExit(1) from None
+            except psycopg.OperationalError as error:
+                print(f"memvault-vault: {cannot_reach(migrate_settings.postgres.dsn, error)}", file=sys.stderr)
+                raise SystemExit(1) from None
             log.info("migrations applied", extra={"applied": applied})
             return
         if args.command == "retention":
@@ -127,6 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     setup_telemetry("vault")
     try:
         asyncio.run(serve(settings))
+    except StartupError as error:
+        print(f"memvault-vault: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:
         shutdown_telemetry()
 

@@ -571,6 +571,8 @@ class MemoryService:
             warnings.append(
                 "semantic search is unavailable right now; only memories sharing words with the query were searched"
             )
+        elif self.index is None:
+            warnings.append("no indexer is configured: only memories sharing words with the query were searched")
         if not ranked and offset == 0 and not await self.store.has_search_terms(query) and mode == KEYWORD_ONLY:
             warnings.append("the query has only common words (like 'what' or 'the'); add the specific terms you want")
         next_cursor = cursor.encode("recall", request, {"offset": offset + len(hits)}) if more else ""

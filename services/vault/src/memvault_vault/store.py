@@ -30,8 +30,27 @@ from memvault_vault.retention import ACTOR, RETENTION_LOCK_KEY, Purged
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
+class NewerDatabaseError(Exception):
+    """The database holds migrations this code does not know: a newer memvault migrated it."""
+
+    def __init__(self, unknown: Sequence[str]) -> None:
+        super().__init__(
+            f"this database was migrated by a newer memvault: {', '.join(unknown)}; "
+            "run that version or restore a backup"
+        )
+
+
+def migration_ids() -> set[str]:
+    from yoyo import read_migrations
+
+    return {migration.id for migration in read_migrations(str(MIGRATIONS))}
+
+
 def apply_migrations(dsn: str) -> list[str]:
-    """Apply pending numbered migrations under an advisory lock; return the ids applied."""
+    """Apply pending numbered migrations under an advisory lock; return the ids applied.
+
+    Raises NewerDatabaseError, applying nothing, when the database has migrations this code lacks:
+    its schema may need columns this code never fills."""
     from yoyo import get_backend, read_migrations
 
     backend = get_backend(
@@ -40,6 +59,10 @@ def apply_migrations(dsn: str) -> list[str]:
     migrations = read_migrations(str(MIGRATIONS))
     with backend.lock():
         pending = backend.to_apply(migrations)
+        applied = backend.execute("SELECT migration_id FROM _yoyo_migration").fetchall()
+        unknown = sorted({row[0] for row in applied} - {migration.id for migration in migrations})
+        if unknown:
+            raise NewerDatabaseError(unknown)
         backend.apply_migrations(pending)
     return [migration.id for migration in pending]
 
@@ -297,6 +320,13 @@ class Store:
 
     async def ping(self) -> None:
         await self._pool.fetchval("SELECT 1")
+
+    async def unknown_migrations(self) -> list[str]:
+        """Migrations applied to this database that this code does not know (a newer memvault's)."""
+        if await self._pool.fetchval("SELECT to_regclass('_yoyo_migration')") is None:
+            return []
+        applied = await self._pool.fetch("SELECT migration_id FROM _yoyo_migration")
+        return sorted({row["migration_id"] for row in applied} - migration_ids())
 
     # --- accounts and vaults -------------------------------------------------------------------
 

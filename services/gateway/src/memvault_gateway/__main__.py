@@ -6,7 +6,9 @@ import argparse
 import asyncio
 import logging
 import sys
+from urllib.parse import urlsplit
 
+import psycopg
 import uvicorn
 
 from memvault_core.identity import IdentitySigner
@@ -17,12 +19,31 @@ from memvault_gateway import credentials
 from memvault_gateway.app import create_app
 from memvault_gateway.people import USERNAME
 from memvault_gateway.settings import MigrateSettings, Settings
-from memvault_gateway.store import Store, apply_migrations
+from memvault_gateway.store import NewerDatabaseError, Store, apply_migrations
 
 log = logging.getLogger("memvault_gateway")
 
 
+def migrate(dsn: str) -> list[str]:
+    """apply_migrations, exiting with one line when the database is unreachable or newer than this code."""
+    try:
+        return apply_migrations(dsn)
+    except NewerDatabaseError as error:
+        print(f"memvault-gateway: {error}", file=sys.stderr)
+    except psycopg.OperationalError as error:
+        parts = urlsplit(dsn)
+        reason = (str(error) or type(error).__name__).splitlines()[0]
+        print(
+            f"memvault-gateway: cannot reach Postgres at {parts.hostname}:{parts.port or 5432} "
+            f"(MEMVAULT_POSTGRES__DSN): {reason}",
+            file=sys.stderr,
+        )
+    raise SystemExit(1)
+
+
 async def serve(settings: Settings) -> None:
+    # Checked here, not only in the app's start-up, which can only fail with a traceback.
+    await asyncio.to_thread(migrate, settings.postgres.dsn)
     signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
     config = uvicorn.Config(
         create_app(settings, signer),
@@ -79,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         migrate_settings = load_settings(MigrateSettings)
         setup_logging("gateway", migrate_settings.log.level)
         if args.command == "migrate":
-            applied = apply_migrations(migrate_settings.postgres.dsn)
+            applied = migrate(migrate_settings.postgres.dsn)
             log.info("migrations applied", extra={"applied": applied})
             return
         if not USERNAME.match(args.username):

@@ -19,10 +19,21 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA = "gateway"
 
 
+class NewerDatabaseError(Exception):
+    """The database holds gateway migrations this code does not know: a newer memvault migrated it."""
+
+    def __init__(self, unknown: Sequence[str]) -> None:
+        super().__init__(
+            f"this database was migrated by a newer memvault: {', '.join(unknown)}; "
+            "run that version or restore a backup"
+        )
+
+
 def apply_migrations(dsn: str) -> list[str]:
     """Apply the gateway's pending migrations; return the ids applied.
 
-    yoyo's own bookkeeping tables live in schema `gateway` too, apart from the vault's.
+    yoyo's own bookkeeping tables live in schema `gateway` too, apart from the vault's. Raises
+    NewerDatabaseError, applying nothing, when the schema has migrations this code does not know.
     """
     import psycopg
     from yoyo import get_backend, read_migrations
@@ -35,6 +46,10 @@ def apply_migrations(dsn: str) -> list[str]:
     migrations = read_migrations(str(MIGRATIONS))
     with backend.lock():
         pending = backend.to_apply(migrations)
+        applied = backend.execute("SELECT migration_id FROM _yoyo_migration").fetchall()
+        unknown = sorted({row[0] for row in applied} - {migration.id for migration in migrations})
+        if unknown:
+            raise NewerDatabaseError(unknown)
         backend.apply_migrations(pending)
     return [migration.id for migration in pending]
 

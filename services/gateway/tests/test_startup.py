@@ -1,0 +1,71 @@
+"""`memvault-gateway serve` and `migrate` refuse an unreachable or newer database in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from gateway_helpers import SECRET, free_port
+
+from memvault_devstack.postgres import create_database, drop_database, psql, with_database
+from memvault_gateway.store import NewerDatabaseError, apply_migrations
+
+pytestmark = pytest.mark.integration
+
+
+def run_gateway(dsn: str, command: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "MEMVAULT_IDENTITY__SECRET": SECRET,
+        "MEMVAULT_POSTGRES__DSN": dsn,
+        "MEMVAULT_GATEWAY__PORT": str(free_port()),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "memvault_gateway", command], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture
+def own_database(postgres_dsn: str) -> Iterator[str]:
+    server, name = with_database(postgres_dsn, "postgres"), f"memvault_newer_{uuid.uuid4().hex[:8]}"
+    dsn = create_database(server, name)
+    try:
+        yield dsn
+    finally:
+        drop_database(server, name)
+
+
+def test_a_database_migrated_by_a_newer_memvault_is_refused(own_database: str) -> None:
+    apply_migrations(own_database)
+    psql(
+        own_database,
+        "INSERT INTO gateway._yoyo_migration (migration_hash, migration_id, applied_at_utc)"
+        " VALUES ('f00d', '0099_from_the_future', now())",
+    )
+    with pytest.raises(NewerDatabaseError, match="0099_from_the_future; run that version or restore a backup"):
+        apply_migrations(own_database)
+    for command in ("migrate", "serve"):
+        result = run_gateway(own_database, command)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == (
+            "memvault-gateway: this database was migrated by a newer memvault: 0099_from_the_future; "
+            "run that version or restore a backup"
+        )
+        assert "Traceback" not in result.stderr
+
+
+def test_an_unreachable_database_is_one_line_naming_it() -> None:
+    port = free_port()
+    for command in ("migrate", "serve"):
+        result = run_gateway(f"postgresql://postgres:hunter2@127.0.0.1:{port}/memvault", command)
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith(
+            f"memvault-gateway: cannot reach Postgres at 127.0.0.1:{port} (MEMVAULT_POSTGRES__DSN): "
+        )
+        assert "hunter2" not in result.stderr + result.stdout

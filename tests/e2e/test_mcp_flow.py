@@ -84,6 +84,10 @@ async def test_bad_input_is_refused_with_a_clear_message(stack_starter: StackSta
         assert "is not a memory id" in await call_error(client, "forget", memory_id="memory-1")
         assert "no vault named 'elsewhere'" in await call_error(client, "recall", query="x", vault="elsewhere")
         assert "has no argument 'tag'" in await call_error(client, "remember", content="x", tag=["a"])
+        wrong_types = await call_error(client, "remember", content="x", tags="homelab", confidence="high")
+        assert wrong_types.startswith('remember: tags: input should be a valid list (got "homelab"); confidence:')
+        assert "pydantic" not in wrong_types and "validation error" not in wrong_types
+        assert "items[0]: input should be a valid dictionary" in await call_error(client, "bulk_remember", items=["x"])
         listed = await call(client, "list_memories", statuses=["proposed", "active"])
         assert listed["memories"] == []  # nothing was written by any of the refused calls
         # In an import, each bad item is reported on its own and the rest is stored.

@@ -8,36 +8,57 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import CallToolResult, TextContent
+from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import HTTP_HEADER, IdentitySigner
 
 
-class UnknownArgumentsMiddleware(ServerMiddleware[Any]):
-    """Refuse a tools/call whose arguments name anything the tool's input schema does not.
+class ArgumentsMiddleware(ServerMiddleware[Any]):
+    """Refuse a tools/call whose arguments name anything the tool's input schema does not, or
+    have the wrong type, with one line per problem an agent can act on.
 
     The SDK's argument models ignore unknown keys; an agent that misspells `tags` as `tag`
-    should hear about it instead of having its input silently dropped.
+    should hear about it instead of having its input silently dropped. A wrong type would come
+    back as pydantic's report, headed by the model's name and ending in a documentation link.
     """
 
     def __init__(self, tools: list[Tool]) -> None:
         self._allowed = {tool.name: set(tool.parameters.get("properties", {})) for tool in tools}
+        self._metadata = {tool.name: tool.fn_metadata for tool in tools}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call" and ctx.params:
             name = ctx.params.get("name")
             arguments = ctx.params.get("arguments") or {}
             allowed = self._allowed.get(name) if isinstance(name, str) else None
-            if allowed is not None and isinstance(arguments, dict):
+            if isinstance(name, str) and allowed is not None and isinstance(arguments, dict):
                 unknown = sorted(set(arguments) - allowed)
                 if unknown:
                     message = (
                         f"{name} has no argument {', '.join(repr(u) for u in unknown)}; "
                         f"its arguments are: {', '.join(sorted(allowed))}"
                     )
-                    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+                    return _refused(message)
+                try:
+                    self._metadata[name].validate_arguments(arguments)  # as the SDK will, JSON strings too
+                except ValidationError as error:
+                    return _refused(f"{name}: " + "; ".join(_problem(p) for p in error.errors()))
         return await call_next(ctx)
+
+
+def _problem(problem: Any) -> str:
+    """`tags: input should be a valid list (got 'homelab')` from one pydantic error."""
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]).lstrip(".")
+    message = str(problem["msg"])
+    message = message[:1].lower() + message[1:]
+    got = "" if problem["type"] == "missing" else f" (got {json.dumps(problem.get('input'), default=str)[:60]})"
+    return f"{where or 'arguments'}: {message}{got}"
+
+
+def _refused(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
 class IdentityMiddleware:

@@ -821,7 +821,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
     tools = []
     for fn, title, description, hints in specs:
         tool = Tool.from_function(fn, name=fn.__name__, title=title, description=description, annotations=hints)
-        # A misspelt argument must fail loudly, not be dropped (see UnknownArgumentsMiddleware).
+        # A misspelt argument must fail loudly, not be dropped (see ArgumentsMiddleware).
         tool.parameters["additionalProperties"] = False
         tools.append(tool)
     return tools

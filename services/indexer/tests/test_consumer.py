@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ import pytest
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault_core.events import ensure_streams
 from memvault_core.settings import NatsSettings
+from memvault_devstack.ports import free_port
 from memvault_indexer.consumer import EventConsumer
 from memvault_indexer.embedder import OnnxMiniLMEmbedder
 from memvault_indexer.feed import Document
@@ -94,3 +96,32 @@ async def test_a_poison_event_goes_to_the_dead_letter_and_is_reported_while_the_
     assert info.num_pending == 0
     await nc.close()
     await store.close()
+
+
+async def test_nats_refusing_connections_is_logged_in_one_line_without_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = free_port()
+    consumer = EventConsumer(
+        NatsSettings(url=f"nats://indexer:s3cret@127.0.0.1:{port}"),
+        None,  # type: ignore[arg-type]  # never reached: there is no NATS to consume from
+        batch_size=10,
+        max_attempts=3,
+    )
+    caplog.set_level(logging.INFO)
+    task = asyncio.create_task(consumer.run())
+    try:
+        deadline = time.monotonic() + 20
+        while not any("cannot reach NATS" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, "no warning before the deadline"
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(4.5)  # two more connection attempts (every 2 s), to see they are not logged again
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    warnings = [r for r in caplog.records if "cannot reach NATS" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].__dict__["nats"] == f"nats://127.0.0.1:{port}"
+    assert not any(r.exc_info for r in caplog.records)
+    assert "Traceback" not in caplog.text and "s3cret" not in caplog.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -110,3 +111,29 @@ async def _published(store: Store, ids: list[str]) -> bool:
         ids,
     )
     return int(count) == len(ids)
+
+
+async def test_nats_refusing_connections_is_logged_in_one_line_without_credentials(
+    vault_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    relay = OutboxRelay(vault_dsn, NatsSettings(url=f"nats://relay:s3cret@127.0.0.1:{port}"), poll_seconds=0.2)
+    caplog.set_level(logging.INFO)
+    task = asyncio.create_task(relay.run())
+    try:
+        await until(lambda: _logged(caplog, "cannot reach NATS"))
+        await asyncio.sleep(4.5)  # two more connection attempts (every 2 s), to see they are not logged again
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    warnings = [r for r in caplog.records if "cannot reach NATS" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "events wait in the outbox" in warnings[0].getMessage()
+    assert warnings[0].__dict__["nats"] == f"nats://127.0.0.1:{port}"
+    assert not any(r.exc_info for r in caplog.records)
+    assert "Traceback" not in caplog.text and "s3cret" not in caplog.text
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
+    return any(text in record.getMessage() for record in caplog.records)

@@ -29,6 +29,7 @@ from memvault_core.events import ensure_streams
 from memvault_core.settings import NatsSettings
 from memvault_core.supervise import run_forever
 from memvault_indexer.indexing import Indexer
+from memvault_indexer.nats_callbacks import NatsCallbacks
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memvault_indexer")
@@ -57,13 +58,16 @@ class EventConsumer:
         self._batch = batch_size
         self._max_attempts = max_attempts
         self.processed = 0
+        self._callbacks = NatsCallbacks(settings.url, "new memories are indexed once it is back")
 
     async def run(self) -> None:
         """Consume until cancelled, reconnecting with backoff; nothing is acknowledged early."""
         await run_forever(self._run_once, "event consumer")
 
     async def _run_once(self) -> None:
-        nc = await nats.connect(self._settings.url, connect_timeout=2, max_reconnect_attempts=0)
+        nc = await nats.connect(
+            self._settings.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
+        )
         try:
             js = nc.jetstream(timeout=5.0)
             await ensure_streams(js, self._settings)

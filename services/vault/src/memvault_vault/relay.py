@@ -23,6 +23,7 @@ from nats.js import JetStreamContext
 from memvault_core.events import ensure_streams
 from memvault_core.settings import NatsSettings
 from memvault_core.supervise import run_forever
+from memvault_vault.nats_callbacks import NatsCallbacks
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class OutboxRelay:
         self._nats = nats_settings
         self._poll = poll_seconds
         self._wake = asyncio.Event()
+        self._callbacks = NatsCallbacks(nats_settings.url, "events wait in the outbox until it is back")
         self.published = 0
 
     async def run(self) -> None:
@@ -51,7 +53,9 @@ class OutboxRelay:
             while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY):  # noqa: ASYNC110
                 await asyncio.sleep(self._poll * 5)
             await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
-            nc = await nats.connect(self._nats.url, connect_timeout=2, max_reconnect_attempts=0)
+            nc = await nats.connect(
+                self._nats.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
+            )
             js = nc.jetstream(timeout=5.0)
             await ensure_streams(js, self._nats)
             log.info("outbox relay running")

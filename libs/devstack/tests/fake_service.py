@@ -5,7 +5,8 @@
 Readiness: vault and indexer serve grpc.health.v1 on MEMVAULT_<NAME>__LISTEN; mcp serves
 GET /healthz and gateway GET /readyz on their ports; both also answer GET /env with their
 MEMVAULT_* and FAKE_* variables. Every start, stop and command is appended to $FAKE_EVENTS.
-FAKE_FAIL=<name> makes that service exit with code 3; FAKE_NEVER_READY=<name> keeps it unready.
+FAKE_FAIL=<name> makes that service exit with code 3; FAKE_NEVER_READY=<name> keeps it unready;
+FAKE_FAIL_AGAIN=<name> lets it start once, then exit with code 3 every time it is started again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 def record(event: str) -> None:
     with open(os.environ["FAKE_EVENTS"], "a", encoding="utf-8") as events:
         events.write(event + "\n")
+
+
+def started_before(name: str) -> bool:
+    try:
+        with open(os.environ["FAKE_EVENTS"], encoding="utf-8") as events:
+            return f"start {name}" in events.read().splitlines()
+    except FileNotFoundError:
+        return False
 
 
 def visible_env() -> dict[str, str]:
@@ -80,7 +89,7 @@ def main() -> int:
         else:
             print(f"fake {name}: {' '.join(arguments)} done", flush=True)
         return 0
-    if os.environ.get("FAKE_FAIL") == name:
+    if os.environ.get("FAKE_FAIL") == name or (os.environ.get("FAKE_FAIL_AGAIN") == name and started_before(name)):
         print(f"fake {name}: cannot start, configured to fail", flush=True)
         return 3
     stop = threading.Event()

@@ -3,12 +3,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from memvault_devstack.ports import port_accepts
+from memvault_devstack.ports import free_port, port_accepts
 
 FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
 
@@ -80,3 +81,119 @@ def test_run_prints_how_to_connect_and_stops_cleanly(
     assert stops == ["stop gateway", "stop mcp", "stop indexer", "stop vault"]
     assert not port_accepts(int(gateway.rsplit(":", 1)[1]))
     assert "memvault-dev: stopped" in output.read_text()
+
+
+class Runner:
+    """memvault-dev (with fake services) on one data dir and gateway port, output in a file."""
+
+    def __init__(self, tmp_path: Path, postgres_dsn: str, nats_url: str, **env: str) -> None:
+        self.tmp_path = tmp_path
+        self.data_dir = tmp_path / "data"
+        self.events = tmp_path / "events.log"
+        self.port = free_port()
+        self.arguments = [
+            "run", "--data-dir", str(self.data_dir), "--gateway-port", str(self.port),
+            "--postgres-dsn", postgres_dsn, "--nats-url", nats_url,
+        ]  # fmt: skip
+        self.env = {**os.environ, "FAKE_EVENTS": str(self.events), **env}
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> tuple[subprocess.Popen[bytes], Path]:
+        output = self.tmp_path / f"output-{len(self.processes)}.txt"
+        with output.open("wb") as stream:
+            process = subprocess.Popen(
+                [sys.executable, "-c", RUN_WITH_FAKES, *self.arguments],
+                stdout=stream,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        self.processes.append(process)
+        wait_for_text(output, "Press Ctrl-C to stop.", process)
+        return process, output
+
+    def pid(self, service: str) -> int:
+        return int((self.data_dir / "run" / f"{service}.pid").read_text())
+
+    def events_of(self, prefix: str) -> list[str]:
+        return [line for line in self.events.read_text().splitlines() if line.startswith(prefix)]
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                process.wait(timeout=60)
+
+
+@pytest.fixture
+def runner(tmp_path: Path, postgres_dsn: str, nats_url: str) -> Iterator[Runner]:
+    started = Runner(tmp_path, postgres_dsn, nats_url)
+    yield started
+    started.stop()
+
+
+@pytest.mark.integration
+def test_a_run_after_a_killed_one_stops_its_leftovers_and_starts(runner: Runner) -> None:
+    killed, _ = runner.start()
+    leftover = runner.pid("gateway")
+    killed.kill()  # SIGKILL: no chance to stop the services
+    killed.wait()
+    assert port_accepts(runner.port)
+
+    again, output = runner.start()
+
+    assert "left running by an earlier run" in output.read_text()
+    assert runner.pid("gateway") != leftover
+    assert runner.events_of("stop ") == ["stop gateway", "stop mcp", "stop indexer", "stop vault"]
+    assert httpx.get(f"http://127.0.0.1:{runner.port}/readyz", trust_env=False).status_code == 200
+    again.send_signal(signal.SIGINT)
+    assert again.wait(timeout=60) == 0
+
+
+@pytest.mark.integration
+def test_a_crashed_service_is_restarted(runner: Runner) -> None:
+    process, output = runner.start()
+    crashed = runner.pid("indexer")
+
+    os.kill(crashed, signal.SIGKILL)
+
+    shown = wait_for_text(output, "memvault-dev: indexer is back", process, timeout=30)
+    assert "memvault-dev: indexer exited (SIGKILL); restarting it in 1s" in shown
+    assert runner.pid("indexer") != crashed
+    assert runner.events_of("start indexer") == ["start indexer", "start indexer"]
+    assert process.poll() is None
+
+
+@pytest.mark.integration
+def test_a_service_that_keeps_crashing_stops_everything(tmp_path: Path, postgres_dsn: str, nats_url: str) -> None:
+    runner = Runner(tmp_path, postgres_dsn, nats_url, FAKE_FAIL_AGAIN="indexer")
+    process, output = runner.start()
+    try:
+        os.kill(runner.pid("indexer"), signal.SIGKILL)
+
+        assert process.wait(timeout=60) == 1
+    finally:
+        runner.stop()
+    shown = output.read_text()
+    assert shown.count("memvault-dev: indexer exited (exit code 3); restarting it") == 2
+    assert "memvault-dev: indexer exited (exit code 3) 4 times within 60s; giving up" in shown
+    assert "fake indexer: cannot start, configured to fail" in shown.split("giving up")[1]  # the log tail
+    assert runner.events_of("stop ") == ["stop gateway", "stop mcp", "stop vault"]
+    assert not port_accepts(runner.port)
+
+
+@pytest.mark.integration
+def test_a_file_in_place_of_the_postgres_directory_is_one_line(tmp_path: Path, nats_url: str) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "postgres").touch()
+
+    result = subprocess.run(
+        [sys.executable, "-m", "memvault_devstack", "run", "--data-dir", str(tmp_path / "data"),
+         "--gateway-port", "0", "--nats-url", nats_url],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"memvault-dev: {tmp_path / 'data' / 'postgres'} is a file (0 bytes) where the Postgres data "
+        "directory should be; move it away and start again"
+    ]

@@ -85,3 +85,13 @@ def test_a_directory_that_is_not_a_cluster_is_left_alone(directory: Path) -> Non
     with pytest.raises(DevstackError, match="neither empty nor a Postgres data directory"):
         EmbeddedPostgres(directory / "data").start()
     assert (directory / "data" / "notes.txt").read_text() == "mine"
+
+
+def test_a_file_where_the_data_directory_should_be_is_named(directory: Path) -> None:
+    (directory / "data").touch()
+
+    with pytest.raises(
+        DevstackError, match=r"data is a file \(0 bytes\) where the Postgres data directory should be; move it away"
+    ):
+        EmbeddedPostgres(directory / "data").start()
+    assert (directory / "data").is_file()

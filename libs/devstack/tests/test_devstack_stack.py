@@ -1,9 +1,13 @@
 import asyncio
+import io
 import os
 import shutil
+import signal
 import stat
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +16,11 @@ import pytest
 
 from memvault_devstack.errors import DevstackError
 from memvault_devstack.fixtures import StackStarter
+from memvault_devstack.nats import JetStreamProbe
 from memvault_devstack.ports import port_accepts
+from memvault_devstack.processes import process_alive, stop_leftover
 from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 
@@ -140,8 +147,11 @@ def test_a_missing_command_is_named(fake_stack: StackStarter) -> None:
 def test_a_taken_gateway_port_fails_before_anything_starts(fake_stack: StackStarter, events: Path) -> None:
     stack = fake_stack(services=["gateway"])
 
-    with pytest.raises(DevstackError, match=f"port {stack.ports['gateway']} on 127.0.0.1 is already in use"):
-        fake_stack(gateway_port=stack.ports["gateway"])
+    port = stack.ports["gateway"]
+    with pytest.raises(DevstackError, match=f"port {port} on 127.0.0.1 is already in use") as failure:
+        fake_stack(gateway_port=port)
+    assert f"--gateway-port {port + 1}" in str(failure.value)
+    assert f"make run PORT={port + 1}" in str(failure.value)
     assert events.read_text().splitlines() == ["start gateway"]
 
 
@@ -174,3 +184,38 @@ def test_starts_embedded_postgres_and_nats_in_the_data_dir() -> None:
             assert (data_dir / "logs" / "postgres.log").exists()
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_dead_embedded_nats_is_restarted_on_its_url(tmp_path: Path, postgres_dsn: str) -> None:
+    with Stack(tmp_path / "data", postgres_dsn=postgres_dsn, services=[]) as stack:
+        url = stack.nats_url
+        os.kill(int((tmp_path / "data" / "nats" / "nats-server.pid").read_text()), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while "nats" not in stack.crashed():
+            assert time.monotonic() < deadline, "the dead NATS was not noticed"
+            time.sleep(0.05)
+        out = io.StringIO()
+
+        Supervisor(stack, out, sleep=lambda seconds: None).check()
+
+        assert "memvault-dev: nats exited (SIGKILL); restarting it in 1s" in out.getvalue()
+        assert "memvault-dev: nats is back" in out.getvalue()
+        assert stack.nats_url == url
+        assert JetStreamProbe(int(url.rsplit(":", 1)[1])).ready()
+        assert stack.crashed() == {}
+
+
+def test_a_pid_file_naming_a_process_of_someone_else_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "data" / "run").mkdir(parents=True)
+    pid_file = tmp_path / "data" / "run" / "vault.pid"
+    other = subprocess.Popen(["sleep", "30"], cwd=tmp_path)  # the pid reused by an unrelated program
+    try:
+        pid_file.write_text(f"{other.pid}\n")
+
+        stop_leftover(pid_file, "sleep", cwd=tmp_path / "data")
+
+        assert process_alive(other.pid) and other.poll() is None
+        assert not pid_file.exists()
+    finally:
+        other.kill()
+        other.wait()

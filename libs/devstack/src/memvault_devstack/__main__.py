@@ -12,8 +12,8 @@ from pathlib import Path
 from types import FrameType
 
 from memvault_devstack.errors import DevstackError
-from memvault_devstack.processes import describe_exit
 from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.supervisor import Supervisor
 
 DEFAULT_GATEWAY_PORT = 8080
 
@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Start Postgres and NATS (embedded, unless --postgres-dsn / --nats-url name servers), "
             "apply migrations, create the owner and its `default` vault, then start vault, indexer, "
             "mcp and gateway. Prints the MCP URL and how to connect Claude Code, Codex and Cursor. "
-            "Ctrl-C (or SIGTERM) stops the services, NATS and Postgres, in that order. "
+            "A service, NATS or Postgres that dies is restarted (after 1, 2, 4 seconds); one that keeps "
+            "dying stops everything. Ctrl-C (or SIGTERM) stops the services, NATS and Postgres, in that order. "
             "The gateway runs in dev mode: /mcp answers requests from this machine (loopback) as the "
             "owner, without sign-in, and refuses everything else."
         ),
@@ -148,22 +149,19 @@ def run(args: argparse.Namespace) -> int:
     # a shell starting us in the background would otherwise have it ignored.
     for sig in _STOP_SIGNALS:
         signal.signal(sig, _interrupt)
+    interrupted = False
     try:
         stack.start()
         if "gateway" in stack.services:
             print(connection_help(stack, stack.owner_setup_link()), flush=True)
         else:
             print(f"\nstarted {', '.join(stack.services)}; press Ctrl-C to stop\n", flush=True)
-        while not (exited := stack.exited()):
+        supervisor = Supervisor(stack, sys.stderr)
+        while True:
             time.sleep(0.5)
-        for name, code in exited.items():
-            print(
-                f"memvault-dev: {name} exited ({describe_exit(code)}); last lines of {stack.log_path(name)}:\n"
-                f"{stack.process(name).tail()}",
-                file=sys.stderr,
-            )
-        return 1
+            supervisor.check()
     except KeyboardInterrupt:
+        interrupted = True
         print("\nmemvault-dev: stopping…", file=sys.stderr, flush=True)
         return 0
     except DevstackError as error:
@@ -172,8 +170,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for sig in _STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
+        # After a failed start everything is stopped already, or nothing had started.
+        was_running = stack.running()
         stack.stop()
-        print("memvault-dev: stopped", file=sys.stderr, flush=True)
+        if was_running or interrupted:
+            print("memvault-dev: stopped", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

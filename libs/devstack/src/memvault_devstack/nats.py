@@ -108,6 +108,7 @@ class EmbeddedNats:
                 log_path=self.log_path,
                 echo=self.echo,
                 pid_file=self.store_dir / "nats-server.pid",
+                cwd=self.store_dir,
             )
             process.start()
             probe: ReadinessProbe = JetStreamProbe(port)
@@ -123,10 +124,23 @@ class EmbeddedNats:
         log.info("NATS ready at %s (%.2fs)", self.url, time.monotonic() - started)
         return self.url
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once a started server has died (killed, crashed), else None."""
+        return self._process.returncode if self._process is not None else None
+
+    def restart(self) -> str:
+        """Start again after the server died, on the same port so clients reconnect to the same URL."""
+        port = self.port
+        self.stop()
+        self._requested_port = port
+        return self.start()
+
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (nats-server flushes JetStream and exits), SIGKILL after `timeout`."""
         if self._process is not None:
             self._process.stop(timeout)
+            log.info("NATS stopped")
         self._process = None
         self._port = None
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from memvault_devstack.errors import DevstackError
 from memvault_devstack.ports import LOOPBACK, free_port
-from memvault_devstack.processes import tail_of
+from memvault_devstack.processes import process_alive, tail_of
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,11 @@ class EmbeddedPostgres:
         if self._port is not None:
             return self.dsn
         started = time.monotonic()
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise DevstackError(
+                f"{self.data_dir} is a file ({self.data_dir.stat().st_size} bytes) where the Postgres data "
+                "directory should be; move it away and start again"
+            )
         bin_dir = binaries_dir()
         self._prepare_directories(bin_dir)
         if not (self.data_dir / "PG_VERSION").exists():
@@ -170,6 +175,23 @@ class EmbeddedPostgres:
         log.info("Postgres ready at %s (%.2fs)", self.dsn, time.monotonic() - started)
         return self.dsn
 
+    def died(self) -> bool:
+        """Whether the server was started and its postmaster is gone since (killed, crashed)."""
+        if self._port is None:
+            return False
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return True
+        return not process_alive(pid)
+
+    def restart(self) -> str:
+        """Start again after the server died, on the same port so clients reconnect to the same DSN."""
+        port = self.port
+        self._port = None
+        self._requested_port = port
+        return self.start()
+
     def stop(self) -> None:
         """Fast shutdown (`pg_ctl -m fast`): open transactions roll back, data stays."""
         if self._port is None and not self._launched:
@@ -177,6 +199,8 @@ class EmbeddedPostgres:
         result = self._pg_ctl(binaries_dir(), ["-m", "fast", "-w", "-t", "60", "stop"], check=False)
         if result.returncode != 0 and "PID file" not in result.stdout:
             log.warning("pg_ctl stop for %s failed: %s", self.data_dir, result.stdout.strip())
+        else:
+            log.info("Postgres stopped")
         self._port = None
         self._launched = False
 

@@ -223,7 +223,7 @@ class ManagedProcess:
             return
         command = resolve_command(self.argv)
         if self.pid_file is not None:
-            stop_leftover(self.pid_file, Path(command[0]).name)
+            stop_leftover(self.pid_file, Path(command[0]).name, cwd=self.cwd)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = self.log_path.open("a", encoding="utf-8")
         log_file.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(self.argv)}\n")
@@ -352,14 +352,27 @@ def command_line(pid: int) -> str:
     return ps.stdout.strip()
 
 
-def stop_leftover(pid_file: Path, program: str, timeout: float = 10.0) -> None:
-    """Stop a process a previous, killed run left behind (named in `pid_file`, running `program`)."""
+def working_directory(pid: int) -> Path | None:
+    """The current directory of a running process (None where it cannot be read, as on macOS)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None
+
+
+def stop_leftover(pid_file: Path, program: str, *, cwd: Path | None = None, timeout: float = 10.0) -> None:
+    """Stop a process a previous, killed run left behind (named in `pid_file`, running `program`).
+
+    The pid may since belong to something else: it is signalled only when its command line names
+    `program` and, with `cwd`, it runs in that directory (the stack's data dir) where that can be read.
+    """
     try:
         pid = int(pid_file.read_text().strip())
     except (FileNotFoundError, ValueError):
         pid_file.unlink(missing_ok=True)
         return
-    if pid > 1 and process_alive(pid) and program in command_line(pid):
+    ours = program in command_line(pid) and (cwd is None or working_directory(pid) in (None, cwd.resolve()))
+    if pid > 1 and process_alive(pid) and ours:
         log.warning("stopping %s (pid %d) left running by an earlier run", program, pid)
         _signal_leftover(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout

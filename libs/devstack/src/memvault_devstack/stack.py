@@ -33,6 +33,8 @@ from memvault_devstack.processes import (
     describe_exit,
     resolve_command,
     run_command,
+    stop_leftover,
+    tail_of,
 )
 
 log = logging.getLogger(__name__)
@@ -198,6 +200,29 @@ class Stack:
         codes = {name: process.returncode for name, process in self._processes.items()}
         return {name: code for name, code in codes.items() if code is not None}
 
+    def crashed(self) -> dict[str, str]:
+        """What died since it started (services, embedded `nats` and `postgres`), with how it ended."""
+        # Postgres and NATS first: the services need them when they come back.
+        ended: dict[str, str] = {}
+        if self._postgres is not None and self._postgres.died():
+            ended["postgres"] = "its postmaster is gone"
+        if self._nats is not None and self._nats.returncode is not None:
+            ended["nats"] = describe_exit(self._nats.returncode)
+        ended.update((name, describe_exit(code)) for name, code in self.exited().items())
+        return ended
+
+    def tail(self, name: str) -> str:
+        """The last lines a service, `nats` or `postgres` wrote."""
+        if name in self._processes:
+            return self._processes[name].tail()
+        if name == "nats" and self._nats is not None and self._nats.process is not None:
+            return self._nats.process.tail()
+        return tail_of(self.log_path(name))
+
+    def running(self) -> bool:
+        """Whether any part of the stack was started and has not been stopped."""
+        return bool(self._processes) or self._nats is not None or self._postgres is not None
+
     def env_for(self, service: str) -> dict[str, str]:
         """The complete environment a service process gets."""
         ports = self.ports
@@ -248,6 +273,7 @@ class Stack:
         started = time.monotonic()
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._stop_leftover_services()
             self._check_gateway_port()
             self._start_postgres()
             self._start_nats()
@@ -286,7 +312,7 @@ class Stack:
 
     def stop_services(self) -> None:
         """Stop the services in reverse start order: SIGTERM, then SIGKILL after `stop_timeout`."""
-        for name in reversed(list(self._processes)):
+        for name in reversed([name for name in SERVICES if name in self._processes]):
             code = self._processes[name].stop(self.stop_timeout)
             del self._processes[name]  # only once stopped: an interrupted stop() can be repeated
             log.info("%s stopped (%s)", name, describe_exit(code))
@@ -300,6 +326,18 @@ class Stack:
             process.kill()
         else:
             process.stop(self.stop_timeout)
+
+    def restart(self, name: str) -> None:
+        """Start a service, `nats` or `postgres` that died again, on the same port; wait until ready."""
+        if name == "nats" and self._nats is not None:
+            self._nats.restart()
+        elif name == "postgres" and self._postgres is not None:
+            self._postgres.restart()
+        else:
+            process = self._processes.pop(name, None)
+            if process is not None:
+                process.stop(self.stop_timeout)
+            self.start_services()
 
     def restart_services(self) -> None:
         """Stop and start the services on the same ports; Postgres and NATS keep running."""
@@ -350,11 +388,20 @@ class Stack:
         vault, indexer, mcp, gateway = free_ports(4)
         return {"vault": vault, "indexer": indexer, "mcp": mcp, "gateway": self._gateway_port or gateway}
 
+    def _stop_leftover_services(self) -> None:
+        # A memvault-dev killed with SIGKILL leaves its services running, the gateway on its port.
+        # Postgres (postmaster.pid) and NATS (nats-server.pid) leftovers are stopped as they start.
+        for name in reversed(SERVICES):
+            program = Path(self.commands[name][0]).name
+            stop_leftover(self.data_dir / "run" / f"{name}.pid", program, cwd=self.data_dir)
+
     def _check_gateway_port(self) -> None:
-        if self._gateway_port and "gateway" in self.services and not port_is_free(self._gateway_port):
+        port = self._gateway_port
+        if port and "gateway" in self.services and not port_is_free(port):
             raise DevstackError(
-                f"port {self._gateway_port} on {LOOPBACK} is already in use (another memvault-dev?); "
-                "stop that or choose another gateway port"
+                f"port {port} on {LOOPBACK} is already in use (another memvault-dev, or another program); "
+                f"stop that or choose another port: `memvault-dev run --gateway-port {port + 1}` "
+                f"(`make run PORT={port + 1}`)"
             )
 
     def _start_postgres(self) -> None:
@@ -433,14 +480,12 @@ class Stack:
         if self._nats is not None:
             self._nats.stop()
             self._nats = None
-            log.info("NATS stopped")
         self._nats_url = None
 
     def _stop_postgres(self) -> None:
         if self._postgres is not None:
             self._postgres.stop()
             self._postgres = None
-            log.info("Postgres stopped")
         self._postgres_dsn = None
 
 

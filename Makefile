@@ -23,8 +23,10 @@ $(STAMP): requirements-dev.txt constraints.txt services/indexer/requirements-mod
 
 install: $(STAMP)  ## make .venv and install every package, editable
 
-run: $(STAMP)  ## start Postgres, NATS and the four services; data under .data/
-	$(BIN)/memvault-dev run --data-dir .data
+# Gateway port of `make run` (`make run PORT=8081`); not taken from a PORT in the environment.
+PORT = 8080
+run: $(STAMP)  ## start Postgres, NATS and the four services; data under .data/ (PORT=8080)
+	$(BIN)/memvault-dev run --data-dir .data --gateway-port $(PORT)
 
 test: $(STAMP)  ## the whole suite (embedded Postgres/NATS unless MEMVAULT_TEST_* are set)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -312,3 +312,22 @@ async def test_edge_optimize_keeps_the_event_loop_running(tmp_path: Path) -> Non
     assert await store.count("v1") == 8000
     assert (await store.search(vectors[7], "v1", 1))[0].memory_id == str(memories[7].memory_id)
     await store.close()
+
+
+@pytest.mark.integration
+async def test_a_corrupted_edge_store_says_it_is_safe_to_move_away_and_rebuild(tmp_path: Path) -> None:
+    settings = VectorStoreSettings(data_dir=tmp_path / "qdrant")
+    first = open_store(settings, model=MODEL, dimension=DIM)
+    await first.ensure_collection()
+    await first.upsert([memory("v1", unit(1, 0))])
+    await first.close()
+    directory = tmp_path / "qdrant" / "memvault_test-model_8"
+    (directory / "edge_config.json").write_text("{")
+
+    with pytest.raises(Unavailable) as failure:
+        await open_store(settings, model=MODEL, dimension=DIM).ensure_collection()
+    message = failure.value.message
+    assert f"cannot open the vector store at {directory}" in message
+    assert "only vectors derived from Postgres" in message and "safe to move it away" in message
+    assert "memvault-indexer reindex" in message
+    assert (directory / "edge_config.json").read_text() == "{"  # nothing of the user's is deleted

@@ -11,6 +11,7 @@ import sys
 import grpc
 
 from memvault.index.v1 import index_pb2, index_pb2_grpc
+from memvault_core.errors import Unavailable
 from memvault_core.grpc import build_server, client_channel, error_from_rpc, serve_until_stopped
 from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
 from memvault_core.logging import setup_logging
@@ -27,10 +28,17 @@ from memvault_indexer.store import open_store
 log = logging.getLogger("memvault_indexer")
 
 
+class StartupError(Exception):
+    """A reason not to start, told in one line."""
+
+
 async def serve(settings: Settings) -> None:
     embedder = await asyncio.to_thread(create_embedder, settings.embedder)
     store = open_store(settings.qdrant, model=embedder.name, dimension=embedder.dimension)
-    await store.ensure_collection()
+    try:
+        await store.ensure_collection()
+    except Unavailable as error:
+        raise StartupError(error.message) from None
     signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
     feed = VaultFeed(settings.indexer.vault_address, signer, settings.indexer.call_timeout_seconds)
     indexer = Indexer(embedder, store, feed)
@@ -103,6 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     setup_telemetry("indexer")
     try:
         asyncio.run(serve(settings))
+    except StartupError as error:
+        print(f"memvault-indexer: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:
         shutdown_telemetry()
 

@@ -253,7 +253,11 @@ class EdgeVectorStore:
                 try:
                     self._shard = await asyncio.to_thread(self._open)
                 except Exception as error:  # qdrant-edge raises plain Exception
-                    raise Unavailable(f"cannot open the vector store at {self._path}: {error}") from error
+                    raise Unavailable(
+                        f"cannot open the vector store at {self._path}: {error}. It holds only vectors derived from "
+                        f"Postgres, so it is safe to move it away (mv {self._path} {self._path}.broken); start the "
+                        "indexer again and run `memvault-indexer reindex` to rebuild it from the vault"
+                    ) from error
 
     def _require(self) -> Any:
         if self._shard is None:

@@ -26,10 +26,10 @@ from opentelemetry import propagate, trace
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault_core.errors import Unavailable
 from memvault_core.events import ensure_streams
+from memvault_core.nats_callbacks import NatsCallbacks
 from memvault_core.settings import NatsSettings
 from memvault_core.supervise import run_forever
 from memvault_indexer.indexing import Indexer
-from memvault_indexer.nats_callbacks import NatsCallbacks
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memvault_indexer")

@@ -21,9 +21,9 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from memvault_core.events import ensure_streams
+from memvault_core.nats_callbacks import NatsCallbacks
 from memvault_core.settings import NatsSettings
 from memvault_core.supervise import run_forever
-from memvault_vault.nats_callbacks import NatsCallbacks
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
 from memvault_devstack.ports import free_port
 from memvault_devstack.postgres import EmbeddedPostgres, create_database, psql
-from memvault_vault.database import DatabaseErrorInterceptor, report_readiness
+from memvault_vault.database import database_error, report_readiness
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.store import NewerDatabaseError, Store, apply_migrations
@@ -56,7 +56,7 @@ async def served(own_postgres: EmbeddedPostgres) -> AsyncIterator[tuple[Caller, 
     await asyncio.to_thread(apply_migrations, dsn)
     store = await Store.connect(dsn, 1, 2)
     port = free_port()
-    server, health = build_server(f"127.0.0.1:{port}", extra_interceptors=[DatabaseErrorInterceptor(dsn)])
+    server, health = build_server(f"127.0.0.1:{port}", translate_error=database_error(dsn))
     vault_pb2_grpc.add_VaultServiceServicer_to_server(
         VaultServicer(MemoryService(store), IdentitySigner(SECRET)), server
     )

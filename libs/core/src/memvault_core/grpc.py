@@ -50,7 +50,11 @@ Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Maps MemvaultError to gRPC status; anything else is logged and reported as INTERNAL."""
+    """Maps MemvaultError to gRPC status; anything else is logged and reported as INTERNAL, unless
+    `translate` (a service's own knowledge, e.g. a lost database) turns it into a MemvaultError."""
+
+    def __init__(self, translate: Callable[[Exception], MemvaultError | None] | None = None) -> None:
+        self._translate = translate
 
     async def intercept_service(
         self,
@@ -75,9 +79,13 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 status, message, trailers = _status_of(error)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("unhandled error in %s", method)
-                status, message, trailers = grpc.StatusCode.INTERNAL, "internal error; see the vault log", ()
+            except Exception as error:
+                translated = self._translate(error) if self._translate else None
+                if translated is not None:
+                    status, message, trailers = _status_of(translated)
+                else:
+                    log.exception("unhandled error in %s", method)
+                    status, message, trailers = grpc.StatusCode.INTERNAL, "internal error; see the vault log", ()
             context.set_trailing_metadata(trailers)
             await context.abort(status, message)
 
@@ -147,11 +155,11 @@ def error_from_rpc(error: grpc.aio.AioRpcError, service: str = "vault") -> Memva
 
 
 def build_server(
-    listen: str, extra_interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    listen: str, translate_error: Callable[[Exception], MemvaultError | None] | None = None
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """A server with tracing, error mapping, size limits and the gRPC health service."""
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorInterceptor(), *extra_interceptors],  # type: ignore[no-untyped-call]
+        interceptors=[aio_server_interceptor(), ErrorInterceptor(translate_error)],  # type: ignore[no-untyped-call]
         options=_CHANNEL_OPTIONS,
     )
     health_servicer = health.aio.HealthServicer()

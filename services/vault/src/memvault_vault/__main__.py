@@ -15,7 +15,7 @@ from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault import retention
-from memvault_vault.database import DatabaseErrorInterceptor, address, is_connection_failure, report_readiness
+from memvault_vault.database import address, database_error, is_connection_failure, report_readiness
 from memvault_vault.index_client import IndexClient
 from memvault_vault.relay import OutboxRelay
 from memvault_vault.rpc.accounts import AccountServicer
@@ -54,7 +54,7 @@ async def serve(settings: Settings) -> None:
             if settings.vault.indexer_address
             else None
         )
-        server, health = build_server(settings.vault.listen, extra_interceptors=[DatabaseErrorInterceptor(dsn)])
+        server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store, index), signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer), server)
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)

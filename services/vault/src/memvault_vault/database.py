@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
-import grpc
 from grpc_health.v1 import health, health_pb2
 
 from memvault_core.errors import Unavailable
@@ -49,40 +47,14 @@ def unreachable(dsn: str) -> Unavailable:
     return Unavailable(f"the database at {address(dsn)} is unreachable; try again once it is back")
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+def database_error(dsn: str) -> Callable[[Exception], Unavailable | None]:
+    """For `build_server(translate_error=...)`: a lost database connection is `Unavailable`
+    (status UNAVAILABLE, naming the database), not INTERNAL."""
 
+    def translate(error: Exception) -> Unavailable | None:
+        return unreachable(dsn) if is_connection_failure(error) else None
 
-class DatabaseErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Turns a lost database connection into `Unavailable` (status UNAVAILABLE) instead of INTERNAL.
-
-    Runs inside memvault_core's ErrorInterceptor, which maps the error to its status code."""
-
-    def __init__(self, dsn: str) -> None:
-        self._dsn = dsn
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        inner: Handler = handler.unary_unary
-
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
-                return await inner(request, context)
-            except Exception as error:
-                if is_connection_failure(error):
-                    raise unreachable(self._dsn) from error
-                raise
-
-        return grpc.unary_unary_rpc_method_handler(
-            unary,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+    return translate
 
 
 async def report_readiness(

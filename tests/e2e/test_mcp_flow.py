@@ -50,7 +50,11 @@ async def test_remember_recall_import_forget_and_restart(stack_starter: StackSta
                 {"content": "Backups run nightly at 02:00 to the NAS.  "},
             ],
         )
-        assert [i["outcome"] for i in imported["items"]] == ["duplicate", "stored", "duplicate"]
+        assert [(i["index"], i["outcome"]) for i in imported["items"]] == [
+            (0, "duplicate"),
+            (1, "stored"),
+            (2, "duplicate"),
+        ]
         assert imported["items"][0]["id"] == stored["id"]
         assert imported["summary"] == {"duplicate": 2, "stored": 1}
 

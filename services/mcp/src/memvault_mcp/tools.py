@@ -519,7 +519,8 @@ def build_tools(client: VaultClient) -> list[Tool]:
             sequence=sequence,
         )
         response = await call(ctx, lambda who: client.bulk_remember(who, request))
-        outcomes = [_write_view(r) for r in response.results]
+        # Each outcome names its item's position (in `items`, or among the pieces `text` was split into).
+        outcomes = [{"index": r.index, **_write_view(r)} for r in response.results]
         summary: dict[str, int] = {}
         for outcome in outcomes:
             summary[outcome["outcome"]] = summary.get(outcome["outcome"], 0) + 1
@@ -767,7 +768,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
             "Import memories",
             f"Import up to {limits.MAX_BULK_ITEMS} memories at once, e.g. an app's saved memories, as a list of "
             "items or as markdown/plain text to split. The import is one batch the owner can undo; each item "
-            "reports 'stored', 'similar' (stored, linked to `similar_to`), 'duplicate' (with the `id` it repeats), "
+            "(by its `index`) reports 'stored', 'similar' (stored, linked to `similar_to`), 'duplicate' (with the `id` it repeats), "
             "'excluded' (forgotten or rejected earlier), 'secret' (refused) or 'invalid' (with the reason). "
             "Split larger imports into several calls.",
             additive,

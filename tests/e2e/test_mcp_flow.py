@@ -60,6 +60,7 @@ async def test_remember_recall_import_forget_and_restart(stack_starter: StackSta
 
         forgotten = await call(client, "forget", memory_id=stored["id"])
         assert forgotten["forgotten"] == stored["id"]
+        assert "if you forgot it already, it is gone" in await call_error(client, "forget", memory_id=stored["id"])
         after = await call(client, "recall", query="which NAS is in the homelab?")
         assert stored["id"] not in [r["id"] for r in after["results"]]
         again = await call(client, "remember", content=nas)

@@ -689,7 +689,8 @@ class MemoryService:
         vault = await self.access(identity, vault_name, write=True)
         if not await self.store.forget(vault, memory_id, identity.actor):
             raise NotFound(
-                f"no memory {memory_id} in vault '{vault.name}'; find ids with recall or list_memories",
+                f"no memory {memory_id} in vault '{vault.name}' (if you forgot it already, it is gone); "
+                "find ids with recall or list_memories",
                 field="memory_id",
             )
         return vault, memory_id

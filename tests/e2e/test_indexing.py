@@ -6,6 +6,7 @@ import asyncio
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from e2e_helpers import call, eventually, index_points, mcp_session, service_identity, vault_stats
@@ -96,8 +97,8 @@ async def test_deleted_collection_is_rebuilt_by_reindex_with_identical_recall(st
         await asyncio.to_thread(stack.stop_service, "indexer")
         shutil.rmtree(stack.data_dir / "qdrant")  # the whole collection, gone
         await asyncio.to_thread(stack.start_services)
-        assert await index_points(stack) == 0
-
+        # The indexer starts rebuilding an empty store by itself (next test); reindex drops whatever
+        # it has by now and builds the whole collection again.
         env = stack.env_for("indexer")
         done = await asyncio.to_thread(
             subprocess.run,
@@ -129,16 +130,54 @@ async def test_reconcile_finds_and_repairs_drift(stack_starter: StackStarter) ->
     command = [sys.executable, "-m", "memvault_indexer", "reconcile"]
     clean = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True, text=True, check=True)
     assert "missing 0, stale 0, orphans 0" in clean.stdout
+    # Drift: two points lost while the indexer was down.
     await asyncio.to_thread(stack.stop_service, "indexer")
-    shutil.rmtree(stack.data_dir / "qdrant")
+    lost = await _delete_points(stack, 2)
     await asyncio.to_thread(stack.start_services)
     found = await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True, text=True, check=True)
-    assert f"missing {len(FACTS)}, stale 0, orphans 0" in found.stdout
+    assert "missing 2, stale 0, orphans 0" in found.stdout
     fixed = await asyncio.to_thread(
         subprocess.run, [*command, "--repair"], env=env, capture_output=True, text=True, check=True
     )
-    assert f"repaired {len(FACTS)}" in fixed.stdout
+    assert "repaired 2" in fixed.stdout
     assert await index_points(stack) == len(FACTS)
+    assert lost
+
+
+async def _delete_points(stack: Any, count: int) -> list[str]:
+    """Delete `count` points from the stopped indexer's embedded store, as a damaged store would lose them."""
+    from memvault_indexer.embedder import BUNDLED_DIMENSION, BUNDLED_MODEL_NAME
+    from memvault_indexer.store import EdgeVectorStore
+
+    store = EdgeVectorStore(stack.data_dir / "qdrant", model=BUNDLED_MODEL_NAME, dimension=BUNDLED_DIMENSION)
+    await store.ensure_collection()
+    try:
+        doomed = [point.memory_id async for point in store.scan()][:count]
+        await store.delete(doomed)
+        return doomed
+    finally:
+        await store.close()
+
+
+async def test_a_lost_vector_store_is_rebuilt_from_the_vault_when_the_indexer_starts(
+    stack_starter: StackStarter,
+) -> None:
+    stack = await asyncio.to_thread(stack_starter)
+    async with mcp_session(stack.mcp_url) as client:
+        await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
+        await eventually(lambda: fully_indexed(len(FACTS))(stack))
+        await asyncio.to_thread(stack.stop_service, "indexer")
+        shutil.rmtree(stack.data_dir / "qdrant")
+        await asyncio.to_thread(stack.start_services)
+        await eventually(lambda: _points_are(stack, len(FACTS)), deadline=60)
+        # Found by meaning alone again: no word of the query is in the memory.
+        found = await call(client, "recall", query="food intolerance of my significant other", limit=3)
+        assert "peanuts" in found["results"][0]["content"] and found["mode"] == "hybrid"
+    assert "rebuilt it from the vault" in stack.log_path("indexer").read_text()
+
+
+async def _points_are(stack: Any, count: int) -> bool:
+    return await index_points(stack) == count
 
 
 async def test_similarity_call_scores_memories_and_earlier_texts(stack_starter: StackStarter) -> None:

@@ -329,5 +329,5 @@ async def test_a_corrupted_edge_store_says_it_is_safe_to_move_away_and_rebuild(t
     message = failure.value.message
     assert f"cannot open the vector store at {directory}" in message
     assert "only vectors derived from Postgres" in message and "safe to move it away" in message
-    assert "memvault-indexer reindex" in message
+    assert "start the indexer again: it rebuilds an empty store from the vault" in message
     assert (directory / "edge_config.json").read_text() == "{"  # nothing of the user's is deleted

@@ -53,16 +53,25 @@ async def serve(settings: Settings) -> None:
             max_attempts=settings.indexer.max_attempts,
         ).run()
     )
+    rebuild = asyncio.create_task(_rebuild_if_empty(indexer))
     log.info("serving", extra={"listen": settings.indexer.listen, "model": embedder.name, "backend": backend})
     try:
         names = [index_pb2.DESCRIPTOR.services_by_name["IndexService"].full_name]
         await serve_until_stopped(server, health, names, settings.indexer.shutdown_grace_seconds)
     finally:
-        consumer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await consumer
+        for task in (rebuild, consumer):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await feed.close()
         await store.close()
+
+
+async def _rebuild_if_empty(indexer: Indexer) -> None:
+    try:
+        await indexer.rebuild_if_empty()
+    except Exception:  # the indexer serves on; reconcile can do it later
+        log.exception("could not rebuild the empty vector store; run `memvault-indexer reconcile --repair`")
 
 
 async def maintain(address: str, signer: IdentitySigner, command: str, repair: bool) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from memvault_core.errors import Unavailable
 from memvault_indexer.embedder import Embedder
 from memvault_indexer.feed import Document, VaultFeed
 from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters, VectorStore
@@ -192,6 +193,25 @@ class Indexer:
         await self.optimize_if_due()
         log.info("reindexed", extra={"memories": count})
         return count
+
+    async def rebuild_if_empty(self, retry_seconds: float = 30.0) -> int:
+        """At start: an empty store is a new installation or a lost one (a deleted Qdrant directory
+        or collection). Either way, index whatever the vault holds (nothing, for a new one), waiting
+        for the vault when it is not up yet. Returns the memories indexed."""
+        if await self.store.count() > 0:
+            return 0
+        delay = 1.0
+        while True:
+            try:
+                report = await self.reconcile(repair=True)
+                break
+            except Unavailable as error:
+                log.info("vector store empty; waiting for the vault to rebuild it", extra={"reason": error.message})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, retry_seconds)
+        if report.repaired:
+            log.warning("vector store was empty: rebuilt it from the vault", extra={"memories": report.repaired})
+        return report.repaired
 
     async def reconcile(self, *, repair: bool) -> ReconcileReport:
         """Find points that are missing, stale (old text or model) or orphaned, and optionally fix them."""

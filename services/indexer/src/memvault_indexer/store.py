@@ -255,8 +255,8 @@ class EdgeVectorStore:
                 except Exception as error:  # qdrant-edge raises plain Exception
                     raise Unavailable(
                         f"cannot open the vector store at {self._path}: {error}. It holds only vectors derived from "
-                        f"Postgres, so it is safe to move it away (mv {self._path} {self._path}.broken); start the "
-                        "indexer again and run `memvault-indexer reindex` to rebuild it from the vault"
+                        f"Postgres, so it is safe to move it away (mv {self._path} {self._path}.broken) and start the "
+                        "indexer again: it rebuilds an empty store from the vault"
                     ) from error
 
     def _require(self) -> Any:

@@ -97,22 +97,35 @@ def env_name(location: tuple[int | str, ...]) -> str:
     return ENV_PREFIX + ENV_DELIMITER.join(str(part).upper() for part in location)
 
 
+def _groups(cls: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The settings groups of `cls` by name (`vault` for MEMVAULT_VAULT__*)."""
+    return {
+        name: model
+        for name, declared in cls.model_fields.items()
+        if isinstance(model := declared.annotation, type) and issubclass(model, BaseModel)
+    }
+
+
+def _ours(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(variable, lower-cased name after the prefix) for every MEMVAULT_ variable, sorted."""
+    return [
+        (name.upper(), name[len(ENV_PREFIX) :].lower())
+        for name in sorted(environ)
+        if name.upper().startswith(ENV_PREFIX)
+    ]
+
+
 def unknown_variables(cls: type[BaseSettings], environ: Mapping[str, str]) -> list[str]:
     """`MEMVAULT_<GROUP>__<FIELD>` variables naming a group of `cls` but none of its fields: typos,
     which would otherwise be ignored without a word. Groups `cls` lacks may be another service's."""
+    groups = _groups(cls)
     problems = []
-    for name in sorted(environ):
-        if not name.upper().startswith(ENV_PREFIX):
-            continue
-        group, _, rest = name[len(ENV_PREFIX) :].lower().partition(ENV_DELIMITER)
-        field = rest.split(ENV_DELIMITER)[0]
-        declared = cls.model_fields.get(group)
-        model = declared.annotation if declared else None
-        if not field or not (isinstance(model, type) and issubclass(model, BaseModel)):
-            continue
-        if field not in model.model_fields:
-            known = ", ".join(env_name((group, known)) for known in model.model_fields)
-            problems.append(f"{name.upper()}: not a setting (this group has {known})")
+    for name, rest in _ours(environ):
+        group, _, path = rest.partition(ENV_DELIMITER)
+        field = path.split(ENV_DELIMITER)[0]
+        if field and group in groups and field not in groups[group].model_fields:
+            known = ", ".join(env_name((group, known)) for known in groups[group].model_fields)
+            problems.append(f"{name}: not a setting (this group has {known})")
     return problems
 
 
@@ -120,34 +133,26 @@ def near_misses(cls: type[BaseSettings], environ: Mapping[str, str]) -> list[str
     """Variables that are no setting of `cls` but one letter or underscore away from one
     (`MEMVAULT_VAULT_INDEXER_ADDRESS`, `MEMVAULT_VAULTS__INDEXER_ADDRESS`). Only warned about:
     the same environment may carry other tools' MEMVAULT_ variables (Compose's, for one)."""
-    groups = {
-        name: model.model_fields
-        for name, declared in cls.model_fields.items()
-        if isinstance(model := declared.annotation, type) and issubclass(model, BaseModel)
-    }
+    groups = _groups(cls)
     found = []
-    for name in sorted(environ):
-        if not name.upper().startswith(ENV_PREFIX):
-            continue
-        rest = name[len(ENV_PREFIX) :].lower()
-        group, delimiter, field = rest.partition(ENV_DELIMITER)
+    for name, rest in _ours(environ):
+        group, delimiter, path = rest.partition(ENV_DELIMITER)
         if delimiter:  # a group this service lacks, spelt like one it has
             close = difflib.get_close_matches(group, groups, n=1, cutoff=0.8)
-            candidates = [(close[0], field.split(ENV_DELIMITER)[0])] if close and group not in groups else []
+            candidates = [(close[0], path.split(ENV_DELIMITER)[0])] if close and group not in groups else []
         else:  # one underscore where two belong
             candidates = [(g, rest[len(g) + 1 :]) for g in groups if rest.startswith(g + "_")]
         for wanted_group, wanted_field in candidates:
-            if wanted_field in groups[wanted_group]:
-                found.append(f"{name.upper()} is not a setting; did you mean {env_name((wanted_group, wanted_field))}?")
+            if wanted_field in groups[wanted_group].model_fields:
+                found.append(f"{name} is not a setting; did you mean {env_name((wanted_group, wanted_field))}?")
     return found
 
 
 def _required(cls: type[BaseModel], location: tuple[int | str, ...]) -> list[str]:
     """The variables to set for a missing field: a whole missing group stands for its required fields."""
-    declared = cls.model_fields.get(str(location[-1])) if len(location) == 1 else None
-    model = declared.annotation if declared else None
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return [env_name((*location, name)) for name, field in model.model_fields.items() if field.is_required()]
+    group = _groups(cls).get(str(location[0])) if len(location) == 1 else None
+    if group is not None:
+        return [env_name((*location, name)) for name, field in group.model_fields.items() if field.is_required()]
     return [env_name(location)]
 
 

@@ -42,8 +42,11 @@ def migrate(dsn: str) -> list[str]:
 
 
 async def serve(settings: Settings) -> None:
-    # Checked here, not only in the app's start-up, which can only fail with a traceback.
-    await asyncio.to_thread(migrate, settings.postgres.dsn)
+    # Idempotent and locked, so replicas starting together are fine. Here rather than in the app's
+    # start-up, which could only fail with a traceback; logged like `memvault-gateway migrate`.
+    applied = await asyncio.to_thread(migrate, settings.postgres.dsn)
+    if applied:
+        log.info("gateway migrations applied", extra={"applied": applied})
     signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
     config = uvicorn.Config(
         create_app(settings, signer),

@@ -35,7 +35,7 @@ from memvault_gateway import (
 )
 from memvault_gateway.context import Gateway
 from memvault_gateway.settings import Settings
-from memvault_gateway.store import Store, apply_migrations
+from memvault_gateway.store import Store
 from memvault_gateway.vault_client import VaultClient
 from memvault_gateway.web import problem
 
@@ -89,11 +89,8 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         app.state.gateway = gw
         app.state.vault_health = health_pb2_grpc.HealthStub(vault.channel)
         try:
-            # Idempotent and locked, so replicas starting together are fine; the Helm chart and the
-            # dev stack also run `memvault-gateway migrate` before starting the gateway.
-            applied = await asyncio.to_thread(apply_migrations, settings.postgres.dsn)
-            if applied:
-                log.info("gateway migrations applied", extra={"applied": applied})
+            # Migrations ran before this app was built (`memvault-gateway serve`, and `migrate` in the
+            # Helm chart and the dev stack).
             if gateway_settings.dev_mode and not mcp_route.dev_mode_usable(gw):
                 log.warning("dev mode ignored: the public URL is not a loopback address")
             purger = asyncio.create_task(purge_periodically(store))

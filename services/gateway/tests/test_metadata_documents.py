@@ -92,6 +92,44 @@ async def test_metadata_document_on_a_private_address_is_not_fetched_by_default(
     assert host.fetches == 0
 
 
+async def test_with_metadata_documents_off_apps_are_told_to_register_and_the_setting_is_named(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"},
+        oauth={"metadata_documents": False, "metadata_document_private_addresses": True},
+    )
+    async with gateway.http() as http:
+        metadata = (await http.get("/.well-known/oauth-authorization-server")).json()
+    assert metadata["client_id_metadata_document_supported"] is False
+    assert metadata["registration_endpoint"] == f"{gateway.url}/register"  # what such apps fall back to
+    _, challenge = pkce()
+    for client_id in ("https://chatgpt.com/oauth/codex/client.json", host.add("/clients/agent.json")):
+        agent = Agent(gateway, {"client_id": client_id}, redirect_uri=CALLBACK)
+        async with gateway.http() as http:
+            answer = await http.get(agent.authorize_url(challenge))
+        assert answer.status_code == 400 and "location" not in answer.headers
+        assert "MEMVAULT_OAUTH__METADATA_DOCUMENTS=false" in answer.text
+        assert "register itself" in answer.text
+    assert host.fetches == 0
+
+
+async def test_an_unreachable_metadata_document_names_the_setting_for_gateways_without_internet(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    nobody = f"http://127.0.0.1:{free_port()}/client.json"  # nothing listens there
+    agent = Agent(gateway, {"client_id": nobody}, redirect_uri=CALLBACK)
+    _, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert "could not fetch the client metadata document (ConnectError)" in answer.text
+    assert "MEMVAULT_OAUTH__METADATA_DOCUMENTS=false" in answer.text
+
+
 @pytest.mark.parametrize(
     ("fault", "message"),
     [

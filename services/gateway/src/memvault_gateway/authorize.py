@@ -77,8 +77,20 @@ def _redirect(gw: Gateway, redirect_uri: str, state: str | None, params: dict[st
 
 async def parse(gw: Gateway, raw: dict[str, str], peer: str) -> AuthorizationRequest:
     client_id = raw.get("client_id", "")
+    if metadata_documents.is_metadata_document_url(client_id) and not gw.settings.oauth.metadata_documents:
+        raise Refusal(
+            "This app identifies itself by a web address (a client ID metadata document), which this gateway does"
+            " not accept (MEMVAULT_OAUTH__METADATA_DOCUMENTS=false). The app should register itself instead:"
+            " remove its stored sign-in for this server and connect again."
+        )
     try:
         client = await resolve_client(gw, client_id, peer)
+    except metadata_documents.DocumentUnreachable as error:
+        raise Refusal(
+            f"This app's description could not be fetched from its web address: {error}. If this gateway cannot"
+            " reach the internet, its operator sets MEMVAULT_OAUTH__METADATA_DOCUMENTS=false so that apps register"
+            " themselves instead; then connect the app again."
+        ) from None
     except metadata_documents.MetadataDocumentError as error:
         raise Refusal(f"This app's description could not be used: {error}.") from None
     if client is None:

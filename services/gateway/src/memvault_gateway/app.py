@@ -11,10 +11,12 @@ from importlib import resources
 import asyncpg
 import httpx
 from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from starlette.exceptions import HTTPException
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
@@ -30,6 +32,7 @@ from memvault_gateway import (
     mcp_route,
     oidc,
     sessions,
+    signposts,
     token_endpoint,
     tracing,
 )
@@ -114,6 +117,13 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
             log.error("vault call failed", extra={"error": error.kind})
         return problem(status, error.kind.replace("_", " ").capitalize(), error.message)
 
+    @app.exception_handler(HTTPException)
+    async def no_such_page(request: Request, error: HTTPException) -> Response:
+        """An unknown path: a page with directions for a browser, a problem naming /mcp for a program."""
+        if error.status_code == 404:
+            return signposts.not_found(request, gateway_settings.public_url)
+        return await http_exception_handler(request, error)
+
     @app.exception_handler(asyncpg.CharacterNotInRepertoireError)
     async def nul_in_text(request: Request, error: asyncpg.CharacterNotInRepertoireError) -> Response:
         """Postgres text cannot hold NUL; the statement failed, so nothing was written."""
@@ -155,11 +165,25 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         return RedirectResponse(account.ACCOUNT_PATH, status_code=303)
 
     @app.get("/connect")
-    async def connect() -> PlainTextResponse:
+    async def connect(request: Request) -> PlainTextResponse:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
+        # In dev mode apps on this machine are answered without a token, so there is no sign-in to describe.
+        dev = mcp_route.dev_mode_usable(request.app.state.gateway)
         return PlainTextResponse(
-            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner="the vault owner"),
+            text.format(
+                mcp_url=f"{gateway_settings.public_url}/mcp",
+                owner="the vault owner",
+                claude_code_sign_in="." if dev else ", then run `/mcp`\n  and choose memvault → Authenticate.",
+                codex_sign_in="" if dev else "\n  then `codex mcp login memvault`.",
+                approval=(
+                    "This memvault runs in dev mode: apps on this machine connect without signing in and act"
+                    f" as `{gateway_settings.dev_subject}`, so skip any sign-in or login step."
+                    if dev
+                    else "The owner approves each app once in the browser; you never handle a password or token"
+                    " yourself."
+                ),
+            ),
             media_type="text/markdown; charset=utf-8",
         )
 

@@ -175,8 +175,10 @@ class GrantRow:
     last_used: str
 
 
-def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) -> HTMLResponse:
-    """The signed-in owner's page: where agents connect, what has access, revoke, sign out."""
+def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str, dev_subject: str = "") -> HTMLResponse:
+    """The signed-in owner's page: where agents connect, what has access, revoke, sign out.
+
+    `dev_subject`: dev mode is on, and apps on this machine act as that account without asking."""
     rows = "".join(
         f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
         f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
@@ -194,8 +196,13 @@ def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) 
     )
     body = (
         f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
-        f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
-        f"<h2>Apps with access</h2>{table}"
+        + (
+            f"<p>Agents on this machine connect to <code>{escape(mcp_url)}</code> without signing in (dev mode:"
+            f" they act as <strong>{escape(dev_subject)}</strong>).</p>"
+            if dev_subject
+            else f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
+        )
+        + f"<h2>Apps with access</h2>{table}"
         "<form method=post action='/logout'>"
         + _hidden({"csrf_token": csrf})
         + "<button type=submit>Sign out</button></form>"

@@ -63,6 +63,10 @@ MAX_HISTORY_ENTRIES: Final = 100
 MAX_RETENTION_DAYS: Final = 36_500
 """Longest retention period a vault setting accepts."""
 
+MIN_CONFIDENCE: Final = 0.001
+"""Smallest confidence a memory can state (1 is the largest; 0 or none means not stated). Answers show
+confidence to three decimals, and the database keeps it as a 4-byte float."""
+
 DEFAULT_RECALL_RESULTS: Final = 10
 DEFAULT_LIST_RESULTS: Final = 20
 

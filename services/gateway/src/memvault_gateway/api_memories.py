@@ -85,7 +85,7 @@ class MemoryIn(Body):
         default_factory=list, max_length=limits.MAX_TAGS
     )
     source: str = Field(default="", max_length=limits.MAX_SOURCE_CHARS)
-    confidence: float | None = Field(default=None, gt=0, le=1)
+    confidence: float | None = Field(default=None, ge=limits.MIN_CONFIDENCE, le=1)
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     review_after: datetime | None = Field(

@@ -112,7 +112,7 @@ DependsOnArg = Annotated[
 ]
 ConfidenceArg = Annotated[
     float,
-    Field(description="How sure you are, above 0 and at most 1; 0 (the default) means not stated.", ge=0, le=1),
+    Field(description=f"How sure you are, {limits.MIN_CONFIDENCE} to 1; 0 (the default) means not stated.", ge=0, le=1),
 ]
 ExpectedVersionArg = Annotated[
     int,

@@ -31,6 +31,8 @@ class OidcProvider:
     wrong_nonce: bool = False
     foreign_audience: bool = False
     unknown_key: bool = False
+    authorization_origin: str = ""
+    """Announce the authorization endpoint on this origin instead of the issuer's (as Amazon Cognito does)."""
     key: RSAKey = field(default_factory=lambda: RSAKey.generate_key(2048, parameters={"kid": "k1"}))
     codes: dict[str, dict[str, str]] = field(default_factory=dict)
     authorize_requests: list[dict[str, str]] = field(default_factory=list)
@@ -49,7 +51,7 @@ class OidcProvider:
         return JSONResponse(
             {
                 "issuer": self.issuer,
-                "authorization_endpoint": f"{self.issuer}/authorize",
+                "authorization_endpoint": f"{self.authorization_origin or self.issuer}/authorize",
                 "token_endpoint": f"{self.issuer}/token",
                 "jwks_uri": f"{self.issuer}/jwks",
                 "response_types_supported": ["code"],

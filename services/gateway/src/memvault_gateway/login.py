@@ -10,10 +10,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memvault_core.errors import MemvaultError
-from memvault_gateway import credentials, pages, people, sessions
+from memvault_gateway import credentials, oidc, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.throttle import limited
-from memvault_gateway.web import client_address
+from memvault_gateway.web import HOME, client_address, safe_next
 
 log = logging.getLogger("memvault_gateway")
 
@@ -21,25 +21,17 @@ router = APIRouter()
 # A post whose Origin or Sec-Fetch-Site says another site sent it (sessions.same_origin).
 CROSS_SITE = "This form was not sent from this site; open the page on this site and submit it from there."
 
-HOME = "/account"
 
-
-def safe_next(value: str | None) -> str:
-    """A path on this site to continue to; anything else (another host, a scheme) becomes the home page."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value or len(value) > 4000:
-        return HOME
-    return value
-
-
-def _login_page(gw: Gateway, request: Request, next_path: str, error: str = "", status: int = 200) -> Response:
+async def _login_page(gw: Gateway, request: Request, next_path: str, error: str = "", status: int = 200) -> Response:
     token = sessions.login_csrf(gw, request)
-    oidc = gw.settings.oidc
+    settings = gw.settings.oidc
     response = pages.login(
         next_path=next_path,
         csrf=token,
         error=error,
         local_accounts=gw.settings.login.local_accounts,
-        oidc_label=oidc.button_label if oidc.enabled else "",
+        oidc_label=settings.button_label if settings.enabled else "",
+        form_action=await oidc.sign_in_form_targets(gw),
         status=status,
     )
     sessions.keep_login_csrf(gw, response, token)
@@ -51,7 +43,7 @@ async def login_form(request: Request, gw: Gateway = Depends(gateway)) -> Respon
     next_path = safe_next(request.query_params.get("next"))
     if await sessions.current_session(gw, request) is not None:
         return RedirectResponse(next_path, status_code=302)
-    return _login_page(gw, request, next_path)
+    return await _login_page(gw, request, next_path)
 
 
 @router.post("/login", dependencies=[Depends(limited("login"))])
@@ -59,11 +51,11 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     form = await request.form()
     next_path = safe_next(str(form.get("next") or ""))
     if not sessions.same_origin(gw, request):
-        return _login_page(gw, request, next_path, CROSS_SITE, 403)
+        return await _login_page(gw, request, next_path, CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
+        return await _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
     if not gw.settings.login.local_accounts:
-        return _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
+        return await _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
     username = str(form.get("username") or "").strip().lower()
     password = str(form.get("password") or "")
     # Counted per user name and address: a stranger's wrong guesses lock the stranger out, not the owner.
@@ -71,7 +63,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     if await gw.throttle.blocked("login-failures", *failures):
         wait = await gw.throttle.retry_after("login-failures", *failures)
         log.warning("sign-in refused", extra={"reason": "too many failures for this user name from this address"})
-        return _login_page(
+        return await _login_page(
             gw,
             request,
             next_path,
@@ -87,7 +79,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
             with contextlib.suppress(MemvaultError):
                 await gw.vault.ensure_account(user.subject, user.display_name)
                 await gw.vault.audit(user.subject, "session.refuse", target=username, details={"method": "password"})
-        return _login_page(gw, request, next_path, "Wrong user name or password.", 401)
+        return await _login_page(gw, request, next_path, "Wrong user name or password.", 401)
     await people.ensure_vault_account(gw, user)
     await sessions.start_session(gw, request, user, "password")
     return RedirectResponse(next_path, status_code=303)

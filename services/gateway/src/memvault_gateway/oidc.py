@@ -11,13 +11,15 @@ code is exchanged with authlib's client and the ID token checked with joserfc
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import re
 import secrets
 import time
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 from authlib.integrations.httpx_client import AsyncOAuth2Client  # type: ignore[import-untyped]
@@ -30,13 +32,16 @@ from joserfc.jwk import KeySet
 
 from memvault_gateway import credentials, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.login import safe_next
+from memvault_gateway.web import origin_of, safe_next
 
 log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
 
 DISCOVERY_CACHE_SECONDS = 3600
+SIGN_IN_PAGE_WAIT_SECONDS = 3.0
+"""How long the sign-in page waits for the provider's discovery document before naming its issuer instead."""
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
 LOGIN_STATE_LIFETIME = timedelta(minutes=10)
 _CACHE_KEY = "oidc_discovery"
 
@@ -81,6 +86,33 @@ async def provider_metadata(gw: Gateway) -> dict[str, Any]:
     metadata["_jwks"] = await _get_json(gw, metadata["jwks_uri"])
     gw.cache[_CACHE_KEY] = (time.monotonic() + DISCOVERY_CACHE_SECONDS, metadata)
     return metadata
+
+
+def _csp_origin(url: str) -> str | None:
+    """The origin of `url` if it is a plain http(s) origin that can go into a CSP header unchanged."""
+    origin = origin_of(url) if urlsplit(url).scheme in ("http", "https") else ""
+    return origin if _ORIGIN.match(origin) else None
+
+
+async def sign_in_form_targets(gw: Gateway) -> list[str]:
+    """Where the sign-in page's single sign-on button may lead: its CSP `form-action` beside 'self'.
+
+    Browsers apply `form-action` to the redirects that follow a form post too, so without the
+    provider's authorization endpoint Chromium blocks the redirect to it and the button seems to do
+    nothing. The endpoint comes from the cached discovery document; when the provider cannot tell
+    us now, its issuer's origin (where almost every provider keeps that endpoint), so the page
+    never waits long for a provider the person may not use.
+    """
+    if not gw.settings.oidc.enabled:
+        return []
+    try:
+        async with asyncio.timeout(SIGN_IN_PAGE_WAIT_SECONDS):
+            metadata = await provider_metadata(gw)
+        endpoint = _csp_origin(metadata["authorization_endpoint"])
+    except (SignInFailed, TimeoutError):
+        endpoint = None
+    origin = endpoint or _csp_origin(gw.settings.oidc.issuer)
+    return [origin] if origin else []
 
 
 def _check_id_token(gw: Gateway, metadata: dict[str, Any], id_token: str, nonce: str) -> dict[str, Any]:

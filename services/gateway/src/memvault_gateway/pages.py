@@ -76,8 +76,10 @@ def login(
     error: str = "",
     local_accounts: bool = True,
     oidc_label: str = "",
+    form_action: Iterable[str] = (),
     status: int = 200,
 ) -> HTMLResponse:
+    """`form_action`: the identity provider's origin, where the single sign-on button's post redirects."""
     parts = []
     if error:
         parts.append(f"<p class=error>{escape(error)}</p>")
@@ -97,7 +99,7 @@ def login(
         )
     if not parts or (not local_accounts and not oidc_label):
         parts.append("<p>No sign-in method is enabled on this gateway; ask its operator.</p>")
-    return page("Sign in to memvault", "".join(parts), status)
+    return page("Sign in to memvault", "".join(parts), status, form_action=form_action)
 
 
 def setup(*, username: str, token: str, csrf: str, error: str = "", status: int = 200) -> HTMLResponse:

@@ -177,6 +177,10 @@ async def test_forward_auth_signs_in_through_the_trusted_proxy_only(
         assert me["subject"] == f"proxy:{name}" and me["signed_in_with"] == "forward-auth"
         session = {c["name"]: c for c in await page.context.cookies()}["memvault_session"]
         assert session["httpOnly"] is True and session["sameSite"] == "Lax"
+        # The proxy signs the person in again on the next page, so a sign-out button here would
+        # seem to do nothing: the page says where signing out happens instead.
+        await expect(page.get_by_role("button", name="Sign out")).to_have_count(0)
+        await expect(page.locator("body")).to_contain_text("sign out there to sign out of memvault")
 
         # The same headers sent straight to the gateway, not by the trusted proxy, sign nobody in.
         direct = await browser_pages.new(extra_http_headers={"Remote-User": name, "Remote-Name": "Dave"})

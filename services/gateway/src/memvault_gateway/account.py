@@ -50,6 +50,7 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
             for g in grants
         ],
         csrf=session.csrf_token,
+        signed_in_by_proxy=sessions.signed_in_by_proxy(gw, request),
     )
 
 

@@ -179,8 +179,13 @@ class GrantRow:
     last_used: str
 
 
-def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) -> HTMLResponse:
-    """The signed-in owner's page: where agents connect, what has access, revoke, sign out."""
+def account(
+    *, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str, signed_in_by_proxy: bool = False
+) -> HTMLResponse:
+    """The signed-in owner's page: where agents connect, what has access, revoke, sign out.
+
+    `signed_in_by_proxy`: a forward-auth proxy signs this person in on every request, so a sign-out
+    button here would seem to do nothing; the page says where to sign out instead."""
     rows = "".join(
         f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
         f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
@@ -200,8 +205,13 @@ def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) 
         f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
         f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
         f"<h2>Apps with access</h2>{table}"
-        "<form method=post action='/logout'>"
-        + _hidden({"csrf_token": csrf})
-        + "<button type=submit>Sign out</button></form>"
+        + (
+            "<p class=muted>The sign-in service in front of memvault signed you in;"
+            " sign out there to sign out of memvault.</p>"
+            if signed_in_by_proxy
+            else "<form method=post action='/logout'>"
+            + _hidden({"csrf_token": csrf})
+            + "<button type=submit>Sign out</button></form>"
+        )
     )
     return page("Your memvault", body)

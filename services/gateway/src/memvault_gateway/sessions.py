@@ -104,12 +104,24 @@ async def end_session(gw: Gateway, request: Request, response: Response) -> None
     clear_cookie(gw, response, session_cookie(gw))
 
 
-async def _forward_auth_user(gw: Gateway, request: Request) -> User | None:
+def _forward_auth_name(gw: Gateway, request: Request) -> str | None:
+    """The user name a trusted forward-auth proxy put in this request, if any."""
     settings = gw.settings.forward_auth
     if not settings.enabled or not settings.trusts(client_address(request)):
         return None
     name = (request.headers.get(settings.header) or "").strip()
-    if not name or len(name) > 200:
+    return name if name and len(name) <= 200 else None
+
+
+def signed_in_by_proxy(gw: Gateway, request: Request) -> bool:
+    """The proxy in front vouches for this request: signing out here would be undone by the next page."""
+    return _forward_auth_name(gw, request) is not None
+
+
+async def _forward_auth_user(gw: Gateway, request: Request) -> User | None:
+    settings = gw.settings.forward_auth
+    name = _forward_auth_name(gw, request)
+    if name is None:
         return None
     display = (request.headers.get(settings.name_header) or "").strip() if settings.name_header else ""
     user = await people.external_user(

@@ -116,12 +116,19 @@ def oidc_env(idp: OidcProvider) -> dict[str, str]:
 async def test_oidc_sign_in_from_the_button(
     oauth_stack: OAuthStack, idp: OidcProvider, browser_pages: PageShots
 ) -> None:
+    # The provider's sign-in page is on another site (localhost, not 127.0.0.1), as it is at home:
+    # the cookie that binds the sign-in to this browser must come back from there.
+    idp.page = True
+    idp.authorization_origin = idp.issuer.replace("127.0.0.1", "localhost")
     stack = await oauth_stack(**oidc_env(idp))
     base = stack.gateway_url
     page = await browser_pages.new()
     await page.goto(f"{base}/account")
     await expect(page.get_by_role("heading")).to_have_text("Sign in to memvault")
     await page.get_by_role("button", name=SSO_BUTTON).click()
+    await expect(page.get_by_role("heading")).to_have_text("Test IdP")
+    assert page.url.startswith(f"{idp.authorization_origin}/authorize?")
+    await page.get_by_role("button", name="Continue").click()
     await expect(page.get_by_text("Signed in as")).to_contain_text("Carol")
     assert page.url == f"{base}/account"
     (sent,) = idp.authorize_requests
@@ -136,6 +143,7 @@ async def test_oidc_sign_in_from_the_button(
     await expect(page.get_by_role("heading")).to_have_text("Sign in to memvault")
     # Signing in again is the same person with the same single vault.
     await page.get_by_role("button", name=SSO_BUTTON).click()
+    await page.get_by_role("button", name="Continue").click()
     await expect(page.get_by_text("Signed in as")).to_contain_text("Carol")
     me = await page.request.get(f"{base}/api/v1/me")
     assert (await me.json())["subject"] == f"oidc:{idp.user['sub']}"

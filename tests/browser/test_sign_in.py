@@ -27,6 +27,10 @@ async def test_wrong_then_right_password_then_sign_out(oauth_stack: OAuthStack, 
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.locator(".error")).to_have_text("Wrong user name or password.")
     await expect(page.get_by_role("heading")).to_have_text("Sign in to memvault")
+    # The name stays; only the password is typed again, and the cursor is already there.
+    await expect(page.get_by_label("User name")).to_have_value("owner")
+    await expect(page.get_by_label("Password")).to_have_value("")
+    await expect(page.get_by_label("Password")).to_be_focused()
     assert not [c for c in await page.context.cookies() if "session" in c["name"]]
     await browser_pages.shot(page, "wrong-password")
 
@@ -56,7 +60,8 @@ async def test_wrong_then_right_password_then_sign_out(oauth_stack: OAuthStack, 
 
     await page.get_by_role("button", name="Sign out").click()
     await expect(page.get_by_role("heading")).to_have_text("Sign in to memvault")
-    assert page.url == f"{base}/login"
+    await expect(page.locator(".notice")).to_have_text("You are signed out.")
+    await browser_pages.shot(page, "signed-out")
     assert "memvault_session" not in {c["name"] for c in await page.context.cookies()}
     await page.goto(f"{base}/account")
     await expect(page.get_by_role("heading")).to_have_text("Sign in to memvault")

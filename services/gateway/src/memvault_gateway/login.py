@@ -20,15 +20,28 @@ log = logging.getLogger("memvault_gateway")
 router = APIRouter()
 # A post whose Origin or Sec-Fetch-Site says another site sent it (sessions.same_origin).
 CROSS_SITE = "This form was not sent from this site; open the page on this site and submit it from there."
+SIGNED_OUT = "signed-out"
+"""Query parameter of the sign-in page after signing out: it then says so."""
 
 
-async def _login_page(gw: Gateway, request: Request, next_path: str, error: str = "", status: int = 200) -> Response:
+async def _login_page(
+    gw: Gateway,
+    request: Request,
+    next_path: str,
+    error: str = "",
+    status: int = 200,
+    *,
+    username: str = "",
+    notice: str = "",
+) -> Response:
     token = sessions.login_csrf(gw, request)
     settings = gw.settings.oidc
     response = pages.login(
         next_path=next_path,
         csrf=token,
         error=error,
+        notice=notice,
+        username=username,
         local_accounts=gw.settings.login.local_accounts,
         oidc_label=settings.button_label if settings.enabled else "",
         form_action=await oidc.sign_in_form_targets(gw),
@@ -43,7 +56,8 @@ async def login_form(request: Request, gw: Gateway = Depends(gateway)) -> Respon
     next_path = safe_next(request.query_params.get("next"))
     if await sessions.current_session(gw, request) is not None:
         return RedirectResponse(next_path, status_code=302)
-    return await _login_page(gw, request, next_path)
+    notice = "You are signed out." if SIGNED_OUT in request.query_params else ""
+    return await _login_page(gw, request, next_path, notice=notice)
 
 
 @router.post("/login", dependencies=[Depends(limited("login"))])
@@ -69,6 +83,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
             next_path,
             f"Too many failed attempts for this user from here; try again in {wait // 60 + 1} minutes.",
             429,
+            username=username[:100],
         )
     user = await gw.store.user_by_username(username) if username and len(username) < 100 else None
     ok = await asyncio.to_thread(credentials.check_password, password[:1024], user.password_hash if user else None)
@@ -79,7 +94,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
             with contextlib.suppress(MemvaultError):
                 await gw.vault.ensure_account(user.subject, user.display_name)
                 await gw.vault.audit(user.subject, "session.refuse", target=username, details={"method": "password"})
-        return await _login_page(gw, request, next_path, "Wrong user name or password.", 401)
+        return await _login_page(gw, request, next_path, "Wrong user name or password.", 401, username=username[:100])
     await people.ensure_vault_account(gw, user)
     await sessions.start_session(gw, request, user, "password")
     return RedirectResponse(next_path, status_code=303)
@@ -89,7 +104,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
 async def logout(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     form = await request.form()
     session = await sessions.current_session(gw, request)
-    response = RedirectResponse("/login", status_code=303)
+    response = RedirectResponse(f"/login?{SIGNED_OUT}", status_code=303)
     if session is not None and not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
         return pages.message("Request refused", "This form was not sent from this site.", 403)
     await sessions.end_session(gw, request, response)

@@ -21,7 +21,7 @@ body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding
 h1{font-size:1.4rem}fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0}
 label{display:block;margin:.3rem 0}input[type=text],input[type=password]{width:100%;padding:.4rem;box-sizing:border-box}
 button{padding:.5rem 1.2rem;margin:.5rem .5rem 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
-button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.muted{color:#666;font-size:.9rem}
+button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.notice{color:#1b6e2e}.muted{color:#666;font-size:.9rem}
 code{background:#f3f3f3;padding:0 .2rem}h2{font-size:1.1rem;margin-top:2rem}
 table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{text-align:left;padding:.3rem;border-bottom:1px solid #ddd;vertical-align:top}
 """
@@ -74,21 +74,31 @@ def login(
     next_path: str,
     csrf: str,
     error: str = "",
+    notice: str = "",
+    username: str = "",
     local_accounts: bool = True,
     oidc_label: str = "",
     form_action: Iterable[str] = (),
     status: int = 200,
 ) -> HTMLResponse:
-    """`form_action`: the identity provider's origin, where the single sign-on button's post redirects."""
+    """The sign-in page; `username` refills the form after a failed attempt.
+
+    `form_action`: the identity provider's origin, where the single sign-on button's post redirects."""
     parts = []
     if error:
         parts.append(f"<p class=error>{escape(error)}</p>")
+    if notice:
+        parts.append(f"<p class=notice>{escape(notice)}</p>")
     if local_accounts:
+        # After a failed attempt the name is kept and the cursor waits in the password field.
+        name_focus, password_focus = (" autofocus", "") if not username else ("", " autofocus")
         parts.append(
             "<form method=post action='/login'>"
             + _hidden({"next": next_path, "csrf_token": csrf})
-            + "<label>User name <input type=text name=username autocomplete=username required autofocus></label>"
-            "<label>Password <input type=password name=password autocomplete=current-password required></label>"
+            + f"<label>User name <input type=text name=username value='{escape(username)}' autocomplete=username"
+            f" required{name_focus}></label>"
+            f"<label>Password <input type=password name=password autocomplete=current-password required"
+            f"{password_focus}></label>"
             "<button class=primary type=submit>Sign in</button></form>"
         )
     if oidc_label:

@@ -160,8 +160,35 @@ async def test_oidc_sign_in_refused_by_the_provider_says_so(
     await page.goto(f"{stack.gateway_url}/login")
     await page.get_by_role("button", name=SSO_BUTTON).click()
     await expect(page.get_by_role("heading")).to_have_text("Sign-in failed")
-    await expect(page.locator("body")).to_contain_text("ID token did not check out")
+    await expect(page.locator("p").first).to_have_text(
+        "memvault could not sign you in: the identity provider's ID token did not check out."
+        " Try again; if it keeps failing, the gateway's log says why."
+    )
     assert "memvault_session" not in {c["name"] for c in await page.context.cookies()}
+    await page.get_by_role("link", name="Back to sign in").click()
+    await expect(page.get_by_role("heading")).to_have_text("Sign in to memvault")
+
+
+async def test_oidc_sign_in_cancelled_at_the_provider_can_start_again(
+    oauth_stack: OAuthStack, idp: OidcProvider, browser_pages: PageShots
+) -> None:
+    idp.page = True
+    stack = await oauth_stack(**oidc_env(idp))
+    base = stack.gateway_url
+    page = await browser_pages.new()
+    await page.goto(f"{base}/account")
+    await page.get_by_role("button", name=SSO_BUTTON).click()
+    await page.get_by_role("button", name="Cancel").click()
+    await expect(page.get_by_role("heading")).to_have_text("Not signed in")
+    await expect(page.locator("p").first).to_have_text(
+        "The identity provider did not sign you in (access_denied). Start again if you meant to sign in."
+    )
+    await page.get_by_role("link", name="Back to sign in").click()
+    await expect(page.get_by_role("heading")).to_have_text("Sign in to memvault")
+    await page.get_by_role("button", name=SSO_BUTTON).click()
+    await page.get_by_role("button", name="Continue").click()
+    await expect(page.get_by_text("Signed in as")).to_contain_text("Carol")
+    assert page.url == f"{base}/account"
 
 
 async def test_forward_auth_signs_in_through_the_trusted_proxy_only(

@@ -1,7 +1,7 @@
 """A small OpenID Connect provider for tests: one client, one signed-in user, RS256 ID tokens.
 
 `/authorize` approves at once (the user is 'already signed in at the IdP'), or, with `page`, shows
-a page of its own whose Continue button approves (what a person sees at Authelia or Keycloak).
+a page of its own whose Continue button approves and Cancel refuses (what a person sees at Authelia or Keycloak).
 Knobs let a test make the provider misbehave: a wrong nonce, a foreign audience, a key the JWKS
 does not list.
 """
@@ -76,13 +76,17 @@ class OidcProvider:
             return HTMLResponse(
                 "<!doctype html><title>Test IdP</title><h1>Test IdP</h1>"
                 f"<p>Sign in to memvault as {escape(str(self.user.get('name', '')))}?</p>"
-                f"<form method=post action='/authorize'>{hidden}<button>Continue</button></form>"
+                f"<form method=post action='/authorize'>{hidden}<button name=decision value=approve>Continue</button>"
+                "<button name=decision value=deny>Cancel</button></form>"
             )
         params = (
             dict(request.query_params)
             if request.method == "GET"
             else {k: str(v) for k, v in (await request.form()).items()}
         )
+        if params.pop("decision", "approve") == "deny":
+            refusal = {"error": "access_denied", "state": params["state"]}
+            return RedirectResponse(f"{params['redirect_uri']}?{urlencode(refusal)}", status_code=302)
         self.authorize_requests.append(params)
         code = secrets.token_urlsafe(16)
         self.codes[code] = params

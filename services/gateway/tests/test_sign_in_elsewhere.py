@@ -122,8 +122,9 @@ async def test_oidc_refuses_an_id_token_that_does_not_check_out(
 ) -> None:
     gateway = await oidc_gateway(start_gateway, idp)
     setattr(idp, fault, True)
-    browser, answer = await sso(gateway)
+    browser, answer = await sso(gateway, next_path="/api/v1/me")
     assert answer.status_code == 401
+    assert "<a href='/login?next=%2Fapi%2Fv1%2Fme'>Back to sign in</a>" in answer.text  # where they were going
     assert (await browser.http.get("/api/v1/me")).status_code == 401
     assert (
         await gateway.fetchval(

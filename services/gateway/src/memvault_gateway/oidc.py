@@ -32,7 +32,7 @@ from joserfc.jwk import KeySet
 
 from memvault_gateway import credentials, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.web import origin_of, safe_next
+from memvault_gateway.web import HOME, origin_of, safe_next
 
 log = logging.getLogger("memvault_gateway")
 
@@ -41,6 +41,8 @@ router = APIRouter()
 DISCOVERY_CACHE_SECONDS = 3600
 SIGN_IN_PAGE_WAIT_SECONDS = 3.0
 """How long the sign-in page waits for the provider's discovery document before naming its issuer instead."""
+_ERROR_CODE = re.compile(r"[a-z_]{1,40}")
+"""An OAuth error code (RFC 6749 4.1.2.1) the provider sent back, shown to the person; anything else is not."""
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
 LOGIN_STATE_LIFETIME = timedelta(minutes=10)
 _CACHE_KEY = "oidc_discovery"
@@ -86,6 +88,11 @@ async def provider_metadata(gw: Gateway) -> dict[str, Any]:
     metadata["_jwks"] = await _get_json(gw, metadata["jwks_uri"])
     gw.cache[_CACHE_KEY] = (time.monotonic() + DISCOVERY_CACHE_SECONDS, metadata)
     return metadata
+
+
+def _back(next_path: str = HOME) -> tuple[str, str]:
+    """The link from a failed single sign-on back to the sign-in page, keeping where the person was going."""
+    return ("/login" if next_path == HOME else f"/login?{urlencode({'next': next_path})}", "Back to sign in")
 
 
 def _csp_origin(url: str) -> str | None:
@@ -146,11 +153,16 @@ async def start(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
     form = await request.form()
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "The sign-in form expired; go back and try again.", 403)
+        return pages.message("Request refused", "The sign-in form expired; try again.", 403, link=_back())
     try:
         metadata = await provider_metadata(gw)
     except SignInFailed as error:
-        return pages.message("Sign-in unavailable", str(error), 502)
+        return pages.message(
+            "Sign-in unavailable",
+            f"Single sign-on cannot be used right now: {error}. Try again in a moment.",
+            502,
+            link=_back(safe_next(str(form.get("next") or ""))),
+        )
     state = secrets.token_urlsafe(32)
     nonce = secrets.token_urlsafe(32)
     verifier = secrets.token_urlsafe(48)
@@ -193,13 +205,23 @@ async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
             "This sign-in was not started in this browser, or it took too long. "
             "Open the sign-in page here and start again.",
             403,
+            link=_back(),
         )
     found = await gw.store.take_login_state(credentials.token_hash(state)) if state and len(state) < 200 else None
     if found is None:
-        return pages.message("Sign-in expired", "This sign-in attempt is unknown or too old; start again.", 400)
+        return pages.message(
+            "Sign-in expired", "This sign-in attempt is unknown or too old; start again.", 400, link=_back()
+        )
     nonce, verifier, next_path = found
     if "error" in request.query_params or "code" not in request.query_params:
-        return pages.message("Sign-in refused", "The identity provider did not sign you in.", 401)
+        code = request.query_params.get("error", "")
+        said = f" ({code})" if _ERROR_CODE.fullmatch(code) else ""
+        return pages.message(
+            "Not signed in",
+            f"The identity provider did not sign you in{said}. Start again if you meant to sign in.",
+            401,
+            link=_back(next_path),
+        )
     try:
         metadata = await provider_metadata(gw)
         if "iss" in request.query_params and request.query_params["iss"] != metadata["issuer"]:
@@ -227,7 +249,12 @@ async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
             raise SignInFailed("the identity provider sent no ID token")
         claims = _check_id_token(gw, metadata, id_token, nonce)
     except SignInFailed as error:
-        return pages.message("Sign-in failed", str(error), 401)
+        return pages.message(
+            "Sign-in failed",
+            f"memvault could not sign you in: {error}. Try again; if it keeps failing, the gateway's log says why.",
+            401,
+            link=_back(next_path),
+        )
 
     display = str(claims.get("name") or claims.get("preferred_username") or claims.get("email") or "")[:200]
     user = await people.external_user(

@@ -61,8 +61,10 @@ def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = 
     )
 
 
-def message(title: str, text: str, status: int = 200) -> HTMLResponse:
-    return page(title, f"<p>{escape(text)}</p>", status)
+def message(title: str, text: str, status: int = 200, *, link: tuple[str, str] | None = None) -> HTMLResponse:
+    """A page that says one thing; `link` (address, words) offers the way on."""
+    onward = f"<p><a href='{escape(link[0])}'>{escape(link[1])}</a></p>" if link else ""
+    return page(title, f"<p>{escape(text)}</p>{onward}", status)
 
 
 def _hidden(fields: Mapping[str, str]) -> str:

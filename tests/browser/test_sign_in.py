@@ -81,3 +81,28 @@ async def test_sign_in_with_an_unknown_user_says_the_same_as_a_wrong_password(
     await sign_in(page, stack.gateway_url, "nobody")
     await expect(page.locator(".error")).to_have_text("Wrong user name or password.")
     assert page.url == f"{stack.gateway_url}/login"
+
+
+async def test_sign_out_from_a_tab_opened_before_signing_in_again(
+    oauth_stack: OAuthStack, browser_pages: PageShots
+) -> None:
+    """An old tab's form holds the old session's token: it must say so, not blame another site."""
+    stack = await oauth_stack()
+    base = stack.gateway_url
+    old_tab = await browser_pages.new()
+    await choose_password(old_tab, await asyncio.to_thread(setup_link, stack))
+    new_tab = await old_tab.context.new_page()
+    await new_tab.goto(f"{base}/account")
+    await new_tab.get_by_role("button", name="Sign out").click()
+    await sign_in(new_tab, base, "owner")
+    await expect(new_tab.get_by_text("Signed in as")).to_contain_text("owner")
+
+    await old_tab.get_by_role("button", name="Sign out").click()
+    await expect(old_tab.get_by_role("heading")).to_have_text("Page out of date")
+    await expect(old_tab.locator("p").first).to_have_text(
+        "This page was opened before you last signed in, so nothing was done. Open it again and retry."
+    )
+    await browser_pages.shot(old_tab, "out-of-date")
+    await old_tab.get_by_role("link", name="Open it again").click()
+    await old_tab.get_by_role("button", name="Sign out").click()
+    await expect(old_tab.locator(".notice")).to_have_text("You are signed out.")

@@ -18,8 +18,6 @@ from memvault_gateway.web import HOME, client_address, safe_next
 log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
-# A post whose Origin or Sec-Fetch-Site says another site sent it (sessions.same_origin).
-CROSS_SITE = "This form was not sent from this site; open the page on this site and submit it from there."
 SIGNED_OUT = "signed-out"
 """Query parameter of the sign-in page after signing out: it then says so."""
 
@@ -65,7 +63,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     form = await request.form()
     next_path = safe_next(str(form.get("next") or ""))
     if not sessions.same_origin(gw, request):
-        return await _login_page(gw, request, next_path, CROSS_SITE, 403)
+        return await _login_page(gw, request, next_path, sessions.CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
         return await _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
     if not gw.settings.login.local_accounts:
@@ -106,7 +104,7 @@ async def logout(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     session = await sessions.current_session(gw, request)
     response = RedirectResponse(f"/login?{SIGNED_OUT}", status_code=303)
     if session is not None and not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "This form was not sent from this site.", 403)
+        return sessions.form_refused(gw, request, page=HOME)
     await sessions.end_session(gw, request, response)
     return response
 
@@ -135,7 +133,7 @@ async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) ->
         )
     csrf = str(form.get("csrf_token") or "")
     if not sessions.same_origin(gw, request):
-        return pages.message("Request refused", CROSS_SITE, 403)
+        return pages.message("Request refused", sessions.CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, csrf):
         return pages.message("Request refused", "The form expired; open the setup link again.", 403)
     password = str(form.get("password") or "")

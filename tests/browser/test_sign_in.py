@@ -77,7 +77,7 @@ async def test_sign_in_with_an_unknown_user_says_the_same_as_a_wrong_password(
     oauth_stack: OAuthStack, browser_pages: PageShots
 ) -> None:
     stack = await oauth_stack()
-    page = await browser_pages.new()
+    page = await browser_pages.new(phone=True)
     await sign_in(page, stack.gateway_url, "nobody")
     await expect(page.locator(".error")).to_have_text("Wrong user name or password.")
     assert page.url == f"{stack.gateway_url}/login"

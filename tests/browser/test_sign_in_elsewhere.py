@@ -217,6 +217,27 @@ async def test_forward_auth_signs_in_through_the_trusted_proxy_only(
         await expect(page.get_by_role("button", name="Sign out")).to_have_count(0)
         await expect(page.locator("body")).to_contain_text("sign out there to sign out of memvault")
 
+        # Forms work through the proxy (its URL is the public URL): revoke a script's token.
+        vault = (await (await page.request.get(f"{proxy.url}/api/v1/vaults")).json())["vaults"][0]["name"]
+        created = await page.request.post(
+            f"{proxy.url}/api/v1/service-tokens",
+            data={"name": "backup script", "scopes": ["read"], "vaults": [vault]},
+            headers={"X-CSRF-Token": me["csrf_token"]},
+        )
+        assert created.status == 201, await created.text()
+        await page.reload()
+        await expect(page.get_by_role("cell", name="backup script")).to_be_visible()
+        await page.get_by_role("button", name="Revoke").click()
+        await expect(page.get_by_text("No app has access yet.")).to_be_visible()
+        assert page.url == f"{proxy.url}/account"
+
+        # The sign-in page has nothing to ask; someone else signing in at the proxy is someone else here.
+        await page.goto(f"{proxy.url}/login")
+        assert page.url == f"{proxy.url}/account"
+        proxy.user, proxy.display_name = unique("erin"), "Erin"
+        await page.reload()
+        await expect(page.get_by_text("Signed in as")).to_contain_text("Erin")
+
         # The same headers sent straight to the gateway, not by the trusted proxy, sign nobody in.
         direct = await browser_pages.new(extra_http_headers={"Remote-User": name, "Remote-Name": "Dave"})
         await direct.goto(f"{stack.gateway_url}/account")

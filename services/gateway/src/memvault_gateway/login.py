@@ -40,6 +40,7 @@ def _login_page(gw: Gateway, request: Request, next_path: str, error: str = "", 
         error=error,
         local_accounts=gw.settings.login.local_accounts,
         oidc_label=oidc.button_label if oidc.enabled else "",
+        email_sign_in=gw.settings.smtp.enabled,
         status=status,
     )
     sessions.keep_login_csrf(gw, response, token)

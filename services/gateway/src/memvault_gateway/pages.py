@@ -19,7 +19,7 @@ from memvault_core.identity import SCOPES
 _STYLE = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
 h1{font-size:1.4rem}fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0}
-label{display:block;margin:.3rem 0}input[type=text],input[type=password]{width:100%;padding:.4rem;box-sizing:border-box}
+label{display:block;margin:.3rem 0}input[type=text],input[type=password],input[type=email]{width:100%;padding:.4rem;box-sizing:border-box}
 button{padding:.5rem 1.2rem;margin:.5rem .5rem 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
 button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.muted{color:#666;font-size:.9rem}
 code{background:#f3f3f3;padding:0 .2rem}h2{font-size:1.1rem;margin-top:2rem}
@@ -76,6 +76,7 @@ def login(
     error: str = "",
     local_accounts: bool = True,
     oidc_label: str = "",
+    email_sign_in: bool = False,
     status: int = 200,
 ) -> HTMLResponse:
     parts = []
@@ -95,7 +96,19 @@ def login(
             + _hidden({"next": next_path, "csrf_token": csrf})
             + f"<button type=submit>{escape(oidc_label)}</button></form>"
         )
-    if not parts or (not local_accounts and not oidc_label):
+    if email_sign_in:
+        parts.append(
+            (
+                "<p class=muted>Or have a one-time sign-in link mailed to you:</p>"
+                if local_accounts or oidc_label
+                else ""
+            )
+            + "<form method=post action='/login/email'>"
+            + _hidden({"next": next_path, "csrf_token": csrf})
+            + "<label>Email <input type=email name=email autocomplete=email maxlength=254 required></label>"
+            "<button type=submit>Email me a sign-in link</button></form>"
+        )
+    if not parts or (not local_accounts and not oidc_label and not email_sign_in):
         parts.append("<p>No sign-in method is enabled on this gateway; ask its operator.</p>")
     return page("Sign in to memvault", "".join(parts), status)
 

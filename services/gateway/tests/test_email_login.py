@@ -328,6 +328,25 @@ async def test_operators_and_administrators_set_the_address(start_gateway: Start
     bad = await browser.api("POST", "/api/v1/accounts", json={"username": unique("kid"), "email": "nope"})
     assert bad.status_code == 400 and "not an email address" in bad.text
 
+    kid_name = made.json()["username"]
+    changed = await browser.api("PUT", f"/api/v1/accounts/{kid_name}/email", json={"email": "New.Kid@example.test"})
+    assert changed.status_code == 200 and changed.json()["email"] == "new.kid@example.test"
+    taken = await browser.api("PUT", f"/api/v1/accounts/{kid_name}/email", json={"email": address})
+    assert taken.status_code == 400 and "another account" in taken.text
+    cleared = await browser.api("PUT", f"/api/v1/accounts/{kid_name}/email", json={"email": ""})
+    assert cleared.status_code == 200 and cleared.json()["email"] is None
+    async with gateway.store() as store:
+        assert await store.user_by_email("new.kid@example.test") is None
+    missing = await browser.api("PUT", f"/api/v1/accounts/{unique('nobody')}/email", json={"email": "a@example.test"})
+    assert missing.status_code == 404
+
+    # Not an administrator: refused.
+    plain, _ = await gateway.create_user()
+    someone = Browser(gateway, address="127.0.0.5")
+    assert (await someone.sign_in(plain)).status_code == 303
+    refused = await someone.api("PUT", f"/api/v1/accounts/{plain}/email", json={"email": "me@example.test"})
+    assert refused.status_code == 403
+
 
 @pytest.mark.unit
 def test_smtp_settings_say_what_is_missing() -> None:

@@ -334,3 +334,24 @@ async def new_setup_link(username: str, session: SessionDep, gw: GatewayDep) -> 
     link = await people.new_setup_link(gw, user)
     await _audit(gw, session.user.subject, "account.setup_link", user.subject, {})
     return JSONResponse({"username": user.username, "setup_url": link}, headers={"Cache-Control": "no-store"})
+
+
+class EmailRequest(BaseModel):
+    email: str = Field(max_length=people.MAX_EMAIL_CHARS)
+    """The address; empty removes it (no email sign-in for that account)."""
+
+
+@router.put("/accounts/{username}/email")
+async def set_account_email(username: str, body: EmailRequest, session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
+    """Set where a local account's email sign-in links go; whoever reads that mailbox can sign in as them."""
+    _require_admin(session)
+    user = await gw.store.user_by_username(username.strip().lower())
+    if user is None:
+        raise NotFound(f"no local account {username[:64]!r}")
+    email = people.normalized_email(body.email) if body.email.strip() else None
+    if body.email.strip() and email is None:
+        raise InvalidArgument(f"email is {people.EMAIL_PROBLEM}", field="email")
+    if not await gw.store.set_email(user.id, email):
+        raise InvalidArgument("another account already has that email address", field="email")
+    await _audit(gw, session.user.subject, "account.email", user.subject, {"set": str(email is not None).lower()})
+    return {"username": user.username, "email": email}

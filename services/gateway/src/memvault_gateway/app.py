@@ -97,6 +97,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
             purger = asyncio.create_task(purge_periodically(store))
             yield
             purger.cancel()
+            await email_login.settled()  # sign-in links already asked for still go out
         finally:
             await upstream.aclose()
             await outbound.aclose()

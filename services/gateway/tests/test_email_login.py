@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from memvault_devstack.mailbox import Mailbox, Received
 from memvault_gateway import credentials, email_login
-from memvault_gateway.__main__ import EmailTaken, set_email, setup_link
+from memvault_gateway.__main__ import EmailTaken, main, set_email, setup_link
 from memvault_gateway.settings import MigrateSettings, SmtpGroup
 from memvault_gateway.throttle import RULES
 
@@ -346,6 +346,18 @@ async def test_operators_and_administrators_set_the_address(start_gateway: Start
     assert (await someone.sign_in(plain)).status_code == 303
     refused = await someone.api("PUT", f"/api/v1/accounts/{plain}/email", json={"email": "me@example.test"})
     assert refused.status_code == 403
+
+
+@pytest.mark.unit
+def test_the_commands_refuse_what_is_not_an_address(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["set-email", "--email", "not an address"], ["setup-link", "--email", "me@"]):
+        with pytest.raises(SystemExit) as stopped:
+            main(argv)
+        assert stopped.value.code == 2
+        assert "is not an email address" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["set-email"])  # --email or --clear is required
+    assert "one of the arguments --email --clear is required" in capsys.readouterr().err
 
 
 @pytest.mark.unit

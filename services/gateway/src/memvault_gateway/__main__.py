@@ -167,8 +167,11 @@ def main(argv: list[str] | None = None) -> None:
             print("memvault-gateway: another account already has that address", file=sys.stderr)
             raise SystemExit(1) from None
         if url is None:
+            only_email = (
+                f", or set-email --username {args.username} --email ... for the address only" if args.email else ""
+            )
             print(
-                f"memvault-gateway: '{args.username}' already has a password; pass --force for a reset link",
+                f"memvault-gateway: '{args.username}' already has a password; pass --force for a reset link{only_email}",
                 file=sys.stderr,
             )
             raise SystemExit(1)

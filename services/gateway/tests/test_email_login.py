@@ -370,6 +370,8 @@ def test_smtp_settings_say_what_is_missing() -> None:
         SmtpGroup(host="smtp.example.lan")
     with pytest.raises(ValidationError, match="must be an email address"):
         SmtpGroup(host="smtp.example.lan", from_address="memvault")
+    with pytest.raises(ValidationError, match="must be an email address"):
+        SmtpGroup(host="smtp.example.lan", from_address="m@example.lan\r\nBcc: everyone@example.org")
     with pytest.raises(ValidationError, match="both MEMVAULT_SMTP__USERNAME and MEMVAULT_SMTP__PASSWORD"):
         SmtpGroup(host="smtp.example.lan", from_address="m@example.lan", username="u")
     with pytest.raises(ValidationError, match="clear text"):

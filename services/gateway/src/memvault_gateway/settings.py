@@ -197,7 +197,7 @@ class SmtpGroup(BaseModel):
     @classmethod
     def _address(cls, value: str) -> str:
         value = value.strip()
-        if value and "@" not in parseaddr(value)[1]:
+        if "\r" in value or "\n" in value or (value and "@" not in parseaddr(value)[1]):
             raise ValueError("must be an email address, e.g. memvault@example.lan or 'memvault <memvault@example.lan>'")
         return value
 

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
-from browser_helpers import OAuthStack, setup_link
+from browser_helpers import OAuthStack, choose_password, setup_link
 from playwright.async_api import expect
 
 from memvault_devstack.browser import PageShots
@@ -167,3 +167,36 @@ async def test_signing_in_by_email_from_the_consent_page_returns_to_it(
     assert page.url.startswith(app_callback + "?")
     answer = parse_qs(urlsplit(page.url).query)
     assert answer["state"] == ["mail-state"] and answer["code"][0].startswith("mvc_")
+
+
+async def test_the_owner_adds_their_address_on_the_account_page_by_confirming_it(
+    oauth_stack: OAuthStack, browser_pages: PageShots, mailbox: Mailbox
+) -> None:
+    stack = await oauth_stack(**smtp_env(mailbox))
+    link = await asyncio.to_thread(setup_link, stack)
+    page = await browser_pages.new()
+    await choose_password(page, link)
+    await expect(page.locator("body")).to_contain_text("No address yet")
+    await page.get_by_label("New address").fill(ADDRESS)
+    await browser_pages.shot(page, "account-with-email-section")
+    await page.get_by_role("button", name="Send a confirmation link").click()
+    await expect(page.get_by_role("heading")).to_have_text("Confirm your address")
+
+    confirmation = mailbox.link_in(await mailbox.wait_for(ADDRESS), "/account/email/")
+    await page.goto(confirmation)
+    await expect(page.locator("body")).to_contain_text(f"to {ADDRESS}?")
+    await browser_pages.shot(page, "confirm-address")
+    await page.get_by_role("button", name="Confirm").click()
+    await expect(page.locator("body")).to_contain_text(f"Sign-in links now go to {ADDRESS}")
+    await page.goto(f"{stack.gateway_url}/account")
+    await expect(page.locator("body")).to_contain_text(f"Sign-in links go to {ADDRESS}")
+    await browser_pages.shot(page, "account-with-address")
+
+    # Signed out, the owner now signs in with a link to that address.
+    await page.get_by_role("button", name="Sign out").click()
+    await page.get_by_label("Email").fill(ADDRESS)
+    await page.get_by_role("button", name="Email me a sign-in link").click()
+    await expect(page.get_by_role("heading")).to_have_text("Check your email")
+    await page.goto(mailbox.link_in(await mailbox.wait_for(ADDRESS, count=2), "/login/email/"))
+    await page.get_by_role("button", name="Sign in", exact=True).click()
+    await expect(page.get_by_text("Signed in as")).to_contain_text("owner")

@@ -398,3 +398,105 @@ def test_the_email_migration_rolls_back_and_applies_again(postgres_dsn: str) -> 
         assert psql(dsn, has_email).strip() == "1"
     finally:
         drop_database(server, name)
+
+
+async def signed_in_on_account(gateway: RunningGateway, address: str = "127.0.0.1") -> tuple[Browser, str, str]:
+    """(browser signed in, username, the /account page's CSRF token)."""
+    username, _ = await gateway.create_user()
+    browser = Browser(gateway, address=address)
+    assert (await browser.sign_in(username)).status_code == 303
+    page = await browser.http.get("/account")
+    assert page.status_code == 200
+    return browser, username, csrf_of(page.text)
+
+
+async def test_a_person_sets_their_own_address_only_by_confirming_it_from_that_mailbox(
+    start_gateway: StartGateway, mailbox: Mailbox
+) -> None:
+    gateway = await start_gateway(smtp=smtp_for(mailbox))
+    browser, username, csrf = await signed_in_on_account(gateway)
+    page = await browser.http.get("/account")
+    assert "No address yet" in page.text and "Send a confirmation link" in page.text
+    address = f"{username}.new@example.test"
+
+    asked = await browser.http.post("/account/email", data={"email": address.upper(), "csrf_token": csrf})
+    assert asked.status_code == 200 and "A link to confirm" in asked.text
+    received = await mailbox.wait_for(address)
+    assert received.message["Subject"] == "Confirm your memvault address"
+    link = mailbox.link_in(received, "/account/email/").removeprefix(gateway.url)
+    async with gateway.store() as store:
+        assert await store.user_by_email(address) is None  # not until it is confirmed
+
+    # The confirmation link signs nobody in, and a sign-in link confirms nothing.
+    token = link.rsplit("/", 1)[1]
+    assert (await browser.http.get(f"/login/email/{token}")).status_code == 404
+
+    # Opened elsewhere (the phone that reads the mail): it names the account and the address, and asks.
+    phone = Browser(gateway, address="127.0.0.7")
+    shown = await phone.http.get(link)
+    assert shown.status_code == 200 and username in shown.text and address in shown.text
+    done = await phone.http.post(link, data={"csrf_token": csrf_of(shown.text)})
+    assert done.status_code == 200 and f"Sign-in links now go to {address}" in done.text
+    assert (await phone.http.get("/api/v1/me")).status_code == 401  # confirming is not signing in
+    assert (await phone.http.post(link, data={"csrf_token": csrf_of(shown.text)})).status_code == 404  # spent
+    assert (await browser.http.get("/api/v1/me")).json()["email"] == address
+    assert f"Sign-in links go to <strong>{address}</strong>" in (await browser.http.get("/account")).text
+
+    # That address now signs in by email; then the person removes it.
+    other = Browser(gateway, address="127.0.0.8")
+    assert (await ask_for_link(other, address)).status_code == 200
+    sign_in, _ = await link_for(mailbox, gateway, address, count=2)
+    assert (await browser.http.get(sign_in.replace("/login/email/", "/account/email/"))).status_code == 404
+    assert (await use_link(other, sign_in)).status_code == 303
+    removed = await browser.http.post("/account/email", data={"email": "", "csrf_token": csrf})
+    assert removed.status_code == 303
+    assert (await browser.http.get("/api/v1/me")).json()["email"] is None
+    actions = [e["action"] for e in (await browser.api("GET", "/api/v1/audit", params={"limit": 50})).json()["entries"]]
+    assert actions.count("account.email") == 2
+
+
+async def test_asking_for_another_accounts_address_mails_nothing_and_says_nothing(
+    start_gateway: StartGateway, mailbox: Mailbox
+) -> None:
+    gateway = await start_gateway(smtp=smtp_for(mailbox))
+    _, taken = await owner_with_email(gateway)
+    browser, username, csrf = await signed_in_on_account(gateway)
+    free = f"{username}@example.test"
+    for_taken = await browser.http.post("/account/email", data={"email": taken, "csrf_token": csrf})
+    for_free = await browser.http.post("/account/email", data={"email": free, "csrf_token": csrf})
+    assert for_taken.status_code == for_free.status_code == 200
+    assert for_taken.text.replace(taken, "X") == for_free.text.replace(free, "X")
+    await email_login.settled()
+    assert mailbox.to(taken) == [] and len(mailbox.to(free)) == 1
+
+    # Another account takes the free address before the link is used: nothing changes, the link keeps.
+    link = mailbox.link_in(mailbox.to(free)[0], "/account/email/").removeprefix(gateway.url)
+    async with gateway.store() as store:
+        someone = await store.user_by_username((await gateway.create_user())[0])
+        assert someone is not None and await store.set_email(someone.id, free)
+    shown = await browser.http.get(link)
+    late = await browser.http.post(link, data={"csrf_token": csrf_of(shown.text)})
+    assert late.status_code == 409 and "nothing changed" in late.text
+    assert (await browser.http.get("/api/v1/me")).json()["email"] is None
+
+
+async def test_the_address_form_needs_a_session_its_token_and_email_sign_in(
+    start_gateway: StartGateway, mailbox: Mailbox
+) -> None:
+    gateway = await start_gateway(smtp=smtp_for(mailbox))
+    browser, username, csrf = await signed_in_on_account(gateway)
+    forged = await browser.http.post("/account/email", data={"email": f"{username}@example.test", "csrf_token": "x"})
+    assert forged.status_code == 403
+    bad = await browser.http.post("/account/email", data={"email": "not an address", "csrf_token": csrf})
+    assert bad.status_code == 400 and "not an email address" in bad.text
+    async with gateway.http() as stranger:
+        signed_out = await stranger.post("/account/email", data={"email": "a@example.test", "csrf_token": csrf})
+    assert signed_out.status_code == 303 and signed_out.headers["location"].startswith("/login")
+    await email_login.settled()
+    assert mailbox.received == []
+
+    off = await start_gateway()
+    browser, _, csrf = await signed_in_on_account(off, address="127.0.0.9")
+    assert "Email sign-in" not in (await browser.http.get("/account")).text
+    refused = await browser.http.post("/account/email", data={"email": "a@example.test", "csrf_token": csrf})
+    assert refused.status_code == 404 and "turned off" in refused.text

@@ -19,7 +19,7 @@ from memvault_gateway import credentials
 from memvault_gateway.app import create_app
 from memvault_gateway.people import EMAIL_PROBLEM, USERNAME, normalized_email
 from memvault_gateway.settings import MigrateSettings, Settings
-from memvault_gateway.store import NewerDatabaseError, Store, apply_migrations
+from memvault_gateway.store import EmailTaken, NewerDatabaseError, Store, apply_migrations
 
 log = logging.getLogger("memvault_gateway")
 
@@ -59,10 +59,6 @@ async def serve(settings: Settings) -> None:
     )
     log.info("serving", extra={"public_url": settings.gateway.public_url, "dev_mode": settings.gateway.dev_mode})
     await uvicorn.Server(config).serve()
-
-
-class EmailTaken(Exception):
-    """Another account already has this sign-in address."""
 
 
 async def setup_link(settings: MigrateSettings, username: str, force: bool, email: str | None = None) -> str | None:

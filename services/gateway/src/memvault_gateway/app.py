@@ -20,6 +20,7 @@ from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_gateway import (
     account,
+    account_email,
     api,
     api_memories,
     authorize,
@@ -173,6 +174,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         login.router,
         email_login.router,
         account.router,
+        account_email.router,
         oidc.router,
         api.router,
         api_memories.router,

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from html import escape
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
@@ -47,6 +49,13 @@ _sending: set[asyncio.Task[None]] = set()
 
 def _turned_off() -> Response:
     return pages.message("Email sign-in is off", TURNED_OFF, 404)
+
+
+def send_later(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` (it catches and logs its own failures) after the answer has gone."""
+    task = asyncio.create_task(work)
+    _sending.add(task)
+    task.add_done_callback(_sending.discard)
 
 
 async def settled() -> None:
@@ -112,9 +121,7 @@ async def ask_for_link(request: Request, gw: Gateway = Depends(gateway)) -> Resp
             log.warning("sign-in link refused", extra={"reason": f"too many links asked for {whose}"})
             error = f"Too many sign-in links were asked for {whose}; try again in {wait // 60 + 1} minutes."
             return _login_page(gw, request, next_path, error, 429)
-    task = asyncio.create_task(_mail_link_safely(gw, address, next_path))
-    _sending.add(task)
-    task.add_done_callback(_sending.discard)
+    send_later(_mail_link_safely(gw, address, next_path))
     return pages.message("Check your email", SENT)
 
 
@@ -134,9 +141,10 @@ async def open_link(token: str, request: Request, gw: Gateway = Depends(gateway)
     """Who the link signs in, and the button that does it (a GET spends nothing)."""
     if not gw.settings.smtp.enabled:
         return _turned_off()
-    user = await gw.store.email_link_user(credentials.token_hash(token)) if len(token) < 200 else None
-    if user is None:
+    found = await gw.store.email_link_user(credentials.token_hash(token)) if len(token) < 200 else None
+    if found is None:
         return pages.message("Link not valid", NOT_VALID, 404)
+    user = found[0]
     csrf = sessions.login_csrf(gw, request)
     response = _confirm_page(user.display_name or user.username or user.subject, token, csrf)
     sessions.keep_login_csrf(gw, response, csrf)

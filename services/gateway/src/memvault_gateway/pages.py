@@ -190,8 +190,12 @@ class GrantRow:
     last_used: str
 
 
-def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) -> HTMLResponse:
-    """The signed-in owner's page: where agents connect, what has access, revoke, sign out."""
+def account(
+    *, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str, email_section: str = ""
+) -> HTMLResponse:
+    """The signed-in owner's page: where agents connect, what has access, revoke, sign out.
+
+    `email_section` is account_email.section's HTML (values escaped there), empty when email sign-in is off."""
     rows = "".join(
         f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
         f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
@@ -211,7 +215,8 @@ def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) 
         f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
         f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
         f"<h2>Apps with access</h2>{table}"
-        "<form method=post action='/logout'>"
+        + email_section
+        + "<form method=post action='/logout'>"
         + _hidden({"csrf_token": csrf})
         + "<button type=submit>Sign out</button></form>"
     )

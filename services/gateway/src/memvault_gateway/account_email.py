@@ -26,8 +26,9 @@ log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
 
-ACCOUNT_PATH = "/account"
+ACCOUNT_PATH = "/account"  # account.ACCOUNT_PATH; account.py imports this module, so not from there
 PATH = ACCOUNT_PATH + "/email"
+TURNED_OFF = "Email sign-in is turned off here (MEMVAULT_SMTP__HOST is not set), so there is no address to set."
 NOT_VALID = "This confirmation link was used already or has expired; ask for a new one on your account page."
 
 
@@ -91,7 +92,7 @@ async def change(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
         return pages.message("Request refused", CROSS_SITE, 403)
     if not gw.settings.smtp.enabled:
-        return pages.message("Email sign-in is off", email_login.TURNED_OFF, 404)
+        return pages.message("Email sign-in is off", TURNED_OFF, 404)
     typed = str(form.get("email") or "").strip()
     if not typed:
         await gw.store.set_email(session.user.id, None)
@@ -121,7 +122,7 @@ async def change(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
 async def open_confirmation(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Which address for whom, and the button that confirms it (a GET changes nothing)."""
     if not gw.settings.smtp.enabled:
-        return pages.message("Email sign-in is off", email_login.TURNED_OFF, 404)
+        return pages.message("Email sign-in is off", TURNED_OFF, 404)
     found = await gw.store.email_link_user(credentials.token_hash(token), "confirm") if len(token) < 200 else None
     user, address = found if found is not None else (None, None)
     if user is None or address is None:
@@ -142,7 +143,7 @@ async def open_confirmation(token: str, request: Request, gw: Gateway = Depends(
 async def confirm(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Spend the link and make its address the account's."""
     if not gw.settings.smtp.enabled:
-        return pages.message("Email sign-in is off", email_login.TURNED_OFF, 404)
+        return pages.message("Email sign-in is off", TURNED_OFF, 404)
     form = await request.form()
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
         return pages.message("Request refused", "The form expired or came from another site; open the link again.", 403)

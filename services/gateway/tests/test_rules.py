@@ -165,6 +165,9 @@ def test_metadata_documents_may_be_fetched_from_public_addresses(address: str) -
 
 def test_traced_urls_lose_credentials() -> None:
     assert tracing.redact("/setup/mvsetup_abc123") == "/setup/REDACTED"
+    assert tracing.redact("http://h/login/email/mvmail_abc123") == "http://h/login/email/REDACTED"
+    assert tracing.redact("/account/email/mvmail_abc123?x=1") == "/account/email/REDACTED?x=REDACTED"
+    assert tracing.redact("/account/email") == "/account/email"
     assert tracing.redact("http://h/mcp?access_token=mva_x&x=1") == "http://h/mcp?access_token=REDACTED&x=REDACTED"
     assert tracing.redact_query("code=abc&state=s1&iss=http://h") == "code=REDACTED&state=REDACTED&iss=http://h"
     assert tracing.redact("/authorize?client_id=c&scope=read&code_challenge=x") == (

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memvault_core.errors import MemvaultError
-from memvault_gateway import pages, sessions
+from memvault_gateway import account_email, pages, sessions
 from memvault_gateway.context import Gateway, gateway
 
 log = logging.getLogger("memvault_gateway")
@@ -51,6 +51,11 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
         ],
         csrf=session.csrf_token,
         signed_in_by_proxy=sessions.signed_in_by_proxy(gw, request),
+        email_section=(
+            account_email.section(session.csrf_token, await gw.store.email_of(user.id))
+            if gw.settings.smtp.enabled
+            else ""
+        ),
     )
 
 

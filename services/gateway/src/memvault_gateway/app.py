@@ -20,12 +20,14 @@ from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_gateway import (
     account,
+    account_email,
     api,
     api_memories,
     authorize,
     body_limit,
     clients,
     discovery,
+    email_login,
     login,
     mcp_route,
     oidc,
@@ -96,6 +98,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
             purger = asyncio.create_task(purge_periodically(store))
             yield
             purger.cancel()
+            await email_login.settled()  # sign-in links already asked for still go out
         finally:
             await upstream.aclose()
             await outbound.aclose()
@@ -169,7 +172,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         authorize.router,
         token_endpoint.router,
         login.router,
+        email_login.router,
         account.router,
+        account_email.router,
         oidc.router,
         api.router,
         api_memories.router,

@@ -43,6 +43,7 @@ async def _login_page(
         local_accounts=gw.settings.login.local_accounts,
         oidc_label=settings.button_label if settings.enabled else "",
         form_action=await oidc.sign_in_form_targets(gw),
+        email_sign_in=gw.settings.smtp.enabled,
         status=status,
     )
     sessions.keep_login_csrf(gw, response, token)

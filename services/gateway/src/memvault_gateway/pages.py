@@ -19,7 +19,7 @@ from memvault_core.identity import SCOPES
 _STYLE = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
 h1{font-size:1.4rem}fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0}
-label{display:block;margin:.3rem 0}input[type=text],input[type=password]{width:100%;padding:.4rem;box-sizing:border-box}
+label{display:block;margin:.3rem 0}input[type=text],input[type=password],input[type=email]{width:100%;padding:.4rem;box-sizing:border-box}
 button{padding:.5rem 1.2rem;margin:.5rem .5rem 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
 button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.notice{color:#1b6e2e}.muted{color:#666;font-size:.9rem}
 code{background:#f3f3f3;padding:0 .2rem}h2{font-size:1.1rem;margin-top:2rem}
@@ -81,6 +81,7 @@ def login(
     local_accounts: bool = True,
     oidc_label: str = "",
     form_action: Iterable[str] = (),
+    email_sign_in: bool = False,
     status: int = 200,
 ) -> HTMLResponse:
     """The sign-in page; `username` refills the form after a failed attempt.
@@ -109,7 +110,19 @@ def login(
             + _hidden({"next": next_path, "csrf_token": csrf})
             + f"<button type=submit>{escape(oidc_label)}</button></form>"
         )
-    if not parts or (not local_accounts and not oidc_label):
+    if email_sign_in:
+        parts.append(
+            (
+                "<p class=muted>Or have a one-time sign-in link mailed to you:</p>"
+                if local_accounts or oidc_label
+                else ""
+            )
+            + "<form method=post action='/login/email'>"
+            + _hidden({"next": next_path, "csrf_token": csrf})
+            + "<label>Email <input type=email name=email autocomplete=email maxlength=254 required></label>"
+            "<button type=submit>Email me a sign-in link</button></form>"
+        )
+    if not parts or (not local_accounts and not oidc_label and not email_sign_in):
         parts.append("<p>No sign-in method is enabled on this gateway; ask its operator.</p>")
     return page("Sign in to memvault", "".join(parts), status, form_action=form_action)
 
@@ -192,12 +205,19 @@ class GrantRow:
 
 
 def account(
-    *, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str, signed_in_by_proxy: bool = False
+    *,
+    user_name: str,
+    mcp_url: str,
+    grants: list[GrantRow],
+    csrf: str,
+    signed_in_by_proxy: bool = False,
+    email_section: str = "",
 ) -> HTMLResponse:
     """The signed-in owner's page: where agents connect, what has access, revoke, sign out.
 
     `signed_in_by_proxy`: a forward-auth proxy signs this person in on every request, so a sign-out
-    button here would seem to do nothing; the page says where to sign out instead."""
+    button here would seem to do nothing; the page says where to sign out instead.
+    `email_section` is account_email.section's HTML (values escaped there), empty when email sign-in is off."""
     rows = "".join(
         f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
         f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
@@ -217,6 +237,7 @@ def account(
         f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
         f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
         f"<h2>Apps with access</h2>{table}"
+        + email_section
         + (
             "<p class=muted>The sign-in service in front of memvault signed you in;"
             " sign out there to sign out of memvault.</p>"

@@ -12,6 +12,8 @@ import re
 import secrets
 from datetime import timedelta
 
+from email_validator import EmailNotValidError, validate_email
+
 from memvault_core.errors import Conflict
 from memvault_gateway import credentials
 from memvault_gateway.context import Gateway
@@ -28,6 +30,25 @@ def username_problem(username: str) -> str | None:
     if not USERNAME.match(username):
         return "a user name is 1 to 63 lower-case letters, digits, dots, dashes or underscores"
     return None
+
+
+MAX_EMAIL_CHARS = 254  # RFC 5321's limit on a forward path
+
+
+def normalized_email(text: str) -> str | None:
+    """An email address as stored and looked up (lower-cased), or None when `text` is not one."""
+    text = text.strip()
+    if not text or len(text) > MAX_EMAIL_CHARS:
+        return None
+    try:
+        # No DNS lookups; `.test` addresses are accepted (the tests' own, and never deliverable elsewhere).
+        checked = validate_email(text, check_deliverability=False, test_environment=True)
+    except EmailNotValidError:
+        return None
+    return checked.normalized.lower()
+
+
+EMAIL_PROBLEM = "not an email address; write it as name@example.org"
 
 
 def _vault_slug(text: str) -> str:

@@ -121,10 +121,10 @@ def oauth_stack(fresh_stack: StackStarter, **gateway_env: str) -> Stack:
     )
 
 
-async def signed_in_owner(stack: Stack) -> OwnerBrowser:
+async def signed_in_owner(stack: Stack, username: str = "owner") -> OwnerBrowser:
     """The owner, signed up through a setup link, in a browser that keeps the session."""
     link = subprocess.run(  # noqa: ASYNC221 (a one-off CLI call before any client runs)
-        [sys.executable, "-m", "memvault_gateway", "setup-link", "--username", "owner"],
+        [sys.executable, "-m", "memvault_gateway", "setup-link", "--username", username],
         env={**os.environ, **stack.env_for("gateway")},
         capture_output=True,
         text=True,
@@ -272,11 +272,14 @@ def stdio_bridge(url: str, *extra: str, env: dict[str, str] | None = None) -> St
 
 async def test_stdio_bridge_with_a_service_token_remembers_and_recalls(fresh_stack: StackStarter) -> None:
     stack = await asyncio.to_thread(oauth_stack, fresh_stack)
-    browser = await signed_in_owner(stack)
+    browser = await signed_in_owner(stack, "ana.souza")
+    connect = (await browser.http.get("/connect")).text
+    assert "memvault is ana.souza's long-term memory" in connect  # the owner's display name
     me = (await browser.http.get("/api/v1/me")).json()
+    (vault,) = [v["name"] for v in (await browser.http.get("/api/v1/vaults")).json()["vaults"]]
     created = await browser.http.post(
         "/api/v1/service-tokens",
-        json={"name": "stdio app", "scopes": ["read", "write"], "vaults": ["default"]},
+        json={"name": "stdio app", "scopes": ["read", "write"], "vaults": [vault]},
         headers={"X-CSRF-Token": me["csrf_token"]},
     )
     assert created.status_code == 201, created.text
@@ -284,13 +287,16 @@ async def test_stdio_bridge_with_a_service_token_remembers_and_recalls(fresh_sta
     async with Client(stdio_bridge(stack.mcp_url, "--token-env", "MEMVAULT_TOKEN", env=env), mode="legacy") as client:
         assert "get_operating_guide" in {t.name for t in (await client.list_tools()).tools}
         assert "get_operating_guide" in (client.instructions or "")
+        guide = (await structured(client, "get_operating_guide"))["guide"]
+        assert "This vault is ana.souza's long-term memory" in guide
+        assert "read `/connect` on the memvault server" in guide
         stored = await structured(client, "remember", content="The stdio bridge user keeps notes in Obsidian.")
         assert stored["outcome"] == "stored"
         found = await structured(client, "recall", query="where are notes kept")
         assert found["results"][0]["id"] == stored["id"]
         refused = await client.call_tool("recall", {"query": "x", "vault": "not-granted"})
         assert refused.is_error  # the gateway's answer, passed through
-    source = (await browser.http.get(f"/api/v1/vaults/default/memories/{stored['id']}")).json()
+    source = (await browser.http.get(f"/api/v1/vaults/{vault}/memories/{stored['id']}")).json()
     assert "stdio app" in str(source)
     await browser.http.aclose()
 

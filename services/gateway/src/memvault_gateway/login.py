@@ -18,6 +18,8 @@ from memvault_gateway.web import client_address
 log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
+# A post whose Origin or Sec-Fetch-Site says another site sent it (sessions.same_origin).
+CROSS_SITE = "This form was not sent from this site; open the page on this site and submit it from there."
 
 HOME = "/account"
 
@@ -56,6 +58,8 @@ async def login_form(request: Request, gw: Gateway = Depends(gateway)) -> Respon
 async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     form = await request.form()
     next_path = safe_next(str(form.get("next") or ""))
+    if not sessions.same_origin(gw, request):
+        return _login_page(gw, request, next_path, CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
         return _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
     if not gw.settings.login.local_accounts:
@@ -123,6 +127,8 @@ async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) ->
             "Link not valid", "This setup link was used already or has expired; ask for a new one.", 404
         )
     csrf = str(form.get("csrf_token") or "")
+    if not sessions.same_origin(gw, request):
+        return pages.message("Request refused", CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, csrf):
         return pages.message("Request refused", "The form expired; open the setup link again.", 403)
     password = str(form.get("password") or "")

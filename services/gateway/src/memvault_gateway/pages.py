@@ -1,7 +1,9 @@
 """The few HTML pages the gateway itself serves: sign-in, first-time setup, consent, messages.
 
-Every value is escaped; every page forbids framing, scripts and referrers (a setup link's token
-must not leak through a Referer header).
+Every value is escaped; every page forbids framing and scripts. The referrer policy is
+`same-origin`: a setup link's token never leaves in a Referer header for another site, while our
+own form posts carry their real Origin (under `no-referrer` browsers send `Origin: null`, which the
+CSRF check must refuse, so no form could be submitted).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = 
         headers={
             "Content-Security-Policy": csp,
             "X-Frame-Options": "DENY",
-            "Referrer-Policy": "no-referrer",
+            "Referrer-Policy": "same-origin",
             "Cache-Control": "no-store",
             "X-Content-Type-Options": "nosniff",
         },

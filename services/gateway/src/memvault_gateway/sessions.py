@@ -134,10 +134,24 @@ async def current_session(gw: Gateway, request: Request) -> Session | None:
     return session
 
 
-def csrf_ok(gw: Gateway, request: Request, session: Session, provided: str | None) -> bool:
-    """The request carries this session's CSRF token, and any Origin header is our own."""
+def same_origin(gw: Gateway, request: Request) -> bool:
+    """Nothing in the request says it came from another site.
+
+    Browsers send the page's Origin on a same-origin form post (our pages' referrer policy is
+    `same-origin`) and `Origin: null` when they hide it, which we treat as cross-site like any
+    foreign origin. `Sec-Fetch-Site`, when sent, must say `same-origin` (or `none`: the person
+    typed or bookmarked the request). A request with neither header (a script, curl) still needs
+    the CSRF token, which only our own pages carry.
+    """
     origin = request.headers.get("origin")
     if origin is not None and origin.rstrip("/") != gw.origin:
+        return False
+    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
+def csrf_ok(gw: Gateway, request: Request, session: Session, provided: str | None) -> bool:
+    """The request carries this session's CSRF token and comes from our own pages (`same_origin`)."""
+    if not same_origin(gw, request):
         return False
     return bool(provided) and hmac.compare_digest(str(provided), session.csrf_token)
 
@@ -152,8 +166,8 @@ def keep_login_csrf(gw: Gateway, response: Response, token: str) -> None:
 
 
 def login_csrf_ok(gw: Gateway, request: Request, provided: str | None) -> bool:
-    origin = request.headers.get("origin")
-    if origin is not None and origin.rstrip("/") != gw.origin:
+    """The sign-in form's double-submit token matches its cookie, and the post is `same_origin`."""
+    if not same_origin(gw, request):
         return False
     cookie = request.cookies.get(login_csrf_cookie(gw))
     return bool(cookie) and bool(provided) and hmac.compare_digest(str(cookie), str(provided))

@@ -270,7 +270,8 @@ def stdio_bridge(url: str, *extra: str, env: dict[str, str] | None = None) -> St
     )
 
 
-async def test_stdio_bridge_with_a_service_token_remembers_and_recalls(fresh_stack: StackStarter) -> None:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_bridge_with_a_service_token_remembers_and_recalls(fresh_stack: StackStarter, mode: str) -> None:
     stack = await asyncio.to_thread(oauth_stack, fresh_stack)
     browser = await signed_in_owner(stack, "ana.souza")
     connect = (await browser.http.get("/connect")).text
@@ -284,7 +285,7 @@ async def test_stdio_bridge_with_a_service_token_remembers_and_recalls(fresh_sta
     )
     assert created.status_code == 201, created.text
     env = {"MEMVAULT_TOKEN": created.json()["token"]}
-    async with Client(stdio_bridge(stack.mcp_url, "--token-env", "MEMVAULT_TOKEN", env=env), mode="legacy") as client:
+    async with Client(stdio_bridge(stack.mcp_url, "--token-env", "MEMVAULT_TOKEN", env=env), mode=mode) as client:
         assert "get_operating_guide" in {t.name for t in (await client.list_tools()).tools}
         assert "get_operating_guide" in (client.instructions or "")
         guide = (await structured(client, "get_operating_guide"))["guide"]

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from memvault_gateway import credentials, scopes, tracing
 from memvault_gateway.metadata_documents import is_public_address
-from memvault_gateway.redirects import redirect_uri_problem
+from memvault_gateway.redirects import redirect_uri_matches, redirect_uri_problem
 from memvault_gateway.settings import ForwardAuthGroup, GatewayGroup, OidcGroup
 from memvault_mcp.tools import build_tools
 
@@ -92,6 +92,28 @@ def test_redirect_uris_that_are_allowed(uri: str) -> None:
 )
 def test_redirect_uris_that_are_refused(uri: str) -> None:
     assert redirect_uri_problem(uri) is not None
+
+
+@pytest.mark.parametrize(
+    ("requested", "registered", "matches"),
+    [
+        ("http://127.0.0.1:5000/cb", "http://127.0.0.1:33418/cb", True),
+        ("http://127.0.0.1/cb", "http://127.0.0.1:33418/cb", True),
+        ("http://[::1]:5000/cb?a=1", "http://[::1]/cb?a=1", True),
+        ("http://LOCALHOST:5000/cb", "http://localhost:1/cb", True),
+        ("http://127.0.0.1:5000/cb?a=2", "http://127.0.0.1:1/cb?a=1", False),
+        ("http://127.0.0.1:5000/cb/", "http://127.0.0.1:1/cb", False),
+        ("http://127.0.0.1:99999/cb", "http://127.0.0.1:1/cb", False),
+        ("http://user@127.0.0.1:5000/cb", "http://127.0.0.1:1/cb", False),
+        ("http://127.0.0.1:5000/cb#x", "http://127.0.0.1:1/cb", False),
+        ("http://127.0.0.2:5000/cb", "http://127.0.0.2:1/cb", False),  # only the three named hosts
+        ("http://localhost:5000/cb", "http://127.0.0.1:5000/cb", False),
+        ("https://app.example:8443/cb", "https://app.example/cb", False),  # never for non-loopback
+        ("cursor://x:5/cb", "cursor://x/cb", False),
+    ],
+)
+def test_loopback_redirect_uris_match_on_any_port_only(requested: str, registered: str, matches: bool) -> None:
+    assert redirect_uri_matches(requested, registered) is matches
 
 
 def test_private_use_schemes_only_when_listed() -> None:

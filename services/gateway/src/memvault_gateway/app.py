@@ -31,6 +31,7 @@ from memvault_gateway import (
     login,
     mcp_route,
     oidc,
+    people,
     sessions,
     token_endpoint,
     tracing,
@@ -158,11 +159,12 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         return RedirectResponse(account.ACCOUNT_PATH, status_code=303)
 
     @app.get("/connect")
-    async def connect() -> PlainTextResponse:
+    async def connect(request: Request) -> PlainTextResponse:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
+        owner = await people.owner_name(request.app.state.gateway)
         return PlainTextResponse(
-            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner="the vault owner"),
+            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner=owner),
             media_type="text/markdown; charset=utf-8",
         )
 

@@ -15,6 +15,7 @@ from datetime import timedelta
 from email_validator import EmailNotValidError, validate_email
 
 from memvault_core.errors import Conflict
+from memvault_core.names import owner_label
 from memvault_gateway import credentials
 from memvault_gateway.context import Gateway
 from memvault_gateway.store import User
@@ -69,6 +70,16 @@ async def ensure_vault_account(gw: Gateway, user: User) -> None:
             return
         except Conflict:
             continue
+
+
+async def owner_name(gw: Gateway) -> str:
+    """Whose memory this gateway serves, as /connect names them: the first administrator."""
+    admins = [u for u in await gw.store.list_users() if u.is_admin and not u.disabled]
+    return (
+        owner_label(admins[0].display_name or admins[0].username or "", "the vault owner")
+        if admins
+        else "the vault owner"
+    )
 
 
 async def create_local_user(

@@ -43,7 +43,7 @@ def write_call_in(body: bytes) -> tuple[str, object] | None:
     """The (tool name, JSON-RPC id) of the first tools/call of a writing tool in a request body, if any."""
     try:
         message = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: the mcp service answers -32700
         return None
     messages = message if isinstance(message, list) else [message]
     for item in messages:

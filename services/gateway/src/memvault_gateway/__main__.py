@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import logging
 import sys
+from typing import NoReturn
 from urllib.parse import urlsplit
 
+import asyncpg
 import psycopg
 import uvicorn
 
@@ -24,6 +26,12 @@ from memvault_gateway.store import NewerDatabaseError, Store, apply_migrations
 log = logging.getLogger("memvault_gateway")
 
 
+def _unreachable(dsn: str, error: BaseException) -> str:
+    parts = urlsplit(dsn)
+    reason = (str(error) or type(error).__name__).splitlines()[0]
+    return f"cannot reach Postgres at {parts.hostname}:{parts.port or 5432} (MEMVAULT_POSTGRES__DSN): {reason}"
+
+
 def migrate(dsn: str) -> list[str]:
     """apply_migrations, exiting with one line when the database is unreachable or newer than this code."""
     try:
@@ -31,13 +39,7 @@ def migrate(dsn: str) -> list[str]:
     except NewerDatabaseError as error:
         print(f"memvault-gateway: {error}", file=sys.stderr)
     except psycopg.OperationalError as error:
-        parts = urlsplit(dsn)
-        reason = (str(error) or type(error).__name__).splitlines()[0]
-        print(
-            f"memvault-gateway: cannot reach Postgres at {parts.hostname}:{parts.port or 5432} "
-            f"(MEMVAULT_POSTGRES__DSN): {reason}",
-            file=sys.stderr,
-        )
+        print(f"memvault-gateway: {_unreachable(dsn, error)}", file=sys.stderr)
     raise SystemExit(1)
 
 
@@ -61,12 +63,42 @@ async def serve(settings: Settings) -> None:
     await uvicorn.Server(config).serve()
 
 
+class NotMigratedError(Exception):
+    """The database has no gateway schema: not the gateway's database, or never migrated."""
+
+
+def print_setup_link(settings: MigrateSettings, username: str, force: bool) -> None:
+    """`setup-link`: the link on stdout, or one line on stderr saying what to change."""
+    parts = urlsplit(settings.postgres.dsn)
+    where = f"{parts.hostname}:{parts.port or 5432}{parts.path}"
+    try:
+        url = asyncio.run(setup_link(settings, username, force))
+    except NotMigratedError:
+        _fail(
+            f"the database at {where} has no gateway tables: MEMVAULT_POSTGRES__DSN names a database "
+            "that is not the gateway's, or run `memvault-gateway migrate` first"
+        )
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        _fail(_unreachable(settings.postgres.dsn, error))
+    if url is None:
+        _fail(f"'{username}' already has a password; pass --force for a reset link")
+    # The link is a credential: printed for the operator, never logged.
+    print(url)
+
+
+def _fail(line: str, code: int = 1) -> NoReturn:
+    print(f"memvault-gateway: {line}", file=sys.stderr)
+    raise SystemExit(code)
+
+
 async def setup_link(settings: MigrateSettings, username: str, force: bool) -> str | None:
     """A one-time link to set `username`'s password, creating the account (the first is an administrator)."""
     from datetime import timedelta
 
     store = await Store.connect(settings.postgres.dsn, 1, 2)
     try:
+        if not await store.migrated():
+            raise NotMigratedError
         first = not await store.has_admin()
         user = await store.user_by_username(username)
         if user is None:
@@ -102,25 +134,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.command in ("migrate", "setup-link"):
         migrate_settings = load_settings(MigrateSettings)
         setup_logging("gateway", migrate_settings.log.level)
+        if not migrate_settings.database_given:
+            hint = "; under `make run`, `memvault-dev setup-link` finds it" if args.command == "setup-link" else ""
+            _fail(
+                "MEMVAULT_POSTGRES__DSN is not set: set it to the gateway's database "
+                f"(postgresql://user@host:5432/memvault){hint}",
+                2,
+            )
         if args.command == "migrate":
             applied = migrate(migrate_settings.postgres.dsn)
             log.info("migrations applied", extra={"applied": applied})
             return
         if not USERNAME.match(args.username):
-            print(
-                "memvault-gateway: user names are lower-case letters, digits, dots, dashes, underscores",
-                file=sys.stderr,
-            )
-            raise SystemExit(2)
-        url = asyncio.run(setup_link(migrate_settings, args.username, args.force))
-        if url is None:
-            print(
-                f"memvault-gateway: '{args.username}' already has a password; pass --force for a reset link",
-                file=sys.stderr,
-            )
-            raise SystemExit(1)
-        # The link is a credential: printed for the operator, never logged.
-        print(url)
+            _fail("user names are lower-case letters, digits, dots, dashes, underscores", 2)
+        print_setup_link(migrate_settings, args.username, args.force)
         return
 
     settings = load_settings(Settings)

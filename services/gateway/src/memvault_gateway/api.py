@@ -100,12 +100,13 @@ async def _audit(gw: Gateway, subject: str, action: str, target: str, details: d
 
 
 @router.get("/me")
-async def me(session: SessionDep) -> dict[str, Any]:
+async def me(session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
     """The signed-in person, and the CSRF token to send as X-CSRF-Token on changes."""
     user = session.user
     return {
         "subject": user.subject,
         "username": user.username,
+        "email": await gw.store.email_of(user.id),
         "display_name": user.display_name,
         "is_admin": user.is_admin,
         "signed_in_with": session.method,
@@ -274,6 +275,8 @@ class AccountRequest(BaseModel):
     username: str = Field(min_length=1, max_length=63)
     display_name: str = Field(default="", max_length=200)
     admin: bool = False
+    email: str = Field(default="", max_length=people.MAX_EMAIL_CHARS)
+    """Where their email sign-in links go (when the gateway has MEMVAULT_SMTP__HOST); whoever reads it can sign in."""
 
 
 @router.get("/accounts")
@@ -302,9 +305,16 @@ async def create_account(body: AccountRequest, session: SessionDep, gw: GatewayD
     problem = people.username_problem(username)
     if problem:
         raise InvalidArgument(problem, field="username")
+    email = people.normalized_email(body.email) if body.email.strip() else None
+    if body.email.strip() and email is None:
+        raise InvalidArgument(f"email is {people.EMAIL_PROBLEM}", field="email")
+    if email is not None and await gw.store.user_by_email(email) is not None:
+        raise InvalidArgument("another account already has that email address", field="email")
     user = await people.create_local_user(gw, username, display_name=body.display_name.strip(), is_admin=body.admin)
     if user is None:
         raise InvalidArgument(f"the user name {username!r} is taken", field="username")
+    if email is not None and not await gw.store.set_email(user.id, email):
+        raise InvalidArgument("another account already has that email address", field="email")
     link = await people.new_setup_link(gw, user)
     await _audit(gw, session.user.subject, "account.create", user.subject, {"admin": str(body.admin).lower()})
     return JSONResponse(
@@ -324,3 +334,24 @@ async def new_setup_link(username: str, session: SessionDep, gw: GatewayDep) -> 
     link = await people.new_setup_link(gw, user)
     await _audit(gw, session.user.subject, "account.setup_link", user.subject, {})
     return JSONResponse({"username": user.username, "setup_url": link}, headers={"Cache-Control": "no-store"})
+
+
+class EmailRequest(BaseModel):
+    email: str = Field(max_length=people.MAX_EMAIL_CHARS)
+    """The address; empty removes it (no email sign-in for that account)."""
+
+
+@router.put("/accounts/{username}/email")
+async def set_account_email(username: str, body: EmailRequest, session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
+    """Set where a local account's email sign-in links go; whoever reads that mailbox can sign in as them."""
+    _require_admin(session)
+    user = await gw.store.user_by_username(username.strip().lower())
+    if user is None:
+        raise NotFound(f"no local account {username[:64]!r}")
+    email = people.normalized_email(body.email) if body.email.strip() else None
+    if body.email.strip() and email is None:
+        raise InvalidArgument(f"email is {people.EMAIL_PROBLEM}", field="email")
+    if not await gw.store.set_email(user.id, email):
+        raise InvalidArgument("another account already has that email address", field="email")
+    await _audit(gw, session.user.subject, "account.email", user.subject, {"set": str(email is not None).lower()})
+    return {"username": user.username, "email": email}

@@ -20,15 +20,18 @@ from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_gateway import (
     account,
+    account_email,
     api,
     api_memories,
     authorize,
     body_limit,
     clients,
     discovery,
+    email_login,
     login,
     mcp_route,
     oidc,
+    people,
     sessions,
     token_endpoint,
     tracing,
@@ -96,6 +99,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
             purger = asyncio.create_task(purge_periodically(store))
             yield
             purger.cancel()
+            await email_login.settled()  # sign-in links already asked for still go out
         finally:
             await upstream.aclose()
             await outbound.aclose()
@@ -155,11 +159,12 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         return RedirectResponse(account.ACCOUNT_PATH, status_code=303)
 
     @app.get("/connect")
-    async def connect() -> PlainTextResponse:
+    async def connect(request: Request) -> PlainTextResponse:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
+        owner = await people.owner_name(request.app.state.gateway)
         return PlainTextResponse(
-            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner="the vault owner"),
+            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner=owner),
             media_type="text/markdown; charset=utf-8",
         )
 
@@ -169,7 +174,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         authorize.router,
         token_endpoint.router,
         login.router,
+        email_login.router,
         account.router,
+        account_email.router,
         oidc.router,
         api.router,
         api_memories.router,

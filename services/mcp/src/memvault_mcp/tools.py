@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, get_args
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -135,6 +135,29 @@ class BulkItem(BaseModel):
     scope: ScopeArg = ""
     tags: TagsArg = Field(default_factory=list)
     source: SourceArg = ""
+    source_date: Annotated[
+        str,
+        Field(
+            description="Optional: when this was stated (ISO date or time); stored as valid_from.",
+            json_schema_extra={"maxLength": 40},
+        ),
+    ] = ""
+
+
+BulkEntry = Annotated[
+    BulkItem | Annotated[str, Field(json_schema_extra={"minLength": 1, "maxLength": limits.MAX_CONTENT_CHARS})],
+    Field(description="A memory, or just its content as a string."),
+]
+# A stated date a little ahead of the vault's clock is the sender's clock, not the future.
+SOURCE_DATE_SLACK = timedelta(days=1)
+
+
+def _source_date(value: str, field: str) -> str:
+    """`value` checked as the date something was stated: ISO 8601 and not in the future."""
+    stamp = parse_time(value, field)
+    if stamp is not None and stamp.ToDatetime(tzinfo=UTC) > datetime.now(UTC) + SOURCE_DATE_SLACK:
+        raise ToolError(f"{field} {value[:40]!r} is in the future; it is the date the memory was stated")
+    return value
 
 
 _TYPE_TO_PB = {name: getattr(pb, f"MEMORY_TYPE_{name.upper()}") for name in get_args(MemoryTypeName)}
@@ -477,7 +500,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
     async def bulk_remember(
         ctx: Context,
         items: Annotated[
-            list[BulkItem],
+            list[BulkEntry],
             Field(
                 description=f"The memories to import, 1 to {limits.MAX_BULK_ITEMS} per call; or send text instead.",
                 json_schema_extra={"maxItems": limits.MAX_BULK_ITEMS},
@@ -510,10 +533,23 @@ def build_tools(client: VaultClient) -> list[Tool]:
     ) -> dict[str, Any]:
         if not items and not text.strip():
             raise ToolError("send items (a list of memories) or text (markdown or plain text to split)")
+        entries = [BulkItem(content=i) if isinstance(i, str) else i for i in items or ()]
+        drafts = [
+            _draft(
+                i.content,
+                i.type,
+                i.key,
+                i.scope,
+                i.tags,
+                i.source,
+                valid_from=_source_date(i.source_date, f"items[{n}].source_date"),
+            )
+            for n, i in enumerate(entries)
+        ]
         request = vpb.BulkRememberRequest(
             vault=vault,
             source=source,
-            items=[_draft(i.content, i.type, i.key, i.scope, i.tags, i.source) for i in items or ()],
+            items=drafts,
             text=text,
             text_type=_TYPE_TO_PB[type],
             sequence=sequence,
@@ -767,7 +803,8 @@ def build_tools(client: VaultClient) -> list[Tool]:
             bulk_remember,
             "Import memories",
             f"Import up to {limits.MAX_BULK_ITEMS} memories at once, e.g. an app's saved memories, as a list of "
-            "items or as markdown/plain text to split. The import is one batch the owner can undo; each item "
+            "items (objects, or plain strings of content; `source_date` per item says when it was stated) or as "
+            "markdown/plain text to split. The import is one batch the owner can undo; each item "
             "(by its `index`) reports 'stored', 'similar' (stored, linked to `similar_to`), 'duplicate' (with the `id` it repeats), "
             "'excluded' (forgotten or rejected earlier), 'secret' (refused) or 'invalid' (with the reason). "
             "Split larger imports into several calls.",

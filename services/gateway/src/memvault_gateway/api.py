@@ -16,10 +16,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
+from memvault_core import limits
 from memvault_core.errors import InvalidArgument, MemvaultError, NotFound, PermissionDenied, Unauthenticated
 from memvault_core.identity import SCOPES
+from memvault_core.validation import Between
 from memvault_gateway import bearer, credentials, people, sessions
 from memvault_gateway.bearer import BearerError, Principal
 from memvault_gateway.context import Gateway, gateway
@@ -144,7 +146,7 @@ class ServiceTokenRequest(BaseModel):
     name: str = Field(min_length=1, max_length=100)
     scopes: list[Scope] = Field(min_length=1)
     vaults: list[str] = Field(min_length=1, max_length=100)
-    expires_in_days: int | None = Field(default=None, ge=1, le=3650)
+    expires_in_days: Annotated[StrictInt, Between(1, 3650)] | None = None
 
 
 @router.post("/service-tokens", status_code=201)
@@ -241,8 +243,8 @@ async def remove_member(vault: str, subject: str, session: SessionDep, gw: Gatew
 async def audit(
     session: SessionDep,
     gw: GatewayDep,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    before: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(), Between(1, limits.MAX_AUDIT_RESULTS)] = 50,
+    before: Annotated[int, Query(), Between(0, limits.MAX_INT64)] = 0,
 ) -> dict[str, Any]:
     """Sign-ins, grants, denials and revocations for your account, and activity in vaults you own."""
     entries = await gw.vault.audit_entries(session.user.subject, limit, before)

@@ -11,13 +11,14 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import HTTP_HEADER
+from memvault_core.validation import Between
 from memvault_mcp.vault_client import VaultClient
 
 MemoryTypeName = Literal["fact", "preference", "decision", "constraint", "assumption", "observation", "instruction"]
@@ -111,15 +112,15 @@ DependsOnArg = Annotated[
     ),
 ]
 ConfidenceArg = Annotated[
-    float,
-    Field(description="How sure you are, above 0 and at most 1; 0 (the default) means not stated.", ge=0, le=1),
+    StrictFloat,
+    Field(description=f"How sure you are, {limits.MIN_CONFIDENCE} to 1; 0 (the default) means not stated.", ge=0, le=1),
 ]
 ExpectedVersionArg = Annotated[
-    int,
+    StrictInt,
+    Between(0, limits.MAX_INT64),
     Field(
         description="The memory's version as you last read it (explain_memory); the call is refused if it changed. "
-        "0 skips the check.",
-        ge=0,
+        "0 skips the check."
     ),
 ]
 
@@ -185,14 +186,13 @@ def parse_time(value: str, field: str) -> Timestamp | None:
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+        in_utc = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):  # overflow: year 1 or 9999 moved past the calendar's ends
         raise ToolError(
             f"{field} {value[:40]!r} is not a date; write it as ISO 8601, e.g. '2027-01-31' or '2027-01-31T09:00:00Z'"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
     stamp = Timestamp()
-    stamp.FromDatetime(parsed.astimezone(UTC))
+    stamp.FromDatetime(in_utc)
     return stamp
 
 
@@ -363,11 +363,9 @@ def build_tools(client: VaultClient) -> list[Tool]:
         ],
         vault: VaultArg = "",
         limit: Annotated[
-            int,
-            Field(
-                description=f"Results per page, 1 to {limits.MAX_RECALL_RESULTS}; default {limits.DEFAULT_RECALL_RESULTS}.",
-                json_schema_extra={"minimum": 1, "maximum": limits.MAX_RECALL_RESULTS},
-            ),
+            StrictInt,
+            Between(1, limits.MAX_RECALL_RESULTS),
+            Field(description=f"Results per page; default {limits.DEFAULT_RECALL_RESULTS}."),
         ] = limits.DEFAULT_RECALL_RESULTS,
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
         types: Annotated[list[MemoryTypeName], Field(description="Only these memory types.")] | None = None,
@@ -575,11 +573,9 @@ def build_tools(client: VaultClient) -> list[Tool]:
         types: Annotated[list[MemoryTypeName], Field(description="Only these memory types.")] | None = None,
         tags: Annotated[list[str], Field(description="Only memories carrying all of these tags.")] | None = None,
         limit: Annotated[
-            int,
-            Field(
-                description=f"Memories per page, 1 to {limits.MAX_LIST_RESULTS}; default {limits.DEFAULT_LIST_RESULTS}.",
-                json_schema_extra={"minimum": 1, "maximum": limits.MAX_LIST_RESULTS},
-            ),
+            StrictInt,
+            Between(1, limits.MAX_LIST_RESULTS),
+            Field(description=f"Memories per page; default {limits.DEFAULT_LIST_RESULTS}."),
         ] = limits.DEFAULT_LIST_RESULTS,
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
     ) -> dict[str, Any]:
@@ -699,11 +695,9 @@ def build_tools(client: VaultClient) -> list[Tool]:
         | None = None,
         vault: VaultArg = "",
         limit: Annotated[
-            int,
-            Field(
-                description=f"Findings per page, 1 to {limits.MAX_AUDIT_RESULTS}; default {limits.DEFAULT_LIST_RESULTS}.",
-                json_schema_extra={"minimum": 1, "maximum": limits.MAX_AUDIT_RESULTS},
-            ),
+            StrictInt,
+            Between(1, limits.MAX_AUDIT_RESULTS),
+            Field(description=f"Findings per page; default {limits.DEFAULT_LIST_RESULTS}."),
         ] = limits.DEFAULT_LIST_RESULTS,
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
     ) -> dict[str, Any]:

@@ -249,7 +249,10 @@ async def test_an_app_connects_with_the_vaults_and_permissions_the_owner_chooses
     async def read_only_on_default_and_work() -> None:
         await expect(page.locator("h1")).to_have_text("Connect an app")
         await expect(page.locator("body")).to_contain_text("Notes agent wants to use your memvault memory as owner")
-        await expect(page.locator("body")).to_contain_text("your browser goes to 127.0.0.1")
+        await expect(page.locator("body")).to_contain_text(
+            "your browser goes back to the app on this computer (127.0.0.1). Only approve if you just started"
+        )
+        await expect(page.locator("body")).not_to_contain_text("already")
         await expect(vault("default")).to_be_checked()
         await expect(vault("work")).not_to_be_checked()
         await expect(vault("family")).not_to_be_checked()
@@ -276,22 +279,55 @@ async def test_an_app_connects_with_the_vaults_and_permissions_the_owner_chooses
         assert "family" in refused
         assert len(app.authorize_urls) == 1
 
-    # Read only means read only: a write with this token is refused before it reaches the vault.
-    write = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/call",
-        "params": {"name": "remember", "arguments": {"content": "The notes agent may not write."}},
-    }
-    answer = await raw_post(stack.mcp_url, app.access_token, write)
-    assert answer.status_code == 403
-    assert 'error="insufficient_scope"' in answer.headers["www-authenticate"]
+        # Read only means read only: a write with this token is refused before it reaches the vault.
+        write = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": "The notes agent may not write."}},
+        }
+        answer = await raw_post(stack.mcp_url, app.access_token, write)
+        assert answer.status_code == 403
+        assert 'error="insufficient_scope"' in answer.headers["www-authenticate"]
 
+        await page.goto(f"{stack.gateway_url}/account")
+        row = page.get_by_role("row", name=re.compile("Notes agent"))
+        await expect(row).to_contain_text("read")
+        await expect(row).not_to_contain_text("write")
+        await expect(row).to_contain_text("default, work")
+
+        # The SDK hears that 403 and asks the owner again for what the call needs (a scope step-up).
+        async def grant_write_as_well() -> None:
+            await expect(page.locator("h1")).to_have_text("Connect an app")
+            await expect(page.locator("body")).to_contain_text("Notes agent wants to use your memvault memory")
+            await expect(page.locator("body")).to_contain_text(
+                "Notes agent already has access: read on default, work. Approving replaces it with what you"
+                " choose here; Deny leaves it as it is."
+            )
+            await expect(scope("write")).to_be_checked()
+            await expect(vault("work")).to_be_checked()
+            await expect(vault("default")).to_be_checked()
+            await expect(vault("family")).not_to_be_checked()
+            await browser_pages.shot(page, "consent-step-up")
+            await page.get_by_role("button", name="Approve").click()
+            await expect(page.locator("body")).to_contain_text("The app is connected to memvault")
+
+        app.owner_will(grant_write_as_well)
+        read_only_token = app.access_token
+        stored = await structured(client, "remember", content="The work vault holds the deploy notes.", vault="work")
+        await app.owner_done()
+        assert stored["outcome"] == "stored" and stored["vault"] == "work"
+        assert len(app.authorize_urls) == 2
+        assert app.storage.tokens.scope == "read write"
+        found = await structured(client, "recall", query="deploy notes", vault="work")
+        assert [r["id"] for r in found["results"]] == [stored["id"]]
+
+    # The owner's latest answer is the app's access: one grant, and the read-only token is gone.
+    assert (await raw_post(stack.mcp_url, read_only_token, INITIALIZE)).status_code == 401
     await page.goto(f"{stack.gateway_url}/account")
-    row = page.get_by_role("row", name=re.compile("Notes agent"))
-    await expect(row).to_contain_text("read")
-    await expect(row).not_to_contain_text("write")
-    await expect(row).to_contain_text("default, work")
+    await expect(page.get_by_role("row", name=re.compile("Notes agent"))).to_have_count(1)
+    await expect(page.get_by_role("row", name=re.compile("Notes agent"))).to_contain_text("read write")
+    await expect(page.get_by_role("row", name=re.compile("Notes agent"))).to_contain_text("default, work")
 
 
 async def structured_error(client: Client, tool: str, **arguments: Any) -> str:

@@ -23,6 +23,7 @@ from memvault_gateway import credentials, metadata_documents, pages, people, sco
 from memvault_gateway.clients import resolve_client
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.redirects import host_of
+from memvault_gateway.settings import is_loopback_host
 from memvault_gateway.store import Client, User
 from memvault_gateway.throttle import limited, peer_of
 from memvault_gateway.token_endpoint import canonical_resource
@@ -44,6 +45,7 @@ PARAMS = (
 )
 _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 MAX_STATE_CHARS = 1000
+REPLACED = "replaced by a new approval"
 
 
 class Refusal(Exception):
@@ -157,7 +159,24 @@ async def _approve(
         },
     )
     log.info("grant created", extra={"grant_id": grant.id, "client_id": request_.client.client_id[:200]})
+    if _replaces_earlier_grants(request_.client):
+        replaced = await gw.store.replace_client_grants(
+            user.id, request_.client.client_id, keep=grant.id, reason=REPLACED
+        )
+        for old in replaced:
+            await _audit(gw, user, "grant.revoke", old.id, {"client": old.name, "kind": old.kind, "reason": REPLACED})
     return RedirectResponse(_redirect(gw, request_.redirect_uri, request_.state, {"code": code}), status_code=status)
+
+
+def _replaces_earlier_grants(client: Client) -> bool:
+    """Whether approving this app again replaces the access the owner gave it before.
+
+    A registered app's client_id is its own (each install registers), so a second approval is the
+    same app asking again (for more scopes, or after losing its tokens) and the owner's latest
+    answer is the one that holds. An app known by its metadata document shares one client_id
+    across every install (the owner's laptop and desktop), so each approval stays a grant of its own.
+    """
+    return client.kind != "metadata_document"
 
 
 async def _audit(gw: Gateway, user: User, action: str, target: str, details: dict[str, str]) -> None:
@@ -185,6 +204,9 @@ async def _consent_page(
     gw: Gateway, request_: AuthorizationRequest, user: User, csrf: str, error: str = "", status: int = 200
 ) -> Response:
     vaults = await gw.vault.vaults(user.subject)
+    current = [
+        g for g in await gw.store.grants_of(user.id) if g.kind == "oauth" and g.client_id == request_.client.client_id
+    ]
     redirect = urlsplit(request_.redirect_uri)
     redirect_origin = (
         f"{redirect.scheme}://{redirect.netloc}" if redirect.scheme in ("http", "https") else f"{redirect.scheme}:"
@@ -198,9 +220,12 @@ async def _consent_page(
         redirect_host=host_of(request_.redirect_uri),
         redirect_origin=redirect_origin,
         verified_host=verified,
+        loopback=redirect.scheme == "http" and is_loopback_host(redirect.hostname or ""),
         user_name=user.display_name or user.username or user.subject,
         vaults=[pages.VaultChoice(v.name, v.role) for v in vaults],
         requested_scopes=request_.scopes or scopes.DEFAULT_SCOPES,
+        current=[pages.CurrentAccess(g.scopes, g.vaults) for g in current],
+        replaces_current=_replaces_earlier_grants(request_.client),
         params=request_.params,
         csrf=csrf,
         error=error,

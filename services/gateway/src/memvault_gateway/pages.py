@@ -8,7 +8,7 @@ CSRF check must refuse, so no form could be submitted).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -120,6 +120,31 @@ class VaultChoice:
     role: str
 
 
+@dataclass(frozen=True)
+class CurrentAccess:
+    """What one of the app's live grants allows, to show next to what it asks for now."""
+
+    scopes: tuple[str, ...]
+    vaults: tuple[str, ...]
+
+
+def _current_access(client_name: str, current: Sequence[CurrentAccess], replaces: bool) -> str:
+    if not current:
+        return ""
+    if replaces:
+        now = current[0]
+        return (
+            f"<p><strong>{escape(client_name)}</strong> already has access: {escape(' '.join(now.scopes))} on"
+            f" {escape(', '.join(now.vaults))}. Approving replaces it with what you choose here; Deny leaves it"
+            " as it is.</p>"
+        )
+    count = "once" if len(current) == 1 else f"{len(current)} times"
+    return (
+        f"<p>You have connected <strong>{escape(client_name)}</strong> {count} already (perhaps on another"
+        " computer); approving adds a connection and leaves those as they are.</p>"
+    )
+
+
 def consent(
     *,
     client_name: str,
@@ -127,16 +152,24 @@ def consent(
     redirect_host: str,
     redirect_origin: str,
     verified_host: bool,
+    loopback: bool,
     user_name: str,
     vaults: list[VaultChoice],
     requested_scopes: tuple[str, ...],
     params: Mapping[str, str],
     csrf: str,
+    current: Sequence[CurrentAccess] = (),
+    replaces_current: bool = False,
     error: str = "",
 ) -> HTMLResponse:
+    """The consent form; `current` lists the app's live grants, newest first (its vaults come pre-ticked)."""
+    held = {v.name for v in vaults}
+    ticked = set(current[0].vaults) & held if current and replaces_current else set()
+    if not ticked:
+        ticked = {vaults[0].name} if len(vaults) == 1 else {"default"}
     vault_boxes = "".join(
         f"<label><input type=checkbox name=vault value='{escape(v.name)}'"
-        f"{' checked' if (len(vaults) == 1 or v.name == 'default') else ''}> {escape(v.name)}"
+        f"{' checked' if v.name in ticked else ''}> {escape(v.name)}"
         f" <span class=muted>(you are {escape(v.role)})</span></label>"
         for v in vaults
     )
@@ -145,8 +178,13 @@ def consent(
         f" <strong>{s}</strong>: {escape(SCOPE_TEXT[s])}</label>"
         for s in SCOPES
     )
+    destination = (
+        f"back to the app on this computer (<strong>{escape(redirect_host)}</strong>)"
+        if loopback
+        else f"to <strong>{escape(redirect_host)}</strong>"
+    )
     where = (
-        f"<p>After you decide, your browser goes to <strong>{escape(redirect_host)}</strong>"
+        f"<p>After you decide, your browser goes {destination}"
         + (" (this app's own address)." if verified_host else ". Only approve if you just started connecting this app.")
         + "</p>"
     )
@@ -155,6 +193,7 @@ def consent(
         + f"<p><strong>{escape(client_name)}</strong> wants to use your memvault memory"
         f" as <strong>{escape(user_name)}</strong>.</p>"
         + where
+        + _current_access(client_name, current, replaces_current)
         + "<form method=post action='/authorize'>"
         + _hidden({**params, "csrf_token": csrf})
         + f"<fieldset><legend>Vaults it may use</legend>{vault_boxes or '<p>You have no vaults yet.</p>'}</fieldset>"

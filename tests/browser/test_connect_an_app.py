@@ -259,6 +259,12 @@ async def test_an_app_connects_with_the_vaults_and_permissions_the_owner_chooses
         await expect(scope("read")).to_be_checked()
         await expect(scope("write")).to_be_checked()
         await expect(scope("admin")).not_to_be_checked()
+        # No vault at all is not a choice: the page says so and asks again.
+        await vault("default").uncheck()
+        await page.get_by_role("button", name="Approve").click()
+        await expect(page.locator(".error")).to_have_text(
+            "Choose at least one vault and at least one permission, or Deny."
+        )
         await vault("work").check()
         await scope("write").uncheck()
         await browser_pages.shot(page, "consent-chosen")
@@ -418,9 +424,10 @@ async def test_signing_in_on_the_way_then_deny_and_revoke(
     assert len(notes.authorize_urls) == 2
 
 
-def pkce_challenge() -> str:
+def pkce() -> tuple[str, str]:
+    """A PKCE verifier and its S256 challenge."""
     verifier = secrets.token_urlsafe(48)
-    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
 
 
 async def test_an_app_returning_to_another_host_is_named_and_not_called_verified(
@@ -447,14 +454,16 @@ async def test_an_app_returning_to_another_host_is_named_and_not_called_verified
         await route.fulfill(status=200, content_type="text/html", body="<!doctype html><p>Calendar helper</p>")
 
     await page.route("https://callback.example/**", callback_site)
+    verifier, challenge = pkce()
     query = {
         "response_type": "code",
         "client_id": client_id,
         "redirect_uri": "https://callback.example/cb",
         "state": "s-1",
-        "code_challenge": pkce_challenge(),
+        "code_challenge": challenge,
         "code_challenge_method": "S256",
         "resource": stack.mcp_url,
+        "scope": "admin",
     }
     await page.goto(f"{stack.gateway_url}/authorize?{urlencode(query)}")
     body = page.locator("body")
@@ -462,6 +471,10 @@ async def test_an_app_returning_to_another_host_is_named_and_not_called_verified
     await expect(body).to_contain_text("your browser goes to callback.example. Only approve if you just started")
     await expect(body).not_to_contain_text("own address")
     await expect(body).not_to_contain_text("verified")
+    # It asked for admin alone; the owner gives it read instead.
+    await expect(scope_box(page, "admin")).to_be_checked()
+    await scope_box(page, "admin").uncheck()
+    await scope_box(page, "read").check()
     await page.get_by_role("button", name="Approve").click()
     await expect(page.locator("body")).to_have_text("Calendar helper")
     (url,) = arrived
@@ -469,3 +482,17 @@ async def test_an_app_returning_to_another_host_is_named_and_not_called_verified
     answer = dict(parse_qsl(urlsplit(url).query))
     assert answer["state"] == "s-1" and answer["code"].startswith("mvc_")
     assert answer["iss"] == stack.gateway_url
+    async with httpx.AsyncClient(timeout=30) as http:
+        tokens = await http.post(
+            f"{stack.gateway_url}/token",
+            data={
+                "grant_type": "authorization_code",
+                "code": answer["code"],
+                "code_verifier": verifier,
+                "client_id": client_id,
+                "redirect_uri": "https://callback.example/cb",
+                "resource": stack.mcp_url,
+            },
+        )
+    assert tokens.status_code == 200, tokens.text
+    assert tokens.json()["scope"] == "read"

@@ -14,6 +14,7 @@ from gateway_helpers import (
     Browser,
     RunningGateway,
     StartGateway,
+    checked,
     csrf_of,
     mcp_post,
     pkce,
@@ -169,6 +170,27 @@ async def test_owner_approves_an_agent_for_chosen_vaults_and_scopes(start_gatewa
     assert grant["scopes"] == ["read"] and grant["vaults"] == [second_vault]
     assert grant["created_at"] and grant["last_used_at"]
     await browser.close()
+
+
+async def test_a_scope_the_app_asked_for_and_the_owner_unticked_is_not_granted(start_gateway: StartGateway) -> None:
+    """The form carries the app's own request too; a browser posts it next to the ticked boxes."""
+    gateway = await start_gateway()
+    username, password = await gateway.create_user()
+    browser = Browser(gateway)
+    assert (await browser.sign_in(username, password)).status_code == 303
+    agent = Agent(gateway, await gateway.register())
+    verifier, challenge = pkce()
+    page = await browser.http.get(agent.authorize_url(challenge, scope="admin"))
+    assert checked(page.text, "scope") == ["admin"]
+    answer = await browser.consent(agent.authorize_url(challenge, scope="admin"), scope=["read"])
+    assert answer.status_code == 303
+    tokens = await agent.exchange(query_of(answer.headers["location"])["code"], verifier)
+    assert tokens.json()["scope"] == "read"
+
+    # Nothing ticked: the page asks again and still offers what the app asked for.
+    again = await browser.consent(agent.authorize_url(challenge, scope="write"), scope=[])
+    assert again.status_code == 400
+    assert checked(again.text, "scope") == ["write"]
 
 
 async def test_consent_page_spells_out_what_the_admin_scope_allows(start_gateway: StartGateway) -> None:

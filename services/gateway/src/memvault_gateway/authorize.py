@@ -265,7 +265,9 @@ async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
         return pages.message("Signed out", "Your session ended. Start connecting the app again.", 401)
     if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
         return pages.message("Request refused", "This form was not sent from this site. Start again.", 403)
-    raw = {k: str(form[k]) for k in PARAMS if k in form}
+    raw = {k: str(form[k]) for k in PARAMS if k in form and k != "scope"}  # `scope` here is the ticked boxes
+    if pages.REQUESTED_SCOPE_FIELD in form:
+        raw["scope"] = str(form[pages.REQUESTED_SCOPE_FIELD])
     try:
         request_ = await parse(gw, raw, peer_of(request))
     except Refusal as refusal:

@@ -128,6 +128,20 @@ class CurrentAccess:
     vaults: tuple[str, ...]
 
 
+REQUESTED_SCOPE_FIELD = "requested_scope"
+"""Where the consent form carries the app's own `scope`: the checkboxes the owner ticks are named `scope`."""
+
+
+def request_fields(params: Mapping[str, str]) -> dict[str, str]:
+    """The authorization request as the consent form's hidden fields.
+
+    The app's `scope` travels under another name: had it kept its own, a browser would post it
+    next to the ticked boxes and the gateway would count it as ticked (an app asking for `admin`
+    alone would get it even when the owner unticked it).
+    """
+    return {(REQUESTED_SCOPE_FIELD if k == "scope" else k): v for k, v in params.items()}
+
+
 def _current_access(client_name: str, current: Sequence[CurrentAccess], replaces: bool) -> str:
     if not current:
         return ""
@@ -195,7 +209,7 @@ def consent(
         + where
         + _current_access(client_name, current, replaces_current)
         + "<form method=post action='/authorize'>"
-        + _hidden({**params, "csrf_token": csrf})
+        + _hidden({**request_fields(params), "csrf_token": csrf})
         + f"<fieldset><legend>Vaults it may use</legend>{vault_boxes or '<p>You have no vaults yet.</p>'}</fieldset>"
         + f"<fieldset><legend>What it may do</legend>{scope_boxes}</fieldset>"
         + "<button class=primary type=submit name=decision value=approve>Approve</button>"

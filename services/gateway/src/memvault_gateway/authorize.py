@@ -19,11 +19,10 @@ from starlette.datastructures import FormData
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import SCOPES
-from memvault_gateway import credentials, metadata_documents, pages, people, scopes, sessions
+from memvault_gateway import credentials, metadata_documents, pages, people, scopes, sessions, settings
 from memvault_gateway.clients import resolve_client
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.redirects import host_of
-from memvault_gateway.settings import is_loopback_host
 from memvault_gateway.store import Client, User
 from memvault_gateway.throttle import limited, peer_of
 from memvault_gateway.token_endpoint import canonical_resource
@@ -220,7 +219,7 @@ async def _consent_page(
         redirect_host=host_of(request_.redirect_uri),
         redirect_origin=redirect_origin,
         verified_host=verified,
-        loopback=redirect.scheme == "http" and is_loopback_host(redirect.hostname or ""),
+        loopback=redirect.scheme == "http" and settings.is_loopback_host(redirect.hostname or ""),
         user_name=user.display_name or user.username or user.subject,
         vaults=[pages.VaultChoice(v.name, v.role) for v in vaults],
         requested_scopes=request_.scopes or scopes.DEFAULT_SCOPES,

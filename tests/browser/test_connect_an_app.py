@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import httpx
 import httpx2
 import pytest
-from browser_helpers import PASSWORD, choose_password, setup_link
+from browser_helpers import PASSWORD, OAuthStack, choose_password, setup_link
 from gateway_helpers import INITIALIZE, MCP_HEADERS
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
@@ -186,6 +186,12 @@ async def structured(client: Client, tool: str, **arguments: Any) -> dict[str, A
     return dict(result.structured_content)
 
 
+async def structured_error(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
 async def raw_post(url: str, token: str, body: dict[str, Any]) -> httpx.Response:
     async with httpx.AsyncClient(timeout=30) as http:
         return await http.post(url, json=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"})
@@ -231,7 +237,7 @@ def scope_box(page: Page, name: str) -> Locator:
 
 
 async def test_an_app_connects_with_the_vaults_and_permissions_the_owner_chooses(
-    oauth_stack: Any, browser_pages: PageShots, loopback: Callable[[], LoopbackRedirect]
+    oauth_stack: OAuthStack, browser_pages: PageShots, loopback: Callable[[], LoopbackRedirect]
 ) -> None:
     stack = await oauth_stack()
     page = await browser_pages.new()
@@ -336,14 +342,8 @@ async def test_an_app_connects_with_the_vaults_and_permissions_the_owner_chooses
     await expect(page.get_by_role("row", name=re.compile("Notes agent"))).to_contain_text("default, work")
 
 
-async def structured_error(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return " ".join(getattr(block, "text", "") for block in result.content)
-
-
 async def test_signing_in_on_the_way_then_deny_and_revoke(
-    oauth_stack: Any, browser_pages: PageShots, loopback: Callable[[], LoopbackRedirect]
+    oauth_stack: OAuthStack, browser_pages: PageShots, loopback: Callable[[], LoopbackRedirect]
 ) -> None:
     stack = await oauth_stack()
     await choose_password(await browser_pages.new(), await asyncio.to_thread(setup_link, stack))
@@ -431,7 +431,7 @@ def pkce() -> tuple[str, str]:
 
 
 async def test_an_app_returning_to_another_host_is_named_and_not_called_verified(
-    oauth_stack: Any, browser_pages: PageShots
+    oauth_stack: OAuthStack, browser_pages: PageShots
 ) -> None:
     stack = await oauth_stack()
     page = await browser_pages.new()

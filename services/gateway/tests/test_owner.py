@@ -193,6 +193,27 @@ async def test_a_scope_the_app_asked_for_and_the_owner_unticked_is_not_granted(s
     assert checked(again.text, "scope") == ["write"]
 
 
+async def test_asked_again_the_owner_sees_the_apps_access_and_deny_keeps_it(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    username, password = await gateway.create_user()
+    browser = Browser(gateway)
+    assert (await browser.sign_in(username, password)).status_code == 303
+    agent = Agent(gateway, await gateway.register(client_name="Notes agent"))
+    verifier, challenge = pkce()
+    approved = await browser.consent(agent.authorize_url(challenge, scope="read"))
+    tokens = (await agent.exchange(query_of(approved.headers["location"])["code"], verifier)).json()
+
+    _, challenge = pkce()
+    page = await browser.http.get(agent.authorize_url(challenge))
+    vault = (await browser.http.get("/api/v1/vaults")).json()["vaults"][0]["name"]
+    assert f"already has access: read on {vault}. Approving replaces it" in page.text
+    denied = await browser.consent(agent.authorize_url(challenge), decision="deny")
+    assert query_of(denied.headers["location"])["error"] == "access_denied"
+    assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 200
+    assert (await agent.refresh(tokens["refresh_token"])).status_code == 200
+    await browser.close()
+
+
 async def test_consent_page_spells_out_what_the_admin_scope_allows(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     browser, _ = await signed_in(gateway)

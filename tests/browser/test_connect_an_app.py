@@ -496,3 +496,53 @@ async def test_an_app_returning_to_another_host_is_named_and_not_called_verified
         )
     assert tokens.status_code == 200, tokens.text
     assert tokens.json()["scope"] == "read"
+
+
+async def test_a_consent_page_left_open_while_the_session_ended_asks_again_instead_of_failing(
+    oauth_stack: OAuthStack, browser_pages: PageShots, loopback: Callable[[], LoopbackRedirect]
+) -> None:
+    stack = await oauth_stack()
+    page = await browser_pages.new()
+    await choose_password(page, await asyncio.to_thread(setup_link, stack))
+    app = App(stack, "Notes agent", page, loopback())
+    other_tab = await page.context.new_page()
+
+    async def sign_out_in_the_other_tab() -> None:
+        await other_tab.goto(f"{stack.gateway_url}/account")
+        await other_tab.get_by_role("button", name="Sign out").click()
+        await expect(other_tab.locator("h1")).to_have_text("Sign in to memvault")
+
+    async def decide_across_session_changes() -> None:
+        await expect(page.locator("h1")).to_have_text("Connect an app")
+        # Signed out elsewhere: Approve leads to sign-in, and from there back to the same question.
+        await sign_out_in_the_other_tab()
+        await page.get_by_role("button", name="Approve").click()
+        await expect(page.locator("h1")).to_have_text("Sign in to memvault")
+        await page.get_by_label("User name").fill("owner")
+        await page.get_by_label("Password").fill(PASSWORD)
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.locator("body")).to_contain_text("Notes agent wants to use your memvault memory")
+
+        # Signed out and in again elsewhere: this page is older than the session; nothing is done.
+        await sign_out_in_the_other_tab()
+        await other_tab.get_by_label("User name").fill("owner")
+        await other_tab.get_by_label("Password").fill(PASSWORD)
+        await other_tab.get_by_role("button", name="Sign in").click()
+        await expect(other_tab.get_by_text("Signed in as")).to_be_visible()
+        await scope_box(page, "write").uncheck()
+        await page.get_by_role("button", name="Approve").click()
+        await expect(page.locator(".error")).to_have_text(
+            "This page was opened before you last signed in, so nothing was done. Check your choices and decide again."
+        )
+        await browser_pages.shot(page, "consent-opened-before-sign-in")
+        await scope_box(page, "write").uncheck()
+        await page.get_by_role("button", name="Approve").click()
+        await expect(page.locator("body")).to_contain_text("The app is connected to memvault")
+
+    app.owner_will(decide_across_session_changes)
+    async with app.connected() as client:
+        guide = await structured(client, "get_operating_guide")
+        await app.owner_done()
+    assert [v["name"] for v in guide["vaults"]] == ["default"]
+    assert app.storage.tokens is not None and app.storage.tokens.scope == "read"
+    assert len(app.authorize_urls) == 1  # the app asked once; the owner's detours did not break its flow

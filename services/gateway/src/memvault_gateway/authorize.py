@@ -45,6 +45,7 @@ PARAMS = (
 _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 MAX_STATE_CHARS = 1000
 REPLACED = "replaced by a new approval"
+STALE_PAGE = "This page was opened before you last signed in, so nothing was done. Check your choices and decide again."
 
 
 class Refusal(Exception):
@@ -259,14 +260,17 @@ def _choices(form: FormData, field: str) -> list[str]:
 async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """The consent form's answer: Approve (with the chosen vaults and scopes) or Deny."""
     form = await request.form()
-    session = await sessions.current_session(gw, request)
-    if session is None:
-        return pages.message("Signed out", "Your session ended. Start connecting the app again.", 401)
-    if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "This form was not sent from this site. Start again.", 403)
     raw = {k: str(form[k]) for k in PARAMS if k in form and k != "scope"}  # `scope` here is the ticked boxes
     if pages.REQUESTED_SCOPE_FIELD in form:
         raw["scope"] = str(form[pages.REQUESTED_SCOPE_FIELD])
+    session = await sessions.current_session(gw, request)
+    if session is None:
+        # The session ended while the page was open (it expired, or the owner signed out in another tab):
+        # sign in and decide again, while the app is still waiting. Nothing is decided without a session.
+        return RedirectResponse("/login?" + urlencode({"next": "/authorize?" + urlencode(raw)}), status_code=303)
+    token_ok = sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or ""))
+    if not token_ok and not sessions.same_origin(gw, request):
+        return pages.message("Request refused", "This form was not sent from this site. Start again.", 403)
     try:
         request_ = await parse(gw, raw, peer_of(request))
     except Refusal as refusal:
@@ -274,6 +278,9 @@ async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     except ErrorRedirect as redirect:
         return RedirectResponse(redirect.url, status_code=303)
     user = session.user
+    if not token_ok:
+        # Our own page, opened before the owner last signed in: show it again rather than act on it.
+        return await _consent_page(gw, request_, user, session.csrf_token, STALE_PAGE, status=400)
     if form.get("decision") != "approve":
         await _audit(gw, user, "grant.deny", request_.client.client_id[:200], {"client": request_.client.client_name})
         denied = {"error": "access_denied", "error_description": "the owner denied access"}

@@ -546,3 +546,46 @@ async def test_a_consent_page_left_open_while_the_session_ended_asks_again_inste
     assert [v["name"] for v in guide["vaults"]] == ["default"]
     assert app.storage.tokens is not None and app.storage.tokens.scope == "read"
     assert len(app.authorize_urls) == 1  # the app asked once; the owner's detours did not break its flow
+
+
+async def test_an_app_returning_to_a_private_use_scheme_is_sent_there(
+    oauth_stack: OAuthStack, browser_pages: PageShots
+) -> None:
+    """Apps such as Cursor come back through their own scheme (RFC 8252 §7.1), which the operator allows."""
+    stack = await oauth_stack(MEMVAULT_OAUTH__EXTRA_REDIRECT_SCHEMES='["cursor"]')
+    page = await browser_pages.new()
+    await choose_password(page, await asyncio.to_thread(setup_link, stack))
+    redirect = "cursor://anysphere.cursor-retrieval/oauth/callback"
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=30) as http:
+        registered = await http.post(
+            "/register",
+            json={"client_name": "Cursor", "redirect_uris": [redirect], "token_endpoint_auth_method": "none"},
+        )
+    assert registered.status_code == 201, registered.text
+    refusals: list[str] = []
+    page.on(
+        "console", lambda message: refusals.append(message.text) if "Content Security Policy" in message.text else None
+    )
+    _, challenge = pkce()
+    query = {
+        "response_type": "code",
+        "client_id": registered.json()["client_id"],
+        "redirect_uri": redirect,
+        "state": "s-2",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "resource": stack.mcp_url,
+    }
+    await page.goto(f"{stack.gateway_url}/authorize?{urlencode(query)}")
+    await expect(page.locator("body")).to_contain_text(
+        "your browser goes to the app on this computer that opens cursor: links. Only approve if"
+    )
+    await expect(page.locator("body")).not_to_contain_text("anysphere")
+    # Chromium hands cursor:// to the operating system (nothing handles it here, so it is aborted); what
+    # counts is that the browser goes there with the code, which a form-action without the scheme forbids.
+    async with page.expect_request(lambda request: request.url.startswith("cursor:"), timeout=15_000) as went:
+        await page.get_by_role("button", name="Approve").click()
+    sent = (await went.value).url
+    assert sent.startswith(redirect + "?code=mvc_"), sent
+    assert dict(parse_qsl(urlsplit(sent).query))["state"] == "s-2"
+    assert refusals == []

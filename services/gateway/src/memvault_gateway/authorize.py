@@ -221,6 +221,7 @@ async def _consent_page(
         redirect_origin=redirect_origin,
         verified_host=verified,
         loopback=redirect.scheme == "http" and settings.is_loopback_host(redirect.hostname or ""),
+        private_scheme="" if redirect.scheme in ("http", "https") else redirect.scheme,
         user_name=user.display_name or user.username or user.subject,
         vaults=[pages.VaultChoice(v.name, v.role) for v in vaults],
         requested_scopes=request_.scopes or scopes.DEFAULT_SCOPES,

@@ -167,6 +167,7 @@ def consent(
     redirect_origin: str,
     verified_host: bool,
     loopback: bool,
+    private_scheme: str,
     user_name: str,
     vaults: list[VaultChoice],
     requested_scopes: tuple[str, ...],
@@ -192,11 +193,13 @@ def consent(
         f" <strong>{s}</strong>: {escape(SCOPE_TEXT[s])}</label>"
         for s in SCOPES
     )
-    destination = (
-        f"back to the app on this computer (<strong>{escape(redirect_host)}</strong>)"
-        if loopback
-        else f"to <strong>{escape(redirect_host)}</strong>"
-    )
+    if private_scheme:
+        # Whatever app on this computer claims the scheme gets the answer; the part after :// proves nothing.
+        destination = f"to the app on this computer that opens <strong>{escape(private_scheme)}:</strong> links"
+    elif loopback:
+        destination = f"back to the app on this computer (<strong>{escape(redirect_host)}</strong>)"
+    else:
+        destination = f"to <strong>{escape(redirect_host)}</strong>"
     where = (
         f"<p>After you decide, your browser goes {destination}"
         + (" (this app's own address)." if verified_host else ". Only approve if you just started connecting this app.")

@@ -434,7 +434,7 @@ async def test_an_app_returning_to_another_host_is_named_and_not_called_verified
     oauth_stack: OAuthStack, browser_pages: PageShots
 ) -> None:
     stack = await oauth_stack()
-    page = await browser_pages.new()
+    page = await browser_pages.new(phone=True)  # an app on a phone (a web app) sends its owner here too
     await choose_password(page, await asyncio.to_thread(setup_link, stack))
     async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=30) as http:
         registered = await http.post(

@@ -1,7 +1,9 @@
 """A small OpenID Connect provider for tests: one client, one signed-in user, RS256 ID tokens.
 
-`/authorize` approves at once (the user is 'already signed in at the IdP'). Knobs let a test
-make the provider misbehave: a wrong nonce, a foreign audience, a key the JWKS does not list.
+`/authorize` approves at once (the user is 'already signed in at the IdP'), or, with `page`, shows
+a page of its own whose Continue button approves and Cancel refuses (what a person sees at Authelia or Keycloak).
+Knobs let a test make the provider misbehave: a wrong nonce, a foreign audience, a key the JWKS
+does not list.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,7 +21,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 
@@ -31,6 +34,9 @@ class OidcProvider:
     wrong_nonce: bool = False
     foreign_audience: bool = False
     unknown_key: bool = False
+    authorization_origin: str = ""
+    page: bool = False
+    """Announce the authorization endpoint on this origin instead of the issuer's (as Amazon Cognito does)."""
     key: RSAKey = field(default_factory=lambda: RSAKey.generate_key(2048, parameters={"kid": "k1"}))
     codes: dict[str, dict[str, str]] = field(default_factory=dict)
     authorize_requests: list[dict[str, str]] = field(default_factory=list)
@@ -40,7 +46,7 @@ class OidcProvider:
             routes=[
                 Route("/.well-known/openid-configuration", self.discovery),
                 Route("/jwks", self.jwks),
-                Route("/authorize", self.authorize),
+                Route("/authorize", self.authorize, methods=["GET", "POST"]),
                 Route("/token", self.token, methods=["POST"]),
             ]
         )
@@ -49,7 +55,7 @@ class OidcProvider:
         return JSONResponse(
             {
                 "issuer": self.issuer,
-                "authorization_endpoint": f"{self.issuer}/authorize",
+                "authorization_endpoint": f"{self.authorization_origin or self.issuer}/authorize",
                 "token_endpoint": f"{self.issuer}/token",
                 "jwks_uri": f"{self.issuer}/jwks",
                 "response_types_supported": ["code"],
@@ -63,7 +69,24 @@ class OidcProvider:
         return JSONResponse({"keys": [self.key.as_dict(private=False)]})
 
     async def authorize(self, request: Request) -> Response:
-        params = dict(request.query_params)
+        if self.page and request.method == "GET":
+            hidden = "".join(
+                f"<input type=hidden name='{escape(k)}' value='{escape(v)}'>" for k, v in request.query_params.items()
+            )
+            return HTMLResponse(
+                "<!doctype html><title>Test IdP</title><h1>Test IdP</h1>"
+                f"<p>Sign in to memvault as {escape(str(self.user.get('name', '')))}?</p>"
+                f"<form method=post action='/authorize'>{hidden}<button name=decision value=approve>Continue</button>"
+                "<button name=decision value=deny>Cancel</button></form>"
+            )
+        params = (
+            dict(request.query_params)
+            if request.method == "GET"
+            else {k: str(v) for k, v in (await request.form()).items()}
+        )
+        if params.pop("decision", "approve") == "deny":
+            refusal = {"error": "access_denied", "state": params["state"]}
+            return RedirectResponse(f"{params['redirect_uri']}?{urlencode(refusal)}", status_code=302)
         self.authorize_requests.append(params)
         code = secrets.token_urlsafe(16)
         self.codes[code] = params

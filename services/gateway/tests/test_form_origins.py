@@ -147,6 +147,12 @@ async def test_revoke_sign_out_and_api_changes_refuse_cross_site_posts(start_gat
         assert api.status_code == 403, name
         logout = await browser.http.post("/logout", data={"csrf_token": csrf}, headers=headers)
         assert logout.status_code == 403, name
+        assert "not sent from this site" in revoke.text and "not sent from this site" in logout.text, name
+    # Our own page, opened under an earlier session (an old tab): not blamed on another site.
+    for path in (f"/account/grants/{grant}/revoke", "/logout"):
+        stale = await browser.http.post(path, data={"csrf_token": "from-an-older-session"}, headers=own_origin(gateway))
+        assert stale.status_code == 403 and "Page out of date" in stale.text, path
+        assert "nothing was done" in stale.text and "not sent from this site" not in stale.text, path
     grants = (await browser.http.get("/api/v1/grants")).json()["grants"]
     assert [g["id"] for g in grants] == [grant]  # nothing was revoked
 

@@ -80,6 +80,29 @@ async def test_agent_known_by_its_metadata_document_is_authorized(
     assert name == "Metadata agent"
 
 
+async def test_metadata_document_agent_may_return_to_any_loopback_port(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    """RFC 8252 §7.3 for clients known by a document: only the port may differ."""
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    client_id = host.add("/clients/ports.json")
+    async with gateway.http() as http:
+        for refused in ("http://127.0.0.1:41000/elsewhere", "http://localhost:33420/callback"):
+            _, challenge = pkce()
+            agent = Agent(gateway, {"client_id": client_id}, redirect_uri=refused)
+            answer = await http.get(agent.authorize_url(challenge))
+            assert answer.status_code == 400 and "redirect_uri mismatch" in answer.text
+        agent = Agent(gateway, {"client_id": client_id}, redirect_uri="http://127.0.0.1:41001/callback")
+        verifier, challenge = pkce()
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 302, answer.text
+    assert answer.headers["location"].startswith("http://127.0.0.1:41001/callback?")
+    tokens = await agent.exchange(query_of(answer.headers["location"])["code"], verifier)
+    assert tokens.status_code == 200, tokens.text
+
+
 async def test_metadata_document_on_a_private_address_is_not_fetched_by_default(
     start_gateway: StartGateway, host: DocumentHost
 ) -> None:

@@ -363,7 +363,15 @@ async def test_redirect_uri_mismatch_is_never_redirected_to(start_gateway: Start
     _, challenge = pkce()
     grants_before = await gateway.fetchval("SELECT count(*) FROM gateway.access_grant")
     async with gateway.http() as http:
-        for uri in ("http://127.0.0.1:33419/callback", "https://evil.example/callback", REDIRECT + "/x"):
+        for uri in (
+            "https://evil.example/callback",
+            REDIRECT + "/x",
+            "http://127.0.0.1:33419/other",  # any port on loopback, but the path must match
+            "http://127.0.0.1:33419/callback?next=1",
+            "http://localhost:33418/callback",  # the host must match as registered
+            "http://127.0.0.2:33418/callback",
+            "https://127.0.0.1:33418/callback",
+        ):
             answer = await http.get(agent.authorize_url(challenge, redirect_uri=uri))
             assert answer.status_code == 400
             assert "location" not in answer.headers
@@ -378,6 +386,38 @@ async def test_redirect_uri_mismatch_is_never_redirected_to(start_gateway: Start
     )
     assert switched.status_code == 400
     assert switched.json()["error"] == "invalid_grant"
+
+
+@pytest.mark.parametrize(
+    ("registered", "used", "another_port"),
+    [
+        (REDIRECT, "http://127.0.0.1:51999/callback", "http://127.0.0.1:51998/callback"),
+        ("http://[::1]:33418/cb?app=x", "http://[::1]:40001/cb?app=x", "http://[::1]:40002/cb?app=x"),
+        ("http://localhost/callback", "http://localhost:40003/callback", "http://localhost/callback"),
+    ],
+)
+async def test_loopback_redirect_may_use_any_port_and_the_token_request_must_repeat_it(
+    start_gateway: StartGateway, registered: str, used: str, another_port: str
+) -> None:
+    """RFC 8252 §7.3: native apps pick a free port per login."""
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register(redirect_uris=[registered]), redirect_uri=used)
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 302, answer.text
+    assert answer.headers["location"].startswith(used + ("&" if "?" in used else "?"))
+    code = query_of(answer.headers["location"])["code"]
+    refused = await agent.token(
+        grant_type="authorization_code", code=code, code_verifier=verifier, redirect_uri=another_port
+    )
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
+
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        code = query_of((await http.get(agent.authorize_url(challenge))).headers["location"])["code"]
+    tokens = await agent.exchange(code, verifier)
+    assert tokens.status_code == 200, tokens.text
 
 
 @pytest.mark.parametrize(

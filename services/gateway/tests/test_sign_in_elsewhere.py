@@ -78,6 +78,34 @@ async def test_oidc_sign_in_creates_the_account_and_a_vault(start_gateway: Start
     assert len((await again.http.get("/api/v1/vaults")).json()["vaults"]) == 1
 
 
+def form_action(response: httpx.Response) -> list[str]:
+    (directive,) = [d.split()[1:] for d in response.headers["content-security-policy"].split(";") if "form-action" in d]
+    return directive
+
+
+async def test_sign_in_page_lets_its_button_lead_to_the_provider(
+    start_gateway: StartGateway, idp: OidcProvider
+) -> None:
+    """Browsers apply form-action to the redirect after the button's post: the provider must be named."""
+    port = idp.issuer.rsplit(":", 1)[1]
+    idp.authorization_origin = f"http://localhost:{port}"
+    gateway = await oidc_gateway(start_gateway, idp)
+    async with gateway.http() as http:
+        assert form_action(await http.get("/login")) == ["'self'", f"http://localhost:{port}"]
+
+
+async def test_sign_in_page_names_the_issuer_while_the_provider_is_away(start_gateway: StartGateway) -> None:
+    issuer = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    gateway = await start_gateway(oidc={"issuer": issuer, "client_id": "memvault"})
+    async with gateway.http() as http:
+        page = await http.get("/login")
+    assert page.status_code == 200 and "Sign in with single sign-on" in page.text
+    assert form_action(page) == ["'self'", issuer]
+    without = await start_gateway()
+    async with without.http() as http:
+        assert form_action(await http.get("/login")) == ["'self'"]
+
+
 async def test_oidc_owner_approves_an_agent(start_gateway: StartGateway, idp: OidcProvider) -> None:
     gateway = await oidc_gateway(start_gateway, idp)
     agent = Agent(gateway, await gateway.register())
@@ -94,8 +122,9 @@ async def test_oidc_refuses_an_id_token_that_does_not_check_out(
 ) -> None:
     gateway = await oidc_gateway(start_gateway, idp)
     setattr(idp, fault, True)
-    browser, answer = await sso(gateway)
+    browser, answer = await sso(gateway, next_path="/api/v1/me")
     assert answer.status_code == 401
+    assert "<a href='/login?next=%2Fapi%2Fv1%2Fme'>Back to sign in</a>" in answer.text  # where they were going
     assert (await browser.http.get("/api/v1/me")).status_code == 401
     assert (
         await gateway.fetchval(

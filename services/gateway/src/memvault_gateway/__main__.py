@@ -1,4 +1,4 @@
-"""memvault-gateway: the only public service. Commands: serve (default), migrate, setup-link."""
+"""memvault-gateway: the only public service. Commands: serve (default), migrate, setup-link, set-email."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_gateway import credentials
 from memvault_gateway.app import create_app
-from memvault_gateway.people import USERNAME
+from memvault_gateway.people import EMAIL_PROBLEM, USERNAME, normalized_email
 from memvault_gateway.settings import MigrateSettings, Settings
-from memvault_gateway.store import NewerDatabaseError, Store, apply_migrations
+from memvault_gateway.store import EmailTaken, NewerDatabaseError, Store, apply_migrations
 
 log = logging.getLogger("memvault_gateway")
 
@@ -61,8 +61,10 @@ async def serve(settings: Settings) -> None:
     await uvicorn.Server(config).serve()
 
 
-async def setup_link(settings: MigrateSettings, username: str, force: bool) -> str | None:
-    """A one-time link to set `username`'s password, creating the account (the first is an administrator)."""
+async def setup_link(settings: MigrateSettings, username: str, force: bool, email: str | None = None) -> str | None:
+    """A one-time link to set `username`'s password, creating the account (the first is an administrator).
+
+    `email` (normalized) becomes the account's address for email sign-in links; EmailTaken if another has it."""
     from datetime import timedelta
 
     store = await Store.connect(settings.postgres.dsn, 1, 2)
@@ -75,6 +77,8 @@ async def setup_link(settings: MigrateSettings, username: str, force: bool) -> s
                 return None
         elif user.password_hash is not None and not force:
             return None
+        if email is not None and not await store.set_email(user.id, email):
+            raise EmailTaken(email)
         token = credentials.new_token(credentials.SETUP_LINK)
         await store.create_setup_link(
             user.id, credentials.token_hash(token), timedelta(hours=settings.login.setup_link_hours)
@@ -82,6 +86,27 @@ async def setup_link(settings: MigrateSettings, username: str, force: bool) -> s
         return f"{settings.gateway.public_url}/setup/{token}"
     finally:
         await store.close()
+
+
+async def set_email(settings: MigrateSettings, username: str, email: str | None) -> str | None:
+    """Set (None: clear) the address a local account's email sign-in links go to; the problem, or None."""
+    store = await Store.connect(settings.postgres.dsn, 1, 2)
+    try:
+        user = await store.user_by_username(username)
+        if user is None:
+            return f"no local account {username!r}"
+        if not await store.set_email(user.id, email):
+            return "another account already has that address"
+        return None
+    finally:
+        await store.close()
+
+
+def _email_argument(value: str) -> str:
+    email = normalized_email(value)
+    if email is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is {EMAIL_PROBLEM}")
+    return email
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,9 +122,22 @@ def main(argv: list[str] | None = None) -> None:
     link.add_argument(
         "--force", action="store_true", help="also for an account that already has a password (a reset link)"
     )
+    link.add_argument(
+        "--email",
+        type=_email_argument,
+        help="also make this the account's address for email sign-in links (when MEMVAULT_SMTP__HOST is set)",
+    )
+    email = commands.add_parser(
+        "set-email",
+        help="set the address a local account's email sign-in links go to (whoever reads it can sign in)",
+    )
+    email.add_argument("--username", default="owner", help="local user name (default: owner)")
+    addresses = email.add_mutually_exclusive_group(required=True)
+    addresses.add_argument("--email", type=_email_argument, help="the address")
+    addresses.add_argument("--clear", action="store_true", help="remove the address: no email sign-in for this account")
     args = parser.parse_args(argv)
 
-    if args.command in ("migrate", "setup-link"):
+    if args.command in ("migrate", "setup-link", "set-email"):
         migrate_settings = load_settings(MigrateSettings)
         setup_logging("gateway", migrate_settings.log.level)
         if args.command == "migrate":
@@ -112,10 +150,24 @@ def main(argv: list[str] | None = None) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(2)
-        url = asyncio.run(setup_link(migrate_settings, args.username, args.force))
+        if args.command == "set-email":
+            problem = asyncio.run(set_email(migrate_settings, args.username, None if args.clear else args.email))
+            if problem:
+                print(f"memvault-gateway: {problem}", file=sys.stderr)
+                raise SystemExit(1)
+            print(f"{args.username}: email sign-in address {'removed' if args.clear else 'set'}")
+            return
+        try:
+            url = asyncio.run(setup_link(migrate_settings, args.username, args.force, args.email))
+        except EmailTaken:
+            print("memvault-gateway: another account already has that address", file=sys.stderr)
+            raise SystemExit(1) from None
         if url is None:
+            only_email = (
+                f", or set-email --username {args.username} --email ... for the address only" if args.email else ""
+            )
             print(
-                f"memvault-gateway: '{args.username}' already has a password; pass --force for a reset link",
+                f"memvault-gateway: '{args.username}' already has a password; pass --force for a reset link{only_email}",
                 file=sys.stderr,
             )
             raise SystemExit(1)

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memvault_core.errors import MemvaultError
-from memvault_gateway import pages, sessions
+from memvault_gateway import account_email, pages, sessions
 from memvault_gateway.context import Gateway, gateway
 
 log = logging.getLogger("memvault_gateway")
@@ -50,6 +50,12 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
             for g in grants
         ],
         csrf=session.csrf_token,
+        signed_in_by_proxy=sessions.signed_in_by_proxy(gw, request),
+        email_section=(
+            account_email.section(session.csrf_token, await gw.store.email_of(user.id))
+            if gw.settings.smtp.enabled
+            else ""
+        ),
     )
 
 
@@ -60,7 +66,7 @@ async def revoke(grant_id: str, request: Request, gw: Gateway = Depends(gateway)
     if session is None:
         return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=303)
     if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "This form was not sent from this site.", 403)
+        return sessions.form_refused(gw, request, page=ACCOUNT_PATH)
     try:
         uuid.UUID(grant_id)
     except ValueError:

@@ -11,24 +11,32 @@ from importlib import resources
 import asyncpg
 import httpx
 from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
+from memvault_core.validation import describe
 from memvault_gateway import (
     account,
+    account_email,
     api,
     api_memories,
     authorize,
     body_limit,
     clients,
     discovery,
+    email_login,
     login,
     mcp_route,
     oidc,
+    people,
     sessions,
     token_endpoint,
     tracing,
@@ -42,6 +50,8 @@ from memvault_gateway.web import problem
 log = logging.getLogger("memvault_gateway")
 
 PURGE_EVERY_SECONDS = 3600
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 _STATUS_OF_ERROR = {
     "not_found": 404,
@@ -96,6 +106,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
             purger = asyncio.create_task(purge_periodically(store))
             yield
             purger.cancel()
+            await email_login.settled()  # sign-in links already asked for still go out
         finally:
             await upstream.aclose()
             await outbound.aclose()
@@ -118,6 +129,31 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
     async def nul_in_text(request: Request, error: asyncpg.CharacterNotInRepertoireError) -> Response:
         """Postgres text cannot hold NUL; the statement failed, so nothing was written."""
         return problem(400, "Invalid argument", "text must not contain NUL characters (\\u0000); remove them")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> Response:
+        """One line per problem, naming the field and what it accepts, instead of pydantic's records."""
+        # FastAPI's locations start with where the field was ('body', 'query'); the field's name is enough.
+        lines = [describe({**p, "loc": p["loc"][1:] or p["loc"]}) for p in error.errors()]
+        return problem(422, "Invalid request", "; ".join(lines))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        if error.status_code == 405:
+            # Starlette names only the methods of the first route matching the path; a path served by
+            # several routes (GET and PUT /settings) takes those of every one.
+            allowed = [
+                method
+                for method in _METHODS
+                if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in app.router.routes)
+            ]
+            return problem(
+                405,
+                "Method not allowed",
+                f"{request.method} is not allowed here; use {', '.join(allowed)}",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        return await http_exception_handler(request, error)
 
     @app.exception_handler(api.ApiAuthError)
     async def api_auth_error(request: Request, error: api.ApiAuthError) -> Response:
@@ -155,11 +191,12 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         return RedirectResponse(account.ACCOUNT_PATH, status_code=303)
 
     @app.get("/connect")
-    async def connect() -> PlainTextResponse:
+    async def connect(request: Request) -> PlainTextResponse:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
+        owner = await people.owner_name(request.app.state.gateway)
         return PlainTextResponse(
-            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner="the vault owner"),
+            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner=owner),
             media_type="text/markdown; charset=utf-8",
         )
 
@@ -169,7 +206,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         authorize.router,
         token_endpoint.router,
         login.router,
+        email_login.router,
         account.router,
+        account_email.router,
         oidc.router,
         api.router,
         api_memories.router,

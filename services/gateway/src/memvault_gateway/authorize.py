@@ -22,7 +22,7 @@ from memvault_core.identity import SCOPES
 from memvault_gateway import credentials, metadata_documents, pages, people, scopes, sessions, settings
 from memvault_gateway.clients import resolve_client
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.redirects import host_of
+from memvault_gateway.redirects import host_of, redirect_uri_matches
 from memvault_gateway.store import Client, User
 from memvault_gateway.throttle import limited, peer_of
 from memvault_gateway.token_endpoint import canonical_resource
@@ -90,7 +90,7 @@ async def parse(gw: Gateway, raw: dict[str, str], peer: str) -> AuthorizationReq
         if len(client.redirect_uris) != 1:
             raise Refusal("The app did not say where to return to (redirect_uri is missing).")
         redirect_uri = client.redirect_uris[0]
-    elif redirect_uri not in client.redirect_uris:
+    elif not any(redirect_uri_matches(redirect_uri, known) for known in client.redirect_uris):
         raise Refusal("The app asked to return to an address it did not register (redirect_uri mismatch).")
     state = raw.get("state")
     if state is not None and len(state) > MAX_STATE_CHARS:

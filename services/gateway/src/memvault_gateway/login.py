@@ -10,36 +10,40 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memvault_core.errors import MemvaultError
-from memvault_gateway import credentials, pages, people, sessions
+from memvault_gateway import credentials, oidc, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.throttle import limited
-from memvault_gateway.web import client_address
+from memvault_gateway.web import HOME, client_address, safe_next
 
 log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
-# A post whose Origin or Sec-Fetch-Site says another site sent it (sessions.same_origin).
-CROSS_SITE = "This form was not sent from this site; open the page on this site and submit it from there."
-
-HOME = "/account"
+SIGNED_OUT = "signed-out"
+"""Query parameter of the sign-in page after signing out: it then says so."""
 
 
-def safe_next(value: str | None) -> str:
-    """A path on this site to continue to; anything else (another host, a scheme) becomes the home page."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value or len(value) > 4000:
-        return HOME
-    return value
-
-
-def _login_page(gw: Gateway, request: Request, next_path: str, error: str = "", status: int = 200) -> Response:
+async def _login_page(
+    gw: Gateway,
+    request: Request,
+    next_path: str,
+    error: str = "",
+    status: int = 200,
+    *,
+    username: str = "",
+    notice: str = "",
+) -> Response:
     token = sessions.login_csrf(gw, request)
-    oidc = gw.settings.oidc
+    settings = gw.settings.oidc
     response = pages.login(
         next_path=next_path,
         csrf=token,
         error=error,
+        notice=notice,
+        username=username,
         local_accounts=gw.settings.login.local_accounts,
-        oidc_label=oidc.button_label if oidc.enabled else "",
+        oidc_label=settings.button_label if settings.enabled else "",
+        form_action=await oidc.sign_in_form_targets(gw),
+        email_sign_in=gw.settings.smtp.enabled,
         status=status,
     )
     sessions.keep_login_csrf(gw, response, token)
@@ -51,7 +55,8 @@ async def login_form(request: Request, gw: Gateway = Depends(gateway)) -> Respon
     next_path = safe_next(request.query_params.get("next"))
     if await sessions.current_session(gw, request) is not None:
         return RedirectResponse(next_path, status_code=302)
-    return _login_page(gw, request, next_path)
+    notice = "You are signed out." if SIGNED_OUT in request.query_params else ""
+    return await _login_page(gw, request, next_path, notice=notice)
 
 
 @router.post("/login", dependencies=[Depends(limited("login"))])
@@ -59,11 +64,11 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     form = await request.form()
     next_path = safe_next(str(form.get("next") or ""))
     if not sessions.same_origin(gw, request):
-        return _login_page(gw, request, next_path, CROSS_SITE, 403)
+        return await _login_page(gw, request, next_path, sessions.CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
+        return await _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
     if not gw.settings.login.local_accounts:
-        return _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
+        return await _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
     username = str(form.get("username") or "").strip().lower()
     password = str(form.get("password") or "")
     # Counted per user name and address: a stranger's wrong guesses lock the stranger out, not the owner.
@@ -71,12 +76,13 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     if await gw.throttle.blocked("login-failures", *failures):
         wait = await gw.throttle.retry_after("login-failures", *failures)
         log.warning("sign-in refused", extra={"reason": "too many failures for this user name from this address"})
-        return _login_page(
+        return await _login_page(
             gw,
             request,
             next_path,
             f"Too many failed attempts for this user from here; try again in {wait // 60 + 1} minutes.",
             429,
+            username=username[:100],
         )
     user = await gw.store.user_by_username(username) if username and len(username) < 100 else None
     ok = await asyncio.to_thread(credentials.check_password, password[:1024], user.password_hash if user else None)
@@ -87,7 +93,7 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
             with contextlib.suppress(MemvaultError):
                 await gw.vault.ensure_account(user.subject, user.display_name)
                 await gw.vault.audit(user.subject, "session.refuse", target=username, details={"method": "password"})
-        return _login_page(gw, request, next_path, "Wrong user name or password.", 401)
+        return await _login_page(gw, request, next_path, "Wrong user name or password.", 401, username=username[:100])
     await people.ensure_vault_account(gw, user)
     await sessions.start_session(gw, request, user, "password")
     return RedirectResponse(next_path, status_code=303)
@@ -97,9 +103,9 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
 async def logout(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     form = await request.form()
     session = await sessions.current_session(gw, request)
-    response = RedirectResponse("/login", status_code=303)
+    response = RedirectResponse(f"/login?{SIGNED_OUT}", status_code=303)
     if session is not None and not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "This form was not sent from this site.", 403)
+        return sessions.form_refused(gw, request, page=HOME)
     await sessions.end_session(gw, request, response)
     return response
 
@@ -128,7 +134,7 @@ async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) ->
         )
     csrf = str(form.get("csrf_token") or "")
     if not sessions.same_origin(gw, request):
-        return pages.message("Request refused", CROSS_SITE, 403)
+        return pages.message("Request refused", sessions.CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, csrf):
         return pages.message("Request refused", "The form expired; open the setup link again.", 403)
     password = str(form.get("password") or "")

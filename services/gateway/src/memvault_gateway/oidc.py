@@ -11,13 +11,15 @@ code is exchanged with authlib's client and the ID token checked with joserfc
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import re
 import secrets
 import time
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 from authlib.integrations.httpx_client import AsyncOAuth2Client  # type: ignore[import-untyped]
@@ -30,13 +32,18 @@ from joserfc.jwk import KeySet
 
 from memvault_gateway import credentials, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.login import safe_next
+from memvault_gateway.web import HOME, origin_of, safe_next
 
 log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
 
 DISCOVERY_CACHE_SECONDS = 3600
+SIGN_IN_PAGE_WAIT_SECONDS = 3.0
+"""How long the sign-in page waits for the provider's discovery document before naming its issuer instead."""
+_ERROR_CODE = re.compile(r"[a-z_]{1,40}")
+"""An OAuth error code (RFC 6749 4.1.2.1) the provider sent back, shown to the person; anything else is not."""
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
 LOGIN_STATE_LIFETIME = timedelta(minutes=10)
 _CACHE_KEY = "oidc_discovery"
 
@@ -83,6 +90,38 @@ async def provider_metadata(gw: Gateway) -> dict[str, Any]:
     return metadata
 
 
+def _back(next_path: str = HOME) -> tuple[str, str]:
+    """The link from a failed single sign-on back to the sign-in page, keeping where the person was going."""
+    return ("/login" if next_path == HOME else f"/login?{urlencode({'next': next_path})}", "Back to sign in")
+
+
+def _csp_origin(url: str) -> str | None:
+    """The origin of `url` if it is a plain http(s) origin that can go into a CSP header unchanged."""
+    origin = origin_of(url) if urlsplit(url).scheme in ("http", "https") else ""
+    return origin if _ORIGIN.match(origin) else None
+
+
+async def sign_in_form_targets(gw: Gateway) -> list[str]:
+    """Where the sign-in page's single sign-on button may lead: its CSP `form-action` beside 'self'.
+
+    Browsers apply `form-action` to the redirects that follow a form post too, so without the
+    provider's authorization endpoint Chromium blocks the redirect to it and the button seems to do
+    nothing. The endpoint comes from the cached discovery document; when the provider cannot tell
+    us now, its issuer's origin (where almost every provider keeps that endpoint), so the page
+    never waits long for a provider the person may not use.
+    """
+    if not gw.settings.oidc.enabled:
+        return []
+    try:
+        async with asyncio.timeout(SIGN_IN_PAGE_WAIT_SECONDS):
+            metadata = await provider_metadata(gw)
+        endpoint = _csp_origin(metadata["authorization_endpoint"])
+    except (SignInFailed, TimeoutError):
+        endpoint = None
+    origin = endpoint or _csp_origin(gw.settings.oidc.issuer)
+    return [origin] if origin else []
+
+
 def _check_id_token(gw: Gateway, metadata: dict[str, Any], id_token: str, nonce: str) -> dict[str, Any]:
     settings = gw.settings.oidc
     algorithms = [a for a in metadata.get("id_token_signing_alg_values_supported", ["RS256"]) if a != "none"]
@@ -114,11 +153,16 @@ async def start(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
     form = await request.form()
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "The sign-in form expired; go back and try again.", 403)
+        return pages.message("Request refused", "The sign-in form expired; try again.", 403, link=_back())
     try:
         metadata = await provider_metadata(gw)
     except SignInFailed as error:
-        return pages.message("Sign-in unavailable", str(error), 502)
+        return pages.message(
+            "Sign-in unavailable",
+            f"Single sign-on cannot be used right now: {error}. Try again in a moment.",
+            502,
+            link=_back(safe_next(str(form.get("next") or ""))),
+        )
     state = secrets.token_urlsafe(32)
     nonce = secrets.token_urlsafe(32)
     verifier = secrets.token_urlsafe(48)
@@ -161,13 +205,23 @@ async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
             "This sign-in was not started in this browser, or it took too long. "
             "Open the sign-in page here and start again.",
             403,
+            link=_back(),
         )
     found = await gw.store.take_login_state(credentials.token_hash(state)) if state and len(state) < 200 else None
     if found is None:
-        return pages.message("Sign-in expired", "This sign-in attempt is unknown or too old; start again.", 400)
+        return pages.message(
+            "Sign-in expired", "This sign-in attempt is unknown or too old; start again.", 400, link=_back()
+        )
     nonce, verifier, next_path = found
     if "error" in request.query_params or "code" not in request.query_params:
-        return pages.message("Sign-in refused", "The identity provider did not sign you in.", 401)
+        code = request.query_params.get("error", "")
+        said = f" ({code})" if _ERROR_CODE.fullmatch(code) else ""
+        return pages.message(
+            "Not signed in",
+            f"The identity provider did not sign you in{said}. Start again if you meant to sign in.",
+            401,
+            link=_back(next_path),
+        )
     try:
         metadata = await provider_metadata(gw)
         if "iss" in request.query_params and request.query_params["iss"] != metadata["issuer"]:
@@ -195,7 +249,12 @@ async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
             raise SignInFailed("the identity provider sent no ID token")
         claims = _check_id_token(gw, metadata, id_token, nonce)
     except SignInFailed as error:
-        return pages.message("Sign-in failed", str(error), 401)
+        return pages.message(
+            "Sign-in failed",
+            f"memvault could not sign you in: {error}. Try again; if it keeps failing, the gateway's log says why.",
+            401,
+            link=_back(next_path),
+        )
 
     display = str(claims.get("name") or claims.get("preferred_username") or claims.get("email") or "")[:200]
     user = await people.external_user(

@@ -19,9 +19,9 @@ from memvault_core.identity import SCOPES
 _STYLE = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
 h1{font-size:1.4rem}fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0}
-label{display:block;margin:.3rem 0}input[type=text],input[type=password]{width:100%;padding:.4rem;box-sizing:border-box}
+label{display:block;margin:.3rem 0}input[type=text],input[type=password],input[type=email]{width:100%;padding:.4rem;box-sizing:border-box}
 button{padding:.5rem 1.2rem;margin:.5rem .5rem 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
-button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.muted{color:#666;font-size:.9rem}
+button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.notice{color:#1b6e2e}.muted{color:#666;font-size:.9rem}
 code{background:#f3f3f3;padding:0 .2rem}h2{font-size:1.1rem;margin-top:2rem}
 table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{text-align:left;padding:.3rem;border-bottom:1px solid #ddd;vertical-align:top}
 """
@@ -61,8 +61,10 @@ def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = 
     )
 
 
-def message(title: str, text: str, status: int = 200) -> HTMLResponse:
-    return page(title, f"<p>{escape(text)}</p>", status)
+def message(title: str, text: str, status: int = 200, *, link: tuple[str, str] | None = None) -> HTMLResponse:
+    """A page that says one thing; `link` (address, words) offers the way on."""
+    onward = f"<p><a href='{escape(link[0])}'>{escape(link[1])}</a></p>" if link else ""
+    return page(title, f"<p>{escape(text)}</p>{onward}", status)
 
 
 def _hidden(fields: Mapping[str, str]) -> str:
@@ -74,19 +76,32 @@ def login(
     next_path: str,
     csrf: str,
     error: str = "",
+    notice: str = "",
+    username: str = "",
     local_accounts: bool = True,
     oidc_label: str = "",
+    form_action: Iterable[str] = (),
+    email_sign_in: bool = False,
     status: int = 200,
 ) -> HTMLResponse:
+    """The sign-in page; `username` refills the form after a failed attempt.
+
+    `form_action`: the identity provider's origin, where the single sign-on button's post redirects."""
     parts = []
     if error:
         parts.append(f"<p class=error>{escape(error)}</p>")
+    if notice:
+        parts.append(f"<p class=notice>{escape(notice)}</p>")
     if local_accounts:
+        # After a failed attempt the name is kept and the cursor waits in the password field.
+        name_focus, password_focus = (" autofocus", "") if not username else ("", " autofocus")
         parts.append(
             "<form method=post action='/login'>"
             + _hidden({"next": next_path, "csrf_token": csrf})
-            + "<label>User name <input type=text name=username autocomplete=username required autofocus></label>"
-            "<label>Password <input type=password name=password autocomplete=current-password required></label>"
+            + f"<label>User name <input type=text name=username value='{escape(username)}' autocomplete=username"
+            f" required{name_focus}></label>"
+            f"<label>Password <input type=password name=password autocomplete=current-password required"
+            f"{password_focus}></label>"
             "<button class=primary type=submit>Sign in</button></form>"
         )
     if oidc_label:
@@ -95,9 +110,21 @@ def login(
             + _hidden({"next": next_path, "csrf_token": csrf})
             + f"<button type=submit>{escape(oidc_label)}</button></form>"
         )
-    if not parts or (not local_accounts and not oidc_label):
+    if email_sign_in:
+        parts.append(
+            (
+                "<p class=muted>Or have a one-time sign-in link mailed to you:</p>"
+                if local_accounts or oidc_label
+                else ""
+            )
+            + "<form method=post action='/login/email'>"
+            + _hidden({"next": next_path, "csrf_token": csrf})
+            + "<label>Email <input type=email name=email autocomplete=email maxlength=254 required></label>"
+            "<button type=submit>Email me a sign-in link</button></form>"
+        )
+    if not parts or (not local_accounts and not oidc_label and not email_sign_in):
         parts.append("<p>No sign-in method is enabled on this gateway; ask its operator.</p>")
-    return page("Sign in to memvault", "".join(parts), status)
+    return page("Sign in to memvault", "".join(parts), status, form_action=form_action)
 
 
 def setup(*, username: str, token: str, csrf: str, error: str = "", status: int = 200) -> HTMLResponse:
@@ -233,8 +260,20 @@ class GrantRow:
     last_used: str
 
 
-def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) -> HTMLResponse:
-    """The signed-in owner's page: where agents connect, what has access, revoke, sign out."""
+def account(
+    *,
+    user_name: str,
+    mcp_url: str,
+    grants: list[GrantRow],
+    csrf: str,
+    signed_in_by_proxy: bool = False,
+    email_section: str = "",
+) -> HTMLResponse:
+    """The signed-in owner's page: where agents connect, what has access, revoke, sign out.
+
+    `signed_in_by_proxy`: a forward-auth proxy signs this person in on every request, so a sign-out
+    button here would seem to do nothing; the page says where to sign out instead.
+    `email_section` is account_email.section's HTML (values escaped there), empty when email sign-in is off."""
     rows = "".join(
         f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
         f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
@@ -254,8 +293,14 @@ def account(*, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str) 
         f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
         f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
         f"<h2>Apps with access</h2>{table}"
-        "<form method=post action='/logout'>"
-        + _hidden({"csrf_token": csrf})
-        + "<button type=submit>Sign out</button></form>"
+        + email_section
+        + (
+            "<p class=muted>The sign-in service in front of memvault signed you in;"
+            " sign out there to sign out of memvault.</p>"
+            if signed_in_by_proxy
+            else "<form method=post action='/logout'>"
+            + _hidden({"csrf_token": csrf})
+            + "<button type=submit>Sign out</button></form>"
+        )
     )
     return page("Your memvault", body)

@@ -41,7 +41,7 @@ def needed_for_mcp_body(body: bytes) -> str:
     """The scope a JSON-RPC request body needs: `write` for a tools/call of a writing tool, else `read`."""
     try:
         message = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: the mcp service answers -32700
         return "read"
     messages = message if isinstance(message, list) else [message]
     for item in messages:

@@ -18,7 +18,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault_core.errors import MemvaultError
-from memvault_gateway import credentials, people
+from memvault_gateway import credentials, pages, people
 from memvault_gateway.context import Gateway
 from memvault_gateway.store import Session, User
 from memvault_gateway.web import client_address
@@ -28,6 +28,8 @@ log = logging.getLogger("memvault_gateway")
 _STATE_KEY = "memvault_session"
 _NEW_COOKIE_KEY = "memvault_new_session_cookie"
 LOGIN_CSRF_MAX_AGE = 3600
+# A post whose Origin or Sec-Fetch-Site says another site sent it (same_origin).
+CROSS_SITE = "This form was not sent from this site; open the page on this site and submit it from there."
 
 
 def session_cookie(gw: Gateway) -> str:
@@ -104,12 +106,24 @@ async def end_session(gw: Gateway, request: Request, response: Response) -> None
     clear_cookie(gw, response, session_cookie(gw))
 
 
-async def _forward_auth_user(gw: Gateway, request: Request) -> User | None:
+def _forward_auth_name(gw: Gateway, request: Request) -> str | None:
+    """The user name a trusted forward-auth proxy put in this request, if any."""
     settings = gw.settings.forward_auth
     if not settings.enabled or not settings.trusts(client_address(request)):
         return None
     name = (request.headers.get(settings.header) or "").strip()
-    if not name or len(name) > 200:
+    return name if name and len(name) <= 200 else None
+
+
+def signed_in_by_proxy(gw: Gateway, request: Request) -> bool:
+    """The proxy in front vouches for this request: signing out here would be undone by the next page."""
+    return _forward_auth_name(gw, request) is not None
+
+
+async def _forward_auth_user(gw: Gateway, request: Request) -> User | None:
+    settings = gw.settings.forward_auth
+    name = _forward_auth_name(gw, request)
+    if name is None:
         return None
     display = (request.headers.get(settings.name_header) or "").strip() if settings.name_header else ""
     user = await people.external_user(
@@ -154,6 +168,23 @@ def csrf_ok(gw: Gateway, request: Request, session: Session, provided: str | Non
     if not same_origin(gw, request):
         return False
     return bool(provided) and hmac.compare_digest(str(provided), session.csrf_token)
+
+
+def form_refused(gw: Gateway, request: Request, *, page: str) -> Response:
+    """The answer to a signed-in person's form that `csrf_ok` refused.
+
+    Either another site sent it, or it came from our own `page` opened before the person last
+    signed in (an old tab), whose token belongs to a session that has ended: that is not another
+    site's doing, and saying so would send the person looking for an attack.
+    """
+    if not same_origin(gw, request):
+        return pages.message("Request refused", CROSS_SITE, 403)
+    return pages.message(
+        "Page out of date",
+        "This page was opened before you last signed in, so nothing was done. Open it again and retry.",
+        403,
+        link=(page, "Open it again"),
+    )
 
 
 def login_csrf(gw: Gateway, request: Request) -> str:

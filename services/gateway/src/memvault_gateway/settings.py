@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Self
+from email.utils import parseaddr
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
@@ -177,12 +178,58 @@ class ForwardAuthGroup(BaseModel):
         return any(ip in ipaddress.ip_network(entry, strict=False) for entry in self.trusted_proxies)
 
 
+class SmtpGroup(BaseModel):
+    """The mail server that sends email sign-in links. Email sign-in is off while `host` is empty."""
+
+    host: str = ""
+    """The SMTP server, e.g. `smtp.example.lan`. Empty: no email sign-in."""
+    port: int = Field(default=587, ge=1, le=65535)
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    """`starttls` (usually port 587), `tls` (implicit TLS, usually 465), or `none` (a relay on this
+    machine or in the cluster; the link then crosses the network in clear text)."""
+    username: str = ""
+    password: SecretStr = SecretStr("")
+    from_address: str = ""
+    """The sender of sign-in links, e.g. `memvault <memvault@example.lan>`; required with `host`."""
+    timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+
+    @field_validator("from_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        value = value.strip()
+        if "\r" in value or "\n" in value or (value and "@" not in parseaddr(value)[1]):
+            raise ValueError("must be an email address, e.g. memvault@example.lan or 'memvault <memvault@example.lan>'")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if not self.host:
+            return self
+        if not self.from_address:
+            raise ValueError(
+                "MEMVAULT_SMTP__FROM_ADDRESS is required when MEMVAULT_SMTP__HOST is set (the sender of sign-in links)"
+            )
+        if bool(self.username) != bool(self.password.get_secret_value()):
+            raise ValueError("set both MEMVAULT_SMTP__USERNAME and MEMVAULT_SMTP__PASSWORD, or neither")
+        if self.username and self.security == "none" and not is_loopback_host(self.host):
+            raise ValueError(
+                "MEMVAULT_SMTP__SECURITY=none would send the SMTP password in clear text to "
+                f"{self.host!r}; use starttls or tls"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.host)
+
+
 class Settings(ServiceSettings):
     gateway: GatewayGroup = GatewayGroup()
     oauth: OAuthGroup = OAuthGroup()
     login: LoginGroup = LoginGroup()
     oidc: OidcGroup = OidcGroup()
     forward_auth: ForwardAuthGroup = ForwardAuthGroup()
+    smtp: SmtpGroup = SmtpGroup()
     postgres: PostgresSettings = PostgresSettings()
     identity: IdentitySettings
     log: LogSettings = LogSettings()

@@ -54,6 +54,10 @@ def apply_migrations(dsn: str) -> list[str]:
     return [migration.id for migration in pending]
 
 
+class EmailTaken(Exception):
+    """Another account already has this sign-in address."""
+
+
 @dataclass(frozen=True)
 class User:
     id: str
@@ -391,6 +395,103 @@ class Store:
             return None
         return row["nonce"], row["code_verifier"], row["next_path"]
 
+    # --- email sign-in -------------------------------------------------------------------------
+
+    async def user_by_email(self, email: str) -> User | None:
+        """The person whose sign-in address `email` (lower-cased) is."""
+        row = await self._pool.fetchrow(
+            "SELECT u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash, u.disabled_at"
+            " FROM gateway.user_account u WHERE u.email = $1",
+            email,
+        )
+        return None if row is None else _user(row)
+
+    async def email_of(self, user_id: str) -> str | None:
+        value: str | None = await self._pool.fetchval("SELECT email FROM gateway.user_account WHERE id = $1", user_id)
+        return value
+
+    async def set_email(self, user_id: str, email: str | None) -> bool:
+        """Set (or with None clear) a person's sign-in address; False when another account has it."""
+        try:
+            await self._pool.execute("UPDATE gateway.user_account SET email = $2 WHERE id = $1", user_id, email)
+        except asyncpg.UniqueViolationError:
+            return False
+        return True
+
+    async def create_email_link(self, user_id: str, token_hash: str, next_path: str, valid_for: timedelta) -> None:
+        """A sign-in link; a newer one replaces any earlier unused sign-in link of the person."""
+        await self._replace_link(user_id, token_hash, "sign_in", next_path, None, valid_for)
+
+    async def create_email_confirmation(self, user_id: str, token_hash: str, email: str, valid_for: timedelta) -> None:
+        """A link that makes `email` the person's address once it is used (it goes to that address)."""
+        await self._replace_link(user_id, token_hash, "confirm", "", email, valid_for)
+
+    async def _replace_link(
+        self, user_id: str, token_hash: str, purpose: str, next_path: str, email: str | None, valid_for: timedelta
+    ) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            # One live link per person and purpose.
+            await conn.execute(
+                "DELETE FROM gateway.email_link WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL",
+                user_id,
+                purpose,
+            )
+            await conn.execute(
+                "INSERT INTO gateway.email_link (token_hash, user_id, purpose, next_path, email, expires_at)"
+                " VALUES ($1, $2, $3, $4, $5, now() + $6)",
+                token_hash,
+                user_id,
+                purpose,
+                next_path,
+                email,
+                valid_for,
+            )
+
+    async def email_link_user(self, token_hash: str, purpose: str = "sign_in") -> tuple[User, str | None] | None:
+        """The person an unused, unexpired link is for, and the address a confirmation link would set."""
+        row = await self._pool.fetchrow(
+            "SELECT l.email AS link_email, u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash,"
+            " u.disabled_at FROM gateway.email_link l JOIN gateway.user_account u ON u.id = l.user_id"
+            " WHERE l.token_hash = $1 AND l.purpose = $2 AND l.used_at IS NULL AND l.expires_at > now()"
+            " AND u.disabled_at IS NULL",
+            token_hash,
+            purpose,
+        )
+        return None if row is None else (_user(row), row["link_email"])
+
+    async def use_email_link(self, token_hash: str) -> tuple[User, str] | None:
+        """Spend a sign-in link, once: (person, next path); None if it is no longer good."""
+        row = await self._pool.fetchrow(
+            "WITH spent AS (UPDATE gateway.email_link SET used_at = now() WHERE token_hash = $1"
+            "   AND purpose = 'sign_in' AND used_at IS NULL AND expires_at > now() RETURNING user_id, next_path)"
+            " SELECT s.next_path, u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash,"
+            " u.disabled_at FROM spent s JOIN gateway.user_account u ON u.id = s.user_id WHERE u.disabled_at IS NULL",
+            token_hash,
+        )
+        return None if row is None else (_user(row), row["next_path"])
+
+    async def use_email_confirmation(self, token_hash: str) -> tuple[User, str] | None:
+        """Spend a confirmation link and set its address: (person, address); None if the link is no
+        longer good. EmailTaken (nothing spent) when another account has the address by now."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(
+                    "UPDATE gateway.email_link SET used_at = now() WHERE token_hash = $1 AND purpose = 'confirm'"
+                    " AND used_at IS NULL AND expires_at > now() RETURNING user_id, email",
+                    token_hash,
+                )
+                if row is None:
+                    return None
+                user = await conn.fetchrow(
+                    "UPDATE gateway.user_account SET email = $2 WHERE id = $1 AND disabled_at IS NULL"
+                    " RETURNING id, subject, username, display_name, is_admin, password_hash, disabled_at",
+                    row["user_id"],
+                    row["email"],
+                )
+                return None if user is None else (_user(user), row["email"])
+        except asyncpg.UniqueViolationError:
+            raise EmailTaken(row["email"]) from None
+
     # --- clients -------------------------------------------------------------------------------
 
     async def create_client(
@@ -650,6 +751,7 @@ class Store:
             "DELETE FROM gateway.session WHERE expires_at < now()",
             "DELETE FROM gateway.login_state WHERE expires_at < now()",
             "DELETE FROM gateway.setup_link WHERE expires_at < now() - interval '7 days'",
+            "DELETE FROM gateway.email_link WHERE expires_at < now() - interval '1 day'",
             # Registrations nobody ever approved (anyone may register, so they must not pile up).
             "DELETE FROM gateway.oauth_client c WHERE c.created_at < now() - interval '30 days'"
             " AND NOT EXISTS (SELECT 1 FROM gateway.access_grant g WHERE g.client_id = c.client_id)",

@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse
 from memvault_gateway.settings import LOOPBACK_NAMES
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+HOME = "/account"
+"""Where a person lands after signing in when nothing else was asked for."""
 
 
 def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -63,3 +65,10 @@ def is_loopback_request(request: Request) -> bool:
 
 def client_address(request: Request) -> str | None:
     return request.client.host if request.client else None
+
+
+def safe_next(value: str | None) -> str:
+    """A path on this site to continue to; anything else (another host, a scheme) becomes the home page."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value or len(value) > 4000:
+        return HOME
+    return value

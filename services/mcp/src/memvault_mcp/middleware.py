@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import HTTP_HEADER, IdentitySigner
+from memvault_core.validation import describe
 
 
 class ArgumentsMiddleware(ServerMiddleware[Any]):
@@ -44,17 +45,8 @@ class ArgumentsMiddleware(ServerMiddleware[Any]):
                 try:
                     self._metadata[name].validate_arguments(arguments)  # as the SDK will, JSON strings too
                 except ValidationError as error:
-                    return _refused(f"{name}: " + "; ".join(_problem(p) for p in error.errors()))
+                    return _refused(f"{name}: " + "; ".join(describe(p) for p in error.errors()))
         return await call_next(ctx)
-
-
-def _problem(problem: Any) -> str:
-    """`tags: input should be a valid list (got 'homelab')` from one pydantic error."""
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]).lstrip(".")
-    message = str(problem["msg"])
-    message = message[:1].lower() + message[1:]
-    got = "" if problem["type"] == "missing" else f" (got {json.dumps(problem.get('input'), default=str)[:60]})"
-    return f"{where or 'arguments'}: {message}{got}"
 
 
 def _refused(message: str) -> CallToolResult:

@@ -353,6 +353,9 @@ async def test_signing_in_on_the_way_then_deny_and_revoke(
     async def sign_in_then_approve() -> None:
         await expect(page.locator("h1")).to_have_text("Sign in to memvault")
         assert urlsplit(page.url).path == "/login"
+        await expect(page.locator(".notice")).to_have_text(
+            "An app asked to connect to your memvault. Sign in, then choose what it may use."
+        )
         await page.get_by_label("User name").fill("owner")
         await page.get_by_label("Password").fill(PASSWORD)
         await page.get_by_role("button", name="Sign in").click()

@@ -73,6 +73,41 @@ async def test_setup_link_sets_the_password_once_and_signs_in(start_gateway: Sta
     await browser.close()
 
 
+async def test_a_replaced_setup_link_says_so_and_where_the_newest_is(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    username = unique("owner")
+    settings = MigrateSettings(gateway=gateway.settings.gateway, postgres=gateway.settings.postgres)
+    older = await setup_link(settings, username, force=False)
+    newer = await setup_link(settings, username, force=False)
+    assert older is not None and newer is not None and older != newer
+    browser = Browser(gateway)
+
+    stale = await browser.http.get(older.removeprefix(gateway.url))
+
+    assert stale.status_code == 404
+    assert (
+        "This link was replaced by a newer one; the newest link is printed by `memvault-dev setup-link` "
+        "(or `memvault-gateway setup-link`)"
+    ) in stale.text
+    posted = await browser.http.post(
+        older.removeprefix(gateway.url),
+        data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": "x"},
+    )
+    assert posted.status_code == 404 and "replaced by a newer one" in posted.text  # cannot set a password
+    fresh = await browser.http.get(newer.removeprefix(gateway.url))
+    assert fresh.status_code == 200
+    done = await browser.http.post(
+        newer.removeprefix(gateway.url),
+        data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": csrf_of(fresh.text)},
+    )
+    assert done.status_code == 303
+    used = await Browser(gateway).http.get(newer.removeprefix(gateway.url))
+    assert "used already" in used.text and "replaced" not in used.text
+    unknown = await Browser(gateway).http.get("/setup/mvsetup_never-issued")
+    assert unknown.status_code == 404 and "not known here" in unknown.text
+    await browser.close()
+
+
 async def test_wrong_password_is_refused_and_audited(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     username, _ = await gateway.create_user()

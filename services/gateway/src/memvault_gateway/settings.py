@@ -242,3 +242,9 @@ class MigrateSettings(ServiceSettings):
     login: LoginGroup = LoginGroup()
     postgres: PostgresSettings = PostgresSettings()
     log: LogSettings = LogSettings()
+
+    @property
+    def database_given(self) -> bool:
+        """Whether MEMVAULT_POSTGRES__DSN was set: these commands must never guess a database, since
+        the default address may well be some other Postgres on this machine."""
+        return "dsn" in self.postgres.model_fields_set

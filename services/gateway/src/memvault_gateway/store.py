@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA = "gateway"
+
+SetupLinkState = Literal["usable", "used", "replaced", "expired", "unknown"]
 
 
 class NewerDatabaseError(Exception):
@@ -303,8 +305,13 @@ class Store:
 
     async def create_setup_link(self, user_id: str, token_hash: str, valid_for: timedelta) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
-            # One live link per person: a new one replaces any earlier unused link.
-            await conn.execute("DELETE FROM gateway.setup_link WHERE user_id = $1 AND used_at IS NULL", user_id)
+            # One live link per person: a new one replaces any earlier unused link, which is kept
+            # (marked) so that opening it can say it was replaced rather than that it is unknown.
+            await conn.execute(
+                "UPDATE gateway.setup_link SET replaced_at = now()"
+                " WHERE user_id = $1 AND used_at IS NULL AND replaced_at IS NULL",
+                user_id,
+            )
             await conn.execute(
                 "INSERT INTO gateway.setup_link (token_hash, user_id, expires_at) VALUES ($1, $2, now() + $3)",
                 token_hash,
@@ -316,17 +323,35 @@ class Store:
         """The person an unused, unexpired setup link is for."""
         row = await self._pool.fetchrow(
             "SELECT u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash, u.disabled_at FROM gateway.setup_link s JOIN gateway.user_account u ON u.id = s.user_id"
-            " WHERE s.token_hash = $1 AND s.used_at IS NULL AND s.expires_at > now() AND u.disabled_at IS NULL",
+            " WHERE s.token_hash = $1 AND s.used_at IS NULL AND s.replaced_at IS NULL AND s.expires_at > now()"
+            " AND u.disabled_at IS NULL",
             token_hash,
         )
         return None if row is None else _user(row)
+
+    async def setup_link_state(self, token_hash: str) -> SetupLinkState:
+        """Why a setup link is not (or is) good: `usable`, `used`, `replaced`, `expired` or `unknown`."""
+        row = await self._pool.fetchrow(
+            "SELECT s.used_at IS NOT NULL AS used, s.replaced_at IS NOT NULL AS replaced,"
+            " s.expires_at <= now() AS expired, u.disabled_at IS NOT NULL AS disabled"
+            " FROM gateway.setup_link s JOIN gateway.user_account u ON u.id = s.user_id WHERE s.token_hash = $1",
+            token_hash,
+        )
+        if row is None or row["disabled"]:
+            return "unknown"
+        if row["used"]:
+            return "used"
+        if row["replaced"]:
+            return "replaced"
+        return "expired" if row["expired"] else "usable"
 
     async def use_setup_link(self, token_hash: str, password_hash: str) -> User | None:
         """Set the password and spend the link, once; None if the link is no longer good."""
         async with self._pool.acquire() as conn, conn.transaction():
             user_id = await conn.fetchval(
                 "UPDATE gateway.setup_link SET used_at = now()"
-                " WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() RETURNING user_id",
+                " WHERE token_hash = $1 AND used_at IS NULL AND replaced_at IS NULL AND expires_at > now()"
+                " RETURNING user_id",
                 token_hash,
             )
             if user_id is None:

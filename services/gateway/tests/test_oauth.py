@@ -158,18 +158,33 @@ async def test_revoking_a_refresh_token_ends_the_grant_and_an_access_token_only_
     start_gateway: StartGateway,
 ) -> None:
     gateway, _ = await auto_gateway(start_gateway)
-    agent = Agent(gateway, await gateway.register())
+    agent, other = Agent(gateway, await gateway.register()), Agent(gateway, await gateway.register())
     one = await authorized(agent)
-    two = await authorized(agent)
+    two = await authorized(other)
     async with gateway.http() as http:
         revoked = await http.post("/revoke", data={"client_id": agent.client_id, "token": one["access_token"]})
         assert revoked.status_code == 200
         assert (await mcp_post(gateway, INITIALIZE, one["access_token"])).status_code == 401
         assert (await agent.refresh(one["refresh_token"])).status_code == 200  # the grant lives on
 
-        await http.post("/revoke", data={"client_id": agent.client_id, "token": two["refresh_token"]})
+        await http.post("/revoke", data={"client_id": other.client_id, "token": two["refresh_token"]})
     assert (await mcp_post(gateway, INITIALIZE, two["access_token"])).status_code == 401
-    assert (await agent.refresh(two["refresh_token"])).status_code == 400
+    assert (await other.refresh(two["refresh_token"])).status_code == 400
+
+
+async def test_approving_a_registered_app_again_replaces_its_grant(start_gateway: StartGateway) -> None:
+    """The same app asking again (for more scopes, or after losing its tokens): the latest approval holds."""
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    first = await authorized(agent, scope="read")
+    second = await authorized(agent)
+    assert (await mcp_post(gateway, INITIALIZE, first["access_token"])).status_code == 401
+    assert (await agent.refresh(first["refresh_token"])).status_code == 400
+    assert (await mcp_post(gateway, INITIALIZE, second["access_token"])).status_code == 200
+    live = await gateway.fetchval(
+        "SELECT count(*) FROM gateway.access_grant WHERE client_id = $1 AND revoked_at IS NULL", agent.client_id
+    )
+    assert live == 1
 
 
 async def test_confidential_client_must_authenticate(start_gateway: StartGateway) -> None:

@@ -6,7 +6,10 @@ Readiness: vault and indexer serve grpc.health.v1 on MEMVAULT_<NAME>__LISTEN; mc
 GET /healthz and gateway GET /readyz on their ports; both also answer GET /env with their
 MEMVAULT_* and FAKE_* variables. Every start, stop and command is appended to $FAKE_EVENTS.
 FAKE_FAIL=<name> makes that service exit with code 3; FAKE_NEVER_READY=<name> keeps it unready;
-FAKE_FAIL_AGAIN=<name> lets it start once, then exit with code 3 every time it is started again.
+FAKE_FAIL_AGAIN=<name> lets it start once, then exit with code 3 every time it is started again;
+FAKE_FAIL_START=<name>:<n> makes only its n-th start exit with code 3 (recorded as `fail <name>`).
+FAKE_SLOW_START=<name> waits a second before it starts. FAKE_GATEWAY_NEEDS_MCP=1 makes the gateway's
+/readyz answer 503 while mcp's /healthz does not answer 200, as the real gateway's does.
 FAKE_REAL_GATEWAY_COMMANDS=1 runs the real `memvault-gateway migrate|setup-link` for those commands.
 """
 
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -36,6 +40,23 @@ def started_before(name: str) -> bool:
         with open(os.environ["FAKE_EVENTS"], encoding="utf-8") as events:
             return f"start {name}" in events.read().splitlines()
     except FileNotFoundError:
+        return False
+
+
+def starts_before(name: str) -> int:
+    try:
+        with open(os.environ["FAKE_EVENTS"], encoding="utf-8") as events:
+            return sum(line in (f"start {name}", f"fail {name}") for line in events.read().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def mcp_ready() -> bool:
+    health_url = os.environ["MEMVAULT_GATEWAY__MCP_URL"].rsplit("/mcp", 1)[0] + "/healthz"
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(health_url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
         return False
 
 
@@ -59,7 +80,10 @@ def serve_http(name: str, port: int, ready_path: str, stop: threading.Event) -> 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == ready_path and os.environ.get("FAKE_NEVER_READY") != name:
-                self._answer(200, {"status": "ok"})
+                if name == "gateway" and os.environ.get("FAKE_GATEWAY_NEEDS_MCP") and not mcp_ready():
+                    self._answer(503, {"status": "not ready", "checks": {"mcp": "unreachable"}})
+                else:
+                    self._answer(200, {"status": "ok"})
             elif self.path == "/env":
                 self._answer(200, visible_env())
             else:
@@ -96,6 +120,12 @@ def main() -> int:
     if os.environ.get("FAKE_FAIL") == name or (os.environ.get("FAKE_FAIL_AGAIN") == name and started_before(name)):
         print(f"fake {name}: cannot start, configured to fail", flush=True)
         return 3
+    if os.environ.get("FAKE_FAIL_START") == f"{name}:{starts_before(name) + 1}":
+        record(f"fail {name}")
+        print(f"fake {name}: cannot start this time, configured to fail", flush=True)
+        return 3
+    if os.environ.get("FAKE_SLOW_START") == name:
+        time.sleep(1.0)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.signal(signal.SIGINT, lambda signum, frame: stop.set())

@@ -213,7 +213,8 @@ def wait_until_crashed(stack: Stack, names: set[str]) -> None:
 
 
 def test_several_dead_services_come_back_in_dependency_order(fake_stack: StackStarter, events: Path) -> None:
-    stack = fake_stack()
+    # A slow mcp: a gateway started beside it instead of after it would be the first to start.
+    stack = fake_stack(env={"FAKE_SLOW_START": "mcp", "FAKE_GATEWAY_NEEDS_MCP": "1"})
     supervisor = Supervisor(stack, io.StringIO(), sleep=lambda seconds: None)
     stack.process("vault").kill()  # an earlier crash: vault is now the newest process of the four
     wait_until_crashed(stack, {"vault"})
@@ -229,16 +230,16 @@ def test_several_dead_services_come_back_in_dependency_order(fake_stack: StackSt
 
     lines = out.getvalue().splitlines()
     assert "memvault-dev: vault exited (SIGKILL); restarting it in 2s (attempt 2 of 3, log: " in lines[0]
-    assert "memvault-dev: restarting in dependency order: vault, then mcp, gateway" in lines
+    assert "memvault-dev: restarting in dependency order: vault, then mcp, then gateway" in lines
     restarted = [line.split()[1] for line in lines if " restarted; ready in " in line]
     assert restarted == ["vault", "mcp", "gateway"]
     starts = [line for line in events.read_text().splitlines()[seen:] if line.startswith("start ")]
-    assert starts[0] == "start vault" and sorted(starts[1:]) == ["start gateway", "start mcp"]
+    assert starts == ["start vault", "start mcp", "start gateway"]
     assert stack.crashed() == {}
     assert get(f"{stack.gateway_url}/readyz") == {"status": "ok"}
 
 
-def test_a_service_that_dies_again_while_restarting_holds_back_what_needs_it(
+def test_a_service_that_keeps_dying_while_restarting_holds_back_what_needs_it(
     fake_stack: StackStarter, events: Path
 ) -> None:
     stack = fake_stack(env={"FAKE_FAIL_AGAIN": "vault"})
@@ -246,14 +247,60 @@ def test_a_service_that_dies_again_while_restarting_holds_back_what_needs_it(
         stack.process(name).kill()
     wait_until_crashed(stack, {"mcp", "vault"})
     out = io.StringIO()
+    delays: list[float] = []
+
+    with pytest.raises(DevstackError, match=r"vault exited \(exit code 3\) 4 times within 60s; giving up"):
+        Supervisor(stack, out, sleep=delays.append).check()
+
+    lines = out.getvalue().splitlines()
+    retries = [line for line in lines if line.startswith("memvault-dev: vault exited again (exit code 3)")]
+    assert len(retries) == 2
+    assert "before it was ready; restarting it in 2s (attempt 2 of 3, log: " in retries[0]
+    assert "before it was ready; restarting it in 4s (attempt 3 of 3, log: " in retries[1]
+    assert delays == [1.0, 2.0, 4.0]
+    assert "memvault-dev: mcp waits until vault is back" in lines
+    assert events.read_text().splitlines().count("start mcp") == 1  # never started before its vault
+
+
+def test_mcp_dying_again_while_restarting_is_retried_and_the_gateway_gets_ready(
+    fake_stack: StackStarter, events: Path
+) -> None:
+    # The gateway, like the real one, is ready only while mcp is; mcp's second start fails.
+    stack = fake_stack(env={"FAKE_GATEWAY_NEEDS_MCP": "1", "FAKE_FAIL_START": "mcp:2"}, ready_timeout=10.0)
+    for name in ("gateway", "mcp"):
+        stack.process(name).kill()
+    wait_until_crashed(stack, {"gateway", "mcp"})
+    out = io.StringIO()
 
     Supervisor(stack, out, sleep=lambda seconds: None).check()
 
     lines = out.getvalue().splitlines()
-    assert any(line.startswith("memvault-dev: vault exited again (exit code 3) before it was ready") for line in lines)
-    assert lines[-1] == "memvault-dev: mcp will be restarted once vault is back"
-    assert events.read_text().splitlines().count("start mcp") == 1  # not started before its vault
-    assert set(stack.crashed()) == {"vault", "mcp"}  # both tried again at the next check
+    assert any(
+        line.startswith("memvault-dev: mcp exited again (exit code 3) before it was ready; restarting it in 2s")
+        for line in lines
+    )
+    restarted = [line.split()[1] for line in lines if " restarted; ready in " in line]
+    assert restarted == ["mcp", "gateway"]
+    assert "fail mcp" in events.read_text().splitlines()
+    assert stack.crashed() == {}
+    assert get(f"{stack.gateway_url}/readyz") == {"status": "ok"}
+
+
+def test_a_service_alive_but_not_ready_says_what_it_waits_for(fake_stack: StackStarter) -> None:
+    stack = fake_stack(env={"FAKE_GATEWAY_NEEDS_MCP": "1"}, ready_timeout=3.0)
+    stack.process("gateway").kill()
+    wait_until_crashed(stack, {"gateway"})
+    stack.service_env["mcp"] = {"FAKE_NEVER_READY": "mcp"}
+    stack.respawn("mcp")  # running, never ready: the gateway cannot get ready either
+    out = io.StringIO()
+
+    with pytest.raises(DevstackError, match=r"gateway did not become ready within 3s"):
+        Supervisor(stack, out, sleep=lambda seconds: None, note_every=1.0).check()
+
+    notes = [line for line in out.getvalue().splitlines() if line.startswith("memvault-dev: gateway is running but")]
+    assert notes, out.getvalue()
+    assert f"not ready after 1s; it waits for GET {stack.gateway_url}/readyz answering 200" in notes[0]
+    assert "(it needs vault, mcp)" in notes[0]
 
 
 def test_a_pid_file_naming_a_process_of_someone_else_is_left_alone(tmp_path: Path) -> None:

@@ -53,7 +53,9 @@ DEFAULT_COMMANDS: Mapping[str, tuple[str, ...]] = {
 _SERVE_ARGUMENTS: Mapping[str, tuple[str, ...]] = {"vault": ("serve",)}
 STAGES: tuple[tuple[str, ...], ...] = (("vault", "indexer"), ("mcp", "gateway"))
 """Services in one stage start together; a stage starts once the one before it is ready (mcp and
-the gateway call vault and indexer). Restarts follow the same order."""
+the gateway call vault and indexer). mcp and the gateway start together to save the gateway's
+start-up time: its readiness waits for mcp's, and an mcp that dies fails the whole start. Restarts
+are staged further (mcp, then the gateway; see supervisor.py)."""
 
 OWNER_SUBJECT = "owner"
 DEFAULT_VAULT = "default"
@@ -499,6 +501,10 @@ class Stack:
         )
         link = result.stdout.strip()
         return link if result.returncode == 0 and link.startswith("http") else None
+
+    def readiness_probe(self, service: str) -> ReadinessProbe:
+        """What `wait_ready` polls for a service."""
+        return self._probe(service)
 
     def _probe(self, service: str) -> ReadinessProbe:
         if service == "vault":

@@ -120,6 +120,15 @@ class AuthorizationCode:
 
 
 @dataclass(frozen=True)
+class NewToken:
+    token_hash: str
+    kind: str
+    resource: str
+    scopes: tuple[str, ...]
+    valid_for: timedelta | None
+
+
+@dataclass(frozen=True)
 class TokenRecord:
     """A token together with what it grants and to whom; `usable` folds in expiry and revocation."""
 
@@ -611,28 +620,59 @@ class Store:
             )
             return _grant(row)
 
-    async def replace_client_grants(self, user_id: str, client_id: str, keep: str, reason: str) -> list[Grant]:
-        """Revoke the user's other live grants to this app, and every token under them; the ones revoked."""
+    async def create_tokens(
+        self, grant: Grant, tokens: Sequence[NewToken], *, replace_reason: str | None = None
+    ) -> list[Grant] | None:
+        """Store `tokens` under `grant`; with `replace_reason`, revoke the user's other grants to the same app.
+
+        One transaction, so an app is never left with both its old and new access, or with neither.
+        None (and nothing stored) when `grant` is no longer live; otherwise the grants revoked.
+        """
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                "UPDATE gateway.access_grant SET revoked_at = now(), revoked_reason = $4"
-                " WHERE user_id = $1 AND client_id = $2 AND kind = 'oauth' AND id <> $3 AND revoked_at IS NULL"
-                " RETURNING *",
-                user_id,
-                client_id,
-                keep,
-                reason,
+            live = await conn.fetchval(
+                "SELECT 1 FROM gateway.access_grant WHERE id = $1 AND revoked_at IS NULL FOR UPDATE", grant.id
             )
-            ids = [row["id"] for row in rows]
-            if ids:
+            if live is None:
+                return None
+            for new in tokens:
                 await conn.execute(
-                    "UPDATE gateway.token SET revoked_at = now() WHERE grant_id = ANY($1) AND revoked_at IS NULL", ids
+                    "INSERT INTO gateway.token (token_hash, grant_id, kind, resource, scopes, expires_at)"
+                    " VALUES ($1, $2, $3, $4, $5, now() + $6)",
+                    new.token_hash,
+                    grant.id,
+                    new.kind,
+                    new.resource,
+                    list(new.scopes),
+                    new.valid_for,
                 )
-                await conn.execute(
-                    "UPDATE gateway.authorization_code SET used_at = coalesce(used_at, now()) WHERE grant_id = ANY($1)",
-                    ids,
-                )
-            return [_grant(row) for row in rows]
+            if replace_reason is None or grant.client_id is None:
+                return []
+            return await self._replace_client_grants(conn, grant.user_id, grant.client_id, grant.id, replace_reason)
+
+    @staticmethod
+    async def _replace_client_grants(
+        conn: asyncpg.Connection, user_id: str, client_id: str, keep: str, reason: str
+    ) -> list[Grant]:
+        """Revoke the user's other live grants to this app, and every token under them; the ones revoked."""
+        rows = await conn.fetch(
+            "UPDATE gateway.access_grant SET revoked_at = now(), revoked_reason = $4"
+            " WHERE user_id = $1 AND client_id = $2 AND kind = 'oauth' AND id <> $3 AND revoked_at IS NULL"
+            " RETURNING *",
+            user_id,
+            client_id,
+            keep,
+            reason,
+        )
+        ids = [row["id"] for row in rows]
+        if ids:
+            await conn.execute(
+                "UPDATE gateway.token SET revoked_at = now() WHERE grant_id = ANY($1) AND revoked_at IS NULL", ids
+            )
+            await conn.execute(
+                "UPDATE gateway.authorization_code SET used_at = coalesce(used_at, now()) WHERE grant_id = ANY($1)",
+                ids,
+            )
+        return [_grant(row) for row in rows]
 
     async def touch_grant(self, grant_id: str) -> None:
         """Record use, at most once a minute, so every /mcp call is neither a write nor a round trip."""

@@ -164,6 +164,11 @@ def main(argv: list[str] | None = None) -> None:
     link = commands.add_parser(
         "setup-link",
         help="print a one-time link to set a local account's password; the first account made is the administrator",
+        description=(
+            "Print a one-time link to set a local account's password (creating the account if needed; the first"
+            " account made is the administrator). Needs MEMVAULT_POSTGRES__DSN (the gateway's database). A new"
+            " link replaces the account's older unused one, which then says it was replaced."
+        ),
     )
     link.add_argument("--username", default="owner", help="local user name (default: owner)")
     link.add_argument(

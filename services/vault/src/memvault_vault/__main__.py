@@ -23,7 +23,7 @@ from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.settings import MigrateSettings, Settings
-from memvault_vault.store import NewerDatabaseError, Store, apply_migrations
+from memvault_vault.store import NewerDatabaseError, OlderDatabaseError, Store, apply_migrations
 
 log = logging.getLogger("memvault_vault")
 
@@ -48,6 +48,10 @@ async def serve(settings: Settings) -> None:
     try:
         if unknown := await store.unknown_migrations():
             raise StartupError(str(NewerDatabaseError(unknown)))
+        # Every query is written for the newest schema: on an older one requests would fail one by one
+        # with database errors far from the cause, so refuse at start (docs/operations.md, Upgrade).
+        if missing := await store.missing_migrations():
+            raise StartupError(str(OlderDatabaseError(missing)))
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         index = (
             IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)

@@ -441,6 +441,43 @@ def test_a_vault_on_a_database_one_migration_behind_refuses_until_migrate_runs(f
             served.wait(timeout=30)
 
 
+async def test_rolling_back_for_an_older_release_then_upgrading_again_keeps_the_data(fresh_dsn: str) -> None:
+    """`helm rollback` to a release before 0010: `rollback --to` its newest migration with today's
+    image, then the older release would run; upgrading again migrates the same data forward."""
+    order = migration_order()
+    assert apply_migrations(fresh_dsn) == order
+    ids = seed(fresh_dsn)
+    env = {"MEMVAULT_POSTGRES__DSN": fresh_dsn, "MEMVAULT_VAULT__LISTEN": f"127.0.0.1:{free_port()}"}
+
+    unknown = run_vault(env, "rollback", "--to", "0099_no_such_migration")
+    assert unknown.returncode == 1
+    assert unknown.stderr.strip() == (
+        f"memvault-vault: no migration '0099_no_such_migration' in this memvault; its migrations: {', '.join(order)}"
+    )
+
+    back = run_vault(env, "rollback", "--to", "0004_lifecycle")
+    assert back.returncode == 0, back.stderr
+    later = order[order.index("0004_lifecycle") + 1 :]
+    assert back.stdout.strip() == f"rolled back: {', '.join(reversed(later))}"
+    with psycopg.connect(fresh_dsn) as conn:
+        assert "context" not in _columns(conn, "memory")
+        assert "index_pending" not in _tables(conn)
+        assert conn.execute("SELECT count(*) FROM memory").fetchone() == (4,)
+    again = run_vault(env, "rollback", "--to", "0004_lifecycle")
+    assert again.stdout.strip() == "rolled back: nothing (none applied after 0004_lifecycle)"
+
+    serve = run_vault(env, "serve")
+    assert serve.returncode == 1
+    assert serve.stderr.strip().splitlines()[-1] == (
+        f"memvault-vault: this database lacks migrations this memvault needs: {', '.join(later)}; "
+        "run `memvault-vault migrate` first"
+    )
+    migrate = run_vault(env, "migrate")
+    assert migrate.returncode == 0, migrate.stderr
+    _lexeme_counts_are_exact(fresh_dsn)
+    await _check_usable(fresh_dsn, ids, order)
+
+
 def _schema(dsn: str) -> list[tuple[Any, ...]]:
     """Tables, columns, indexes, functions and triggers of the public schema."""
     with psycopg.connect(dsn) as conn:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -422,18 +423,21 @@ def test_a_vault_on_a_database_one_migration_behind_refuses_until_migrate_runs(f
     migrate = run_vault(env, "migrate")
     assert migrate.returncode == 0, migrate.stderr
     port = int(env["MEMVAULT_VAULT__LISTEN"].rsplit(":", 1)[1])
-    with subprocess.Popen(
-        [sys.executable, "-m", "memvault_vault", "serve"],
-        env={**os.environ, "MEMVAULT_IDENTITY__SECRET": SECRET, "MEMVAULT_VAULT__RELAY": "false", **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as served:
+    with (
+        tempfile.TemporaryFile("w+") as log,
+        subprocess.Popen(
+            [sys.executable, "-m", "memvault_vault", "serve"],
+            env={**os.environ, "MEMVAULT_IDENTITY__SECRET": SECRET, "MEMVAULT_VAULT__RELAY": "false", **env},
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            text=True,
+        ) as served,
+    ):
         try:
             deadline = time.monotonic() + 60
             while not port_accepts(port, "127.0.0.1", timeout=0.5):
                 if served.poll() is not None:
-                    pytest.fail(f"the migrated vault exited instead of serving: {served.communicate()[1]}")
+                    pytest.fail(f"the migrated vault exited instead of serving: {_read(log)}")
                 assert time.monotonic() < deadline, "the migrated vault did not listen within 60 s"
                 time.sleep(0.1)
         finally:
@@ -476,6 +480,11 @@ async def test_rolling_back_for_an_older_release_then_upgrading_again_keeps_the_
     assert migrate.returncode == 0, migrate.stderr
     _lexeme_counts_are_exact(fresh_dsn)
     await _check_usable(fresh_dsn, ids, order)
+
+
+def _read(log: Any) -> str:
+    log.seek(0)
+    return str(log.read())
 
 
 def _schema(dsn: str) -> list[tuple[Any, ...]]:

@@ -31,20 +31,27 @@ class NewerDatabaseError(Exception):
         )
 
 
-def apply_migrations(dsn: str) -> list[str]:
-    """Apply the gateway's pending migrations; return the ids applied.
-
-    yoyo's own bookkeeping tables live in schema `gateway` too, apart from the vault's. Raises
-    NewerDatabaseError, applying nothing, when the schema has migrations this code does not know.
-    """
+def migration_backend(dsn: str) -> Any:
+    """yoyo's backend for the gateway's schema, created if missing: yoyo's own bookkeeping tables
+    live in schema `gateway` too, apart from the vault's."""
     import psycopg
-    from yoyo import get_backend, read_migrations
+    from yoyo import get_backend
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     url = dsn.replace("postgresql://", "postgresql+psycopg://", 1).replace("postgres://", "postgresql+psycopg://", 1)
     url += ("&" if "?" in url else "?") + f"schema={SCHEMA}"
-    backend = get_backend(url)
+    return get_backend(url)
+
+
+def apply_migrations(dsn: str) -> list[str]:
+    """Apply the gateway's pending migrations; return the ids applied.
+
+    Raises NewerDatabaseError, applying nothing, when the schema has migrations this code does not know.
+    """
+    from yoyo import read_migrations
+
+    backend = migration_backend(dsn)
     migrations = read_migrations(str(MIGRATIONS))
     with backend.lock():
         pending = backend.to_apply(migrations)

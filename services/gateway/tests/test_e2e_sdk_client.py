@@ -23,7 +23,7 @@ import httpx
 import httpx2
 import pytest
 from gateway_helpers import INITIALIZE, MCP_HEADERS, PASSWORD, csrf_of, hidden_fields, query_of
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -67,17 +67,21 @@ class OwnerBrowser:
     def __init__(self, base_url: str) -> None:
         self.http = httpx.AsyncClient(base_url=base_url, follow_redirects=False, timeout=30)
         self.authorize_calls = 0
+        self.asked_scopes: list[str] = []
         self.approve = True
+        self.scopes = ["read", "write"]
+        """What the owner ticks on the consent page, whatever the app asked for."""
         self.result: AuthorizationCodeResult | None = None
 
     async def redirect_handler(self, url: str) -> None:
         self.authorize_calls += 1
+        self.asked_scopes.append(query_of(url).get("scope", ""))
         if not self.approve:
             raise PermissionError("the owner did not approve this time")
         page = await self.http.get(url)
         assert page.status_code == 200, page.text
         form: dict[str, Any] = dict(hidden_fields(page.text))
-        form.update(vault=["default"], scope=["read", "write"], decision="approve")
+        form.update(vault=["default"], scope=self.scopes, decision="approve")
         answer = await self.http.post("/authorize", data=form)
         assert answer.status_code == 303, answer.text
         params = query_of(answer.headers["location"])
@@ -364,3 +368,45 @@ async def test_stdio_bridge_signs_in_with_oauth_on_a_loopback_port_and_keeps_its
     assert again["results"][0]["id"] == stored["id"]
     assert "http" not in errors.read_text()
     assert json.loads(saved.read_text())["tokens"]["refresh_token"] != first_refresh
+
+
+async def test_sdk_client_with_a_read_only_grant_sees_no_write_tools_and_hears_who_grants_write(
+    fresh_stack: StackStarter,
+) -> None:
+    stack = await asyncio.to_thread(oauth_stack, fresh_stack)
+    browser = await signed_in_owner(stack)
+    browser.scopes = ["read"]
+    storage = MemoryStorage()
+    provider = OAuthClientProvider(
+        server_url=stack.mcp_url,
+        client_metadata=client_metadata(),
+        storage=storage,
+        redirect_handler=browser.redirect_handler,
+        callback_handler=browser.callback_handler,
+    )
+    async with (
+        httpx2.AsyncClient(auth=provider, timeout=60) as http,
+        Client(streamable_http_client(stack.mcp_url, http_client=http), mode="auto") as client,  # type: ignore[arg-type]
+    ):
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert storage.tokens is not None and storage.tokens.scope == "read"
+        assert listed == {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
+
+        # The gateway answers 403 insufficient_scope: the SDK asks the owner for 'write' (step-up); the
+        # owner approves 'read' again, and the agent reads which scope is missing and who grants it.
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("remember", {"content": "A read-only agent must not store this."})
+        assert browser.authorize_calls == 2
+        assert set(browser.asked_scopes[1].split()) == {"read", "write"}
+        message = str(refused.value)
+        assert "remember needs the 'write' scope" in message and "(it has: read)" in message
+        assert "vault owner" in message and f"{stack.gateway_url}/account" in message
+        assert (await structured(client, "list_memories"))["memories"] == []
+
+        # Clients that step up keep working: approved with 'write' this time, the same call goes through.
+        browser.scopes = ["read", "write"]
+        stored = await structured(client, "remember", content="The read-only test agent may now write.")
+        assert stored["outcome"] == "stored"
+        assert browser.authorize_calls == 3
+        assert storage.tokens.scope == "read write"
+    await browser.http.aclose()

@@ -130,12 +130,12 @@ def test_every_tool_that_changes_memories_needs_write() -> None:
         assert (tool.name in scopes.WRITE_TOOLS) == (not read_only), tool.name
 
 
-def test_scope_needed_for_a_request_body() -> None:
+def test_write_calls_are_found_in_a_request_body() -> None:
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "forget", "arguments": {}}}
-    assert scopes.needed_for_mcp_body(json.dumps(call).encode()) == "write"
-    assert scopes.needed_for_mcp_body(json.dumps([call]).encode()) == "write"
-    assert scopes.needed_for_mcp_body(b'{"method": "tools/list"}') == "read"
-    assert scopes.needed_for_mcp_body(b"not json") == "read"
+    assert scopes.write_call_in(json.dumps(call).encode()) == ("forget", 1)
+    assert scopes.write_call_in(json.dumps([call]).encode()) == ("forget", 1)
+    assert scopes.write_call_in(b'{"method": "tools/list"}') is None
+    assert scopes.write_call_in(b"not json") is None
     assert scopes.satisfies(["admin"], "write") and not scopes.satisfies(["read"], "write")
     assert scopes.parse("write offline_access read bogus") == ("read", "write")
 

@@ -38,6 +38,7 @@ from memvault_gateway import (
     oidc,
     people,
     sessions,
+    signposts,
     token_endpoint,
     tracing,
 )
@@ -139,6 +140,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> Response:
+        if error.status_code == 404 and error.detail == "Not Found":
+            # No route: a page with directions for a browser, a problem naming /mcp for a program.
+            return signposts.not_found(request, gateway_settings.public_url)
         if error.status_code == 405:
             # Starlette names only the methods of the first route matching the path; a path served by
             # several routes (GET and PUT /settings) takes those of every one.
@@ -194,9 +198,23 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
     async def connect(request: Request) -> PlainTextResponse:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
+        # In dev mode apps on this machine are answered without a token, so there is no sign-in to describe.
+        dev = mcp_route.dev_mode_usable(request.app.state.gateway)
         owner = await people.owner_name(request.app.state.gateway)
         return PlainTextResponse(
-            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner=owner),
+            text.format(
+                mcp_url=f"{gateway_settings.public_url}/mcp",
+                owner=owner,
+                claude_code_sign_in="." if dev else ", then run `/mcp`\n  and choose memvault → Authenticate.",
+                codex_sign_in="" if dev else "\n  then `codex mcp login memvault`.",
+                approval=(
+                    "This memvault runs in dev mode: apps on this machine connect without signing in and act"
+                    f" as `{gateway_settings.dev_subject}`, so skip any sign-in or login step."
+                    if dev
+                    else "The owner approves each app once in the browser; you never handle a password or token"
+                    " yourself."
+                ),
+            ),
             media_type="text/markdown; charset=utf-8",
         )
 

@@ -20,6 +20,8 @@ log = logging.getLogger("memvault_gateway")
 router = APIRouter()
 SIGNED_OUT = "signed-out"
 """Query parameter of the sign-in page after signing out: it then says so."""
+CONNECTING = "An app asked to connect to your memvault. Sign in, then choose what it may use."
+"""What the sign-in page says when an app sent the person here (before, nothing said why)."""
 
 
 async def _login_page(
@@ -33,6 +35,8 @@ async def _login_page(
     notice: str = "",
 ) -> Response:
     token = sessions.login_csrf(gw, request)
+    if not notice and next_path.startswith("/authorize?"):
+        notice = CONNECTING
     settings = gw.settings.oidc
     response = pages.login(
         next_path=next_path,

@@ -42,6 +42,9 @@ class GatewayGroup(BaseModel):
     vault_address: str = "127.0.0.1:50051"
     allowed_origins: list[str] = []
     """Extra browser origins allowed to call /mcp, besides the public URL's own."""
+    extra_hosts: list[str] = []
+    """Other host names (`name` for any port, or `name:port`) /mcp answers for, besides the public
+    URL's host and port; for a proxy that sends its own Host. Any other Host gets 421 (DNS rebinding)."""
     dev_mode: bool = False
     """Answer /mcp requests from loopback addresses that carry no token as `dev_subject`. Never on a server."""
     dev_subject: str = "owner"
@@ -56,6 +59,21 @@ class GatewayGroup(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("extra_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        cleaned = [h.strip().lower() for h in value if h.strip()]
+        for entry in cleaned:
+            try:
+                parts = urlsplit(f"//{entry}")
+                valid = bool(parts.hostname) and not (parts.path or parts.query or parts.username)
+                parts.port  # noqa: B018 (raises on a bad port)
+            except ValueError:
+                valid = False
+            if not valid:
+                raise ValueError(f"{entry!r} is not a host name or host:port (no scheme, no path)")
+        return cleaned
 
     @field_validator("public_url")
     @classmethod

@@ -648,6 +648,29 @@ class Store:
             )
             return _grant(row)
 
+    async def replace_client_grants(self, user_id: str, client_id: str, keep: str, reason: str) -> list[Grant]:
+        """Revoke the user's other live grants to this app, and every token under them; the ones revoked."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                "UPDATE gateway.access_grant SET revoked_at = now(), revoked_reason = $4"
+                " WHERE user_id = $1 AND client_id = $2 AND kind = 'oauth' AND id <> $3 AND revoked_at IS NULL"
+                " RETURNING *",
+                user_id,
+                client_id,
+                keep,
+                reason,
+            )
+            ids = [row["id"] for row in rows]
+            if ids:
+                await conn.execute(
+                    "UPDATE gateway.token SET revoked_at = now() WHERE grant_id = ANY($1) AND revoked_at IS NULL", ids
+                )
+                await conn.execute(
+                    "UPDATE gateway.authorization_code SET used_at = coalesce(used_at, now()) WHERE grant_id = ANY($1)",
+                    ids,
+                )
+            return [_grant(row) for row in rows]
+
     async def touch_grant(self, grant_id: str) -> None:
         """Record use, at most once a minute, so every /mcp call is neither a write nor a round trip."""
         now = time.monotonic()

@@ -56,6 +56,8 @@ def test_same_facts(a: str, b: str, same: bool) -> None:
         ("Sam prefers dark mode in every editor.", "Dana prefers dark mode in every editor."),
         ("Sam's daughter was born in 2019.", "Dana's daughter was born in 2019."),
         ("The family dentist is Dr. Okafor.", "The family dentist is Dr. Mensah."),
+        ("Carmen Silva sees Dr. Jensen about it.", "Carmen Silva sees Dr. Silva about it."),
+        ("The book is by J. Smith.", "The book is by J. Jones."),
         ("Backups run nightly. Restic sends them to the NAS.", "Backups run nightly. Borg sends them to the NAS."),
         ("Sam prefers dark mode.", "Every editor: Dana prefers dark mode."),
         # a name one text has and the other lacks

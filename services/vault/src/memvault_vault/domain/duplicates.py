@@ -102,6 +102,8 @@ _TRAILING = ".,;:!?)]}>'\"”’"
 _STRIP = "\"'`“”‘’()[]{}<>,.;:!?*•"
 _POSSESSIVE = re.compile(r"['’]s$", re.I)
 _PARTS = re.compile(r"[^\w]+")
+_ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "prof", "st", "mt", "sr", "jr", "e.g", "i.e", "vs", "approx", "ca", "cf"}
+"""Their full stop does not end the sentence: the name after "Dr." is not a sentence start (nor an initial's)."""
 _FIRST_PERSON = {"i", "i'm", "i've", "i'd", "i'll", "i’m", "i’ve", "i’d", "i’ll"}
 # Words a sentence often starts with: capitalised there, never a name.
 _NOT_NAMES = {
@@ -152,8 +154,10 @@ def identifiers(text: str) -> Identifiers:
     rest = _EMAIL.sub(lift, _URL.sub(lift, text))
     starts = True
     for chunk in rest.split():
-        ends = chunk.rstrip("\"')]}’”").endswith((".", "!", "?", ":", ";"))
         core = _POSSESSIVE.sub("", chunk.strip(_STRIP))
+        ends = chunk.rstrip("\"')]}’”").endswith((".", "!", "?", ":", ";")) and not (
+            chunk.endswith(".") and (core.lower() in _ABBREVIATIONS or (len(core) == 1 and core.isupper()))
+        )
         possessive = core != chunk.strip(_STRIP)
         if not core:
             starts = starts or ends

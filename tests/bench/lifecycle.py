@@ -20,6 +20,7 @@ import secrets
 import shutil
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -214,8 +215,15 @@ def duplicates_section(count: int, seed: int) -> str:
     def words(text: str) -> set[str]:
         return set(re.findall(r"\w+", text.lower()))
 
+    def in_order(text: str) -> list[str]:
+        return [w for w in re.findall(r"\w+", text.lower()) if w in names]
+
     by_name = [(a, b) for a, b in skipped if (words(a) ^ words(b)) & names]
-    ordinary = sorted({" / ".join(sorted(words(a) ^ words(b))) for a, b in skipped if (a, b) not in by_name})
+    swapped = [(a, b) for a, b in skipped if (a, b) not in by_name and in_order(a) != in_order(b)]
+    ordinary = [(a, b) for a, b in skipped if (a, b) not in by_name and (a, b) not in swapped]
+    changes = Counter(
+        f"{' '.join(sorted(words(a) - words(b)))} / {' '.join(sorted(words(b) - words(a)))}" for a, b in ordinary
+    )
     for a, b in skipped[:20]:
         print(f"false duplicate: {a!r} as a repeat of {b!r}", file=sys.stderr)
     return "\n".join(
@@ -236,12 +244,20 @@ def duplicates_section(count: int, seed: int) -> str:
             f"| {len(skipped):,} | 0 |",
             f"| … of them differing in a name or identifier (a word of the corpus's name lists) | {len(by_name):,} "
             "| 0 |",
-            f"| … of them differing only in ordinary words{': ' + ', '.join(ordinary[:6]) if ordinary else ''} "
-            f"| {len(skipped) - len(by_name):,} | 0 |",
+            f"| … of them with the same names in another order (who does what swapped) | {len(swapped):,} | 0 |",
+            "| … of them differing only in ordinary words"
+            + (": " + ", ".join(f"{change} × {n}" for change, n in changes.most_common(6)) if ordinary else "")
+            + f" | {len(ordinary):,} | 0 |",
             f"| linked as similar (stored, for review) | {linked:,} | – |",
             f"| with an earlier fact at cosine ≥ {duplicates.NEAR_DUPLICATE_COSINE} (a cosine alone would skip them) "
             f"| {by_cosine:,} | – |",
             f"| skipped by the rule without its names check (numbers, dates, negations only) | {without_names:,} | – |",
+            "",
+            "The names check stops every fact that names someone or something the earlier one does not. It cannot "
+            'see a changed ordinary word in an otherwise identical sentence ("the security team" / "the support '
+            'team", a role, a project), nor the same names swapping roles; in a long sentence such a change moves '
+            f"the vector less than the {duplicates.NEAR_DUPLICATE_COSINE} bar allows, and those facts are still "
+            "skipped.",
         ]
     )
 

@@ -43,3 +43,18 @@ async def test_setup_link_chooses_a_password_and_signs_the_owner_in(
     again = await browser_pages.new()
     await again.goto(link)
     await expect(again.locator("body")).to_contain_text("used already")
+
+
+async def test_a_setup_link_replaced_by_a_newer_one_says_where_the_newest_is(
+    oauth_stack: OAuthStack, browser_pages: PageShots
+) -> None:
+    stack = await oauth_stack()
+    first = await asyncio.to_thread(setup_link, stack)
+    newest = await asyncio.to_thread(setup_link, stack, "owner", "--force")
+    assert newest != first
+    page = await browser_pages.new()
+    await page.goto(first)
+    await expect(page.locator("body")).to_contain_text("replaced by a newer one")
+    await expect(page.locator("body")).to_contain_text("memvault-dev setup-link")
+    await page.goto(newest)
+    await expect(page.get_by_role("heading")).to_have_text("Set up your memvault account")

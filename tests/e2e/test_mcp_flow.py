@@ -92,13 +92,43 @@ async def test_bad_input_is_refused_with_a_clear_message(stack_starter: StackSta
         wrong_types = await call_error(client, "remember", content="x", tags="homelab", confidence="high")
         assert wrong_types.startswith('remember: tags: input should be a valid list (got "homelab"); confidence:')
         assert "pydantic" not in wrong_types and "validation error" not in wrong_types
-        assert "items[0]: input should be a valid dictionary" in await call_error(client, "bulk_remember", items=["x"])
+        assert "items[0]" in await call_error(client, "bulk_remember", items=[7])
+        for bad_date, problem in (("last tuesday", "is not a date"), ("2999-01-01", "is in the future")):
+            refused = await call_error(
+                client, "bulk_remember", items=["fine", {"content": "dated", "source_date": bad_date}]
+            )
+            assert f"items[1].source_date '{bad_date}' {problem}" in refused
         listed = await call(client, "list_memories", statuses=["proposed", "active"])
         assert listed["memories"] == []  # nothing was written by any of the refused calls
         # In an import, each bad item is reported on its own and the rest is stored.
         mixed = await call(client, "bulk_remember", items=[{"content": "fine"}, {"content": ""}])
         assert [i["outcome"] for i in mixed["items"]] == ["stored", "invalid"]
         assert "items[1].content is empty" in mixed["items"][1]["message"]
+
+
+async def test_bulk_remember_takes_plain_strings_and_the_date_each_was_stated(stack_starter: StackStarter) -> None:
+    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+    async with mcp_session(stack.mcp_url) as client:
+        imported = await call(
+            client,
+            "bulk_remember",
+            items=[
+                "The owner's bike is a green Brompton.",
+                {"content": "The owner moved to Lisbon.", "source_date": "2024-03-01"},
+                {"content": "The owner started learning Portuguese.", "source_date": "2024-03-05T18:30:00+01:00"},
+            ],
+        )
+        assert [i["outcome"] for i in imported["items"]] == ["stored", "stored", "stored"]
+        ids = [i["id"] for i in imported["items"]]
+        explained = [(await call(client, "explain_memory", memory_id=i))["memory"] for i in ids]
+        assert explained[0]["content"] == "The owner's bike is a green Brompton."
+        assert explained[1]["valid_from"].startswith("2024-03-01T00:00:00")
+        assert explained[2]["valid_from"].startswith("2024-03-05T17:30:00")
+        # Stated in March 2024, so it was not yet true in 2023.
+        before = await call(client, "recall", query="where does the owner live? Lisbon", as_of="2023-06-01")
+        assert ids[1] not in [r["id"] for r in before["results"]]
+        now = await call(client, "recall", query="where does the owner live? Lisbon")
+        assert ids[1] in [r["id"] for r in now["results"]]
 
 
 async def test_gateway_health_connect_and_refusals(stack_starter: StackStarter) -> None:

@@ -7,6 +7,7 @@ GET /healthz and gateway GET /readyz on their ports; both also answer GET /env w
 MEMVAULT_* and FAKE_* variables. Every start, stop and command is appended to $FAKE_EVENTS.
 FAKE_FAIL=<name> makes that service exit with code 3; FAKE_NEVER_READY=<name> keeps it unready;
 FAKE_FAIL_AGAIN=<name> lets it start once, then exit with code 3 every time it is started again.
+FAKE_REAL_GATEWAY_COMMANDS=1 runs the real `memvault-gateway migrate|setup-link` for those commands.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -84,6 +86,8 @@ def main() -> int:
     name, *arguments = sys.argv[1:]
     if name in ("vault", "gateway") and arguments and arguments[0] != "serve":
         record(" ".join([name, *arguments]))
+        if name == "gateway" and os.environ.get("FAKE_REAL_GATEWAY_COMMANDS"):
+            return subprocess.run([sys.executable, "-m", "memvault_gateway", *arguments], check=False).returncode
         if arguments[0] == "setup-link":
             print("http://127.0.0.1/setup/fake-one-time-link", flush=True)
         else:

@@ -199,10 +199,61 @@ def test_a_dead_embedded_nats_is_restarted_on_its_url(tmp_path: Path, postgres_d
         Supervisor(stack, out, sleep=lambda seconds: None).check()
 
         assert "memvault-dev: nats exited (SIGKILL); restarting it in 1s" in out.getvalue()
-        assert "memvault-dev: nats is back" in out.getvalue()
+        assert "memvault-dev: nats restarted; ready in " in out.getvalue()
         assert stack.nats_url == url
         assert JetStreamProbe(int(url.rsplit(":", 1)[1])).ready()
         assert stack.crashed() == {}
+
+
+def wait_until_crashed(stack: Stack, names: set[str]) -> None:
+    deadline = time.monotonic() + 10
+    while not names <= set(stack.crashed()):
+        assert time.monotonic() < deadline, f"{names - set(stack.crashed())} not noticed dead"
+        time.sleep(0.05)
+
+
+def test_several_dead_services_come_back_in_dependency_order(fake_stack: StackStarter, events: Path) -> None:
+    stack = fake_stack()
+    supervisor = Supervisor(stack, io.StringIO(), sleep=lambda seconds: None)
+    stack.process("vault").kill()  # an earlier crash: vault is now the newest process of the four
+    wait_until_crashed(stack, {"vault"})
+    supervisor.check()
+    seen = len(events.read_text().splitlines())
+    for name in ("gateway", "mcp", "vault"):
+        stack.process(name).kill()
+    wait_until_crashed(stack, {"gateway", "mcp", "vault"})
+    out = io.StringIO()
+    supervisor.out = out
+
+    supervisor.check()
+
+    lines = out.getvalue().splitlines()
+    assert "memvault-dev: vault exited (SIGKILL); restarting it in 2s (attempt 2 of 3, log: " in lines[0]
+    assert "memvault-dev: restarting in dependency order: vault, then mcp, gateway" in lines
+    restarted = [line.split()[1] for line in lines if " restarted; ready in " in line]
+    assert restarted == ["vault", "mcp", "gateway"]
+    starts = [line for line in events.read_text().splitlines()[seen:] if line.startswith("start ")]
+    assert starts[0] == "start vault" and sorted(starts[1:]) == ["start gateway", "start mcp"]
+    assert stack.crashed() == {}
+    assert get(f"{stack.gateway_url}/readyz") == {"status": "ok"}
+
+
+def test_a_service_that_dies_again_while_restarting_holds_back_what_needs_it(
+    fake_stack: StackStarter, events: Path
+) -> None:
+    stack = fake_stack(env={"FAKE_FAIL_AGAIN": "vault"})
+    for name in ("mcp", "vault"):
+        stack.process(name).kill()
+    wait_until_crashed(stack, {"mcp", "vault"})
+    out = io.StringIO()
+
+    Supervisor(stack, out, sleep=lambda seconds: None).check()
+
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("memvault-dev: vault exited again (exit code 3) before it was ready") for line in lines)
+    assert lines[-1] == "memvault-dev: mcp will be restarted once vault is back"
+    assert events.read_text().splitlines().count("start mcp") == 1  # not started before its vault
+    assert set(stack.crashed()) == {"vault", "mcp"}  # both tried again at the next check
 
 
 def test_a_pid_file_naming_a_process_of_someone_else_is_left_alone(tmp_path: Path) -> None:

@@ -178,11 +178,14 @@ class Browser:
         """Open the consent page and submit it; `choices` override the checked vaults/scopes."""
         page = await self.http.get(authorize_url)
         assert page.status_code == 200, page.text
-        form: dict[str, str | list[str]] = dict(hidden_fields(page.text))
-        form["vault"] = choices.get("vault", checked(page.text, "vault"))
-        form["scope"] = choices.get("scope", checked(page.text, "scope"))
-        form["decision"] = decision
-        return await self.http.post("/authorize", data=form)
+        # As a browser posts it: every hidden field, then each ticked box, even where names repeat.
+        form = list(hidden_fields(page.text).items())
+        form += [("vault", v) for v in choices.get("vault", checked(page.text, "vault"))]
+        form += [("scope", s) for s in choices.get("scope", checked(page.text, "scope"))]
+        form.append(("decision", decision))
+        return await self.http.post(
+            "/authorize", content=urlencode(form), headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
 
 
 def csrf_of(html: str) -> str:

@@ -9,20 +9,23 @@ test-only auto-approve setting, as `make conformance` does.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
 import pytest
 from gateway_helpers import INITIALIZE, MCP_HEADERS, PASSWORD, csrf_of, hidden_fields, query_of
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
@@ -64,17 +67,21 @@ class OwnerBrowser:
     def __init__(self, base_url: str) -> None:
         self.http = httpx.AsyncClient(base_url=base_url, follow_redirects=False, timeout=30)
         self.authorize_calls = 0
+        self.asked_scopes: list[str] = []
         self.approve = True
+        self.scopes = ["read", "write"]
+        """What the owner ticks on the consent page, whatever the app asked for."""
         self.result: AuthorizationCodeResult | None = None
 
     async def redirect_handler(self, url: str) -> None:
         self.authorize_calls += 1
+        self.asked_scopes.append(query_of(url).get("scope", ""))
         if not self.approve:
             raise PermissionError("the owner did not approve this time")
         page = await self.http.get(url)
         assert page.status_code == 200, page.text
         form: dict[str, Any] = dict(hidden_fields(page.text))
-        form.update(vault=["default"], scope=["read", "write"], decision="approve")
+        form.update(vault=["default"], scope=self.scopes, decision="approve")
         answer = await self.http.post("/authorize", data=form)
         assert answer.status_code == 303, answer.text
         params = query_of(answer.headers["location"])
@@ -118,6 +125,26 @@ def oauth_stack(fresh_stack: StackStarter, **gateway_env: str) -> Stack:
     )
 
 
+async def signed_in_owner(stack: Stack, username: str = "owner") -> OwnerBrowser:
+    """The owner, signed up through a setup link, in a browser that keeps the session."""
+    link = subprocess.run(  # noqa: ASYNC221 (a one-off CLI call before any client runs)
+        [sys.executable, "-m", "memvault_gateway", "setup-link", "--username", username],
+        env={**os.environ, **stack.env_for("gateway")},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    browser = OwnerBrowser(stack.gateway_url)
+    page = await browser.http.get(link.removeprefix(stack.gateway_url))
+    signed_up = await browser.http.post(
+        link.removeprefix(stack.gateway_url),
+        data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": csrf_of(page.text)},
+    )
+    assert signed_up.status_code == 303
+    return browser
+
+
 def client_metadata() -> OAuthClientMetadata:
     return OAuthClientMetadata(
         client_name="SDK e2e agent",
@@ -145,21 +172,7 @@ async def test_sdk_client_registers_is_approved_refreshes_and_is_refused_after_r
     fresh_stack: StackStarter,
 ) -> None:
     stack = await asyncio.to_thread(oauth_stack, fresh_stack)
-    link = subprocess.run(  # noqa: ASYNC221 (a one-off CLI call before any client runs)
-        [sys.executable, "-m", "memvault_gateway", "setup-link", "--username", "owner"],
-        env={**os.environ, **stack.env_for("gateway")},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    browser = OwnerBrowser(stack.gateway_url)
-    page = await browser.http.get(link.removeprefix(stack.gateway_url))
-    signed_up = await browser.http.post(
-        link.removeprefix(stack.gateway_url),
-        data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": csrf_of(page.text)},
-    )
-    assert signed_up.status_code == 303
+    browser = await signed_in_owner(stack)
 
     storage = MemoryStorage()
     provider = OAuthClientProvider(
@@ -252,3 +265,148 @@ async def test_sdk_client_completes_headlessly_with_the_test_auto_approve_settin
     assert query["resource"] == stack.mcp_url
     assert query["code_challenge_method"] == "S256"
     assert "test setting" in stack.log_path("gateway").read_text().lower()
+
+
+def stdio_bridge(url: str, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """`memvault-mcp stdio`, as an app that only speaks stdio would start it."""
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "memvault_mcp", "stdio", "--url", url, "--no-browser", *extra], env=env
+    )
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_bridge_with_a_service_token_remembers_and_recalls(fresh_stack: StackStarter, mode: str) -> None:
+    stack = await asyncio.to_thread(oauth_stack, fresh_stack)
+    browser = await signed_in_owner(stack, "ana.souza")
+    connect = (await browser.http.get("/connect")).text
+    assert "memvault is ana.souza's long-term memory" in connect  # the owner's display name
+    me = (await browser.http.get("/api/v1/me")).json()
+    (vault,) = [v["name"] for v in (await browser.http.get("/api/v1/vaults")).json()["vaults"]]
+    created = await browser.http.post(
+        "/api/v1/service-tokens",
+        json={"name": "stdio app", "scopes": ["read", "write"], "vaults": [vault]},
+        headers={"X-CSRF-Token": me["csrf_token"]},
+    )
+    assert created.status_code == 201, created.text
+    env = {"MEMVAULT_TOKEN": created.json()["token"]}
+    async with Client(stdio_bridge(stack.mcp_url, "--token-env", "MEMVAULT_TOKEN", env=env), mode=mode) as client:
+        assert "get_operating_guide" in {t.name for t in (await client.list_tools()).tools}
+        assert "get_operating_guide" in (client.instructions or "")
+        guide = (await structured(client, "get_operating_guide"))["guide"]
+        assert "This vault is ana.souza's long-term memory" in guide
+        assert "read `/connect` on the memvault server" in guide
+        stored = await structured(client, "remember", content="The stdio bridge user keeps notes in Obsidian.")
+        assert stored["outcome"] == "stored"
+        found = await structured(client, "recall", query="where are notes kept")
+        assert found["results"][0]["id"] == stored["id"]
+        refused = await client.call_tool("recall", {"query": "x", "vault": "not-granted"})
+        assert refused.is_error  # the gateway's answer, passed through
+    source = (await browser.http.get(f"/api/v1/vaults/{vault}/memories/{stored['id']}")).json()
+    assert "stdio app" in str(source)
+    await browser.http.aclose()
+
+    bad = subprocess.run(  # noqa: ASYNC221 (a CLI check; no client is running)
+        [sys.executable, "-m", "memvault_mcp", "stdio", "--url", stack.mcp_url, "--token-env", "MEMVAULT_NO_SUCH"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "MEMVAULT_NO_SUCH"},
+    )
+    assert bad.returncode != 0 and "MEMVAULT_NO_SUCH is empty or unset" in bad.stderr
+
+
+async def test_stdio_bridge_signs_in_with_oauth_on_a_loopback_port_and_keeps_its_tokens(
+    fresh_stack: StackStarter, tmp_path: Path
+) -> None:
+    stack = await asyncio.to_thread(oauth_stack, fresh_stack, MEMVAULT_GATEWAY__TEST_AUTO_APPROVE_SUBJECT="owner")
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    errors = tmp_path / "stderr.txt"
+
+    async def approve_when_asked() -> str:
+        """Play the person: open the address the bridge printed; the test setting approves it."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            urls = [line for line in errors.read_text().splitlines() if line.startswith("http")]
+            if urls:
+                async with httpx.AsyncClient(timeout=30) as http:
+                    approved = await http.get(urls[0])
+                    assert approved.status_code == 302, approved.text
+                    answer = await http.get(approved.headers["location"])
+                assert answer.status_code == 200 and "signed in" in answer.text, answer.text
+                return urls[0]
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the bridge printed no sign-in address: {errors.read_text()}")
+
+    async def use_the_bridge() -> tuple[dict[str, Any], dict[str, Any]]:
+        with errors.open("w") as errlog:
+            async with Client(
+                stdio_client(stdio_bridge(stack.mcp_url, env=env), errlog=errlog), mode="legacy"
+            ) as client:
+                stored = await structured(client, "remember", content="The OAuth stdio user drinks green tea.")
+                return stored, await structured(client, "recall", query="green tea")
+
+    errors.touch()
+    approving, using = asyncio.create_task(approve_when_asked()), asyncio.create_task(use_the_bridge())
+    await asyncio.wait({approving, using}, return_when=asyncio.FIRST_EXCEPTION)
+    url = await approving
+    stored, found = await using
+    assert found["results"][0]["id"] == stored["id"]
+    assert query_of(url)["redirect_uri"].startswith("http://127.0.0.1:")
+
+    (saved,) = (tmp_path / "config" / "memvault").iterdir()
+    assert saved.stat().st_mode & 0o777 == 0o600
+    assert "access_token" in saved.read_text()
+
+    # A second start, once the access token has expired, refreshes it: no new sign-in.
+    expires_at = json.loads(saved.read_text())["expires_at"]
+    while time.time() < expires_at:  # noqa: ASYNC110 (the clock, not async work, is what we wait for)
+        await asyncio.sleep(0.25)
+    first_refresh = json.loads(saved.read_text())["tokens"]["refresh_token"]
+    with errors.open("w") as errlog:
+        async with Client(stdio_client(stdio_bridge(stack.mcp_url, env=env), errlog=errlog), mode="legacy") as client:
+            again = await structured(client, "recall", query="green tea")
+    assert again["results"][0]["id"] == stored["id"]
+    assert "http" not in errors.read_text()
+    assert json.loads(saved.read_text())["tokens"]["refresh_token"] != first_refresh
+
+
+async def test_sdk_client_with_a_read_only_grant_sees_no_write_tools_and_hears_who_grants_write(
+    fresh_stack: StackStarter,
+) -> None:
+    stack = await asyncio.to_thread(oauth_stack, fresh_stack)
+    browser = await signed_in_owner(stack)
+    browser.scopes = ["read"]
+    storage = MemoryStorage()
+    provider = OAuthClientProvider(
+        server_url=stack.mcp_url,
+        client_metadata=client_metadata(),
+        storage=storage,
+        redirect_handler=browser.redirect_handler,
+        callback_handler=browser.callback_handler,
+    )
+    async with (
+        httpx2.AsyncClient(auth=provider, timeout=60) as http,
+        Client(streamable_http_client(stack.mcp_url, http_client=http), mode="auto") as client,  # type: ignore[arg-type]
+    ):
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert storage.tokens is not None and storage.tokens.scope == "read"
+        assert listed == {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
+
+        # The gateway answers 403 insufficient_scope: the SDK asks the owner for 'write' (step-up); the
+        # owner approves 'read' again, and the agent reads which scope is missing and who grants it.
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("remember", {"content": "A read-only agent must not store this."})
+        assert browser.authorize_calls == 2
+        assert set(browser.asked_scopes[1].split()) == {"read", "write"}
+        message = str(refused.value)
+        assert "remember needs the 'write' scope" in message and "(it has: read)" in message
+        assert "vault owner" in message and f"{stack.gateway_url}/account" in message
+        assert (await structured(client, "list_memories"))["memories"] == []
+
+        # Clients that step up keep working: approved with 'write' this time, the same call goes through.
+        browser.scopes = ["read", "write"]
+        stored = await structured(client, "remember", content="The read-only test agent may now write.")
+        assert stored["outcome"] == "stored"
+        assert browser.authorize_calls == 3
+        assert storage.tokens.scope == "read write"
+    await browser.http.aclose()

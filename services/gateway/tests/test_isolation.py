@@ -164,6 +164,7 @@ async def test_no_api_route_reaches_another_accounts_data(start_gateway: StartGa
         "vaults": [alice.vault],
         "username": alice.username,
         "content": "Bob was here.",
+        "email": "bob@example.test",
     }
     tried = 0
     for route in api_routes(create_app(gateway.settings, None)):  # type: ignore[arg-type]
@@ -192,6 +193,7 @@ async def test_no_api_route_reaches_another_accounts_data(start_gateway: StartGa
     assert (
         await gateway.fetchval("SELECT revoked_at FROM gateway.access_grant WHERE id = $1::uuid", alice_grant) is None
     )
+    assert await gateway.fetchval("SELECT email FROM gateway.user_account WHERE username = $1", alice.username) is None
 
     # The same question about Alice's vault and a vault that does not exist gets the same answer.
     missing = unique("no-such-vault")

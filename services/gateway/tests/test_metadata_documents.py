@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from gateway_helpers import Agent, StartGateway, free_port, pkce, query_of, serve_asgi, stop_asgi
+from gateway_helpers import Agent, Browser, StartGateway, free_port, pkce, query_of, serve_asgi, stop_asgi
 from limits import parse
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -80,6 +80,29 @@ async def test_agent_known_by_its_metadata_document_is_authorized(
     assert name == "Metadata agent"
 
 
+async def test_metadata_document_agent_may_return_to_any_loopback_port(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    """RFC 8252 §7.3 for clients known by a document: only the port may differ."""
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    client_id = host.add("/clients/ports.json")
+    async with gateway.http() as http:
+        for refused in ("http://127.0.0.1:41000/elsewhere", "http://localhost:33420/callback"):
+            _, challenge = pkce()
+            agent = Agent(gateway, {"client_id": client_id}, redirect_uri=refused)
+            answer = await http.get(agent.authorize_url(challenge))
+            assert answer.status_code == 400 and "redirect_uri mismatch" in answer.text
+        agent = Agent(gateway, {"client_id": client_id}, redirect_uri="http://127.0.0.1:41001/callback")
+        verifier, challenge = pkce()
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 302, answer.text
+    assert answer.headers["location"].startswith("http://127.0.0.1:41001/callback?")
+    tokens = await agent.exchange(query_of(answer.headers["location"])["code"], verifier)
+    assert tokens.status_code == 200, tokens.text
+
+
 async def test_metadata_document_on_a_private_address_is_not_fetched_by_default(
     start_gateway: StartGateway, host: DocumentHost
 ) -> None:
@@ -90,6 +113,44 @@ async def test_metadata_document_on_a_private_address_is_not_fetched_by_default(
         answer = await http.get(agent.authorize_url(challenge))
     assert answer.status_code == 400 and "location" not in answer.headers
     assert host.fetches == 0
+
+
+async def test_with_metadata_documents_off_apps_are_told_to_register_and_the_setting_is_named(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"},
+        oauth={"metadata_documents": False, "metadata_document_private_addresses": True},
+    )
+    async with gateway.http() as http:
+        metadata = (await http.get("/.well-known/oauth-authorization-server")).json()
+    assert metadata["client_id_metadata_document_supported"] is False
+    assert metadata["registration_endpoint"] == f"{gateway.url}/register"  # what such apps fall back to
+    _, challenge = pkce()
+    for client_id in ("https://chatgpt.com/oauth/codex/client.json", host.add("/clients/agent.json")):
+        agent = Agent(gateway, {"client_id": client_id}, redirect_uri=CALLBACK)
+        async with gateway.http() as http:
+            answer = await http.get(agent.authorize_url(challenge))
+        assert answer.status_code == 400 and "location" not in answer.headers
+        assert "MEMVAULT_OAUTH__METADATA_DOCUMENTS=false" in answer.text
+        assert "register itself" in answer.text
+    assert host.fetches == 0
+
+
+async def test_an_unreachable_metadata_document_names_the_setting_for_gateways_without_internet(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway(
+        gateway={"test_auto_approve_subject": "cimd-owner"}, oauth={"metadata_document_private_addresses": True}
+    )
+    nobody = f"http://127.0.0.1:{free_port()}/client.json"  # nothing listens there
+    agent = Agent(gateway, {"client_id": nobody}, redirect_uri=CALLBACK)
+    _, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert "could not fetch the client metadata document (ConnectError)" in answer.text
+    assert "MEMVAULT_OAUTH__METADATA_DOCUMENTS=false" in answer.text
 
 
 @pytest.mark.parametrize(
@@ -172,3 +233,26 @@ async def test_new_metadata_documents_are_fetched_at_most_so_often_per_address(
         "SELECT count(*) FROM gateway.oauth_client WHERE client_id LIKE $1", f"{host.base}/flood/%"
     )
     assert stored == 3
+
+
+async def test_each_approval_of_an_app_known_by_its_document_is_a_connection_of_its_own(
+    start_gateway: StartGateway, host: DocumentHost
+) -> None:
+    """Its client_id is shared by every install (the owner's laptop and desktop): approving again adds one."""
+    gateway = await start_gateway(oauth={"metadata_document_private_addresses": True})
+    username, password = await gateway.create_user()
+    browser = Browser(gateway)
+    assert (await browser.sign_in(username, password)).status_code == 303
+    client_id = host.add("/clients/shared.json")
+    agent = Agent(gateway, {"client_id": client_id, "token_endpoint_auth_method": "none"}, redirect_uri=CALLBACK)
+    _, challenge = pkce()
+    assert (await browser.consent(agent.authorize_url(challenge))).status_code == 303
+
+    page = await browser.http.get(agent.authorize_url(challenge))
+    assert "You have connected <strong>Metadata agent</strong> once already" in page.text
+    assert "replaces" not in page.text
+    assert (await browser.consent(agent.authorize_url(challenge))).status_code == 303
+    live = await gateway.fetchval(
+        "SELECT count(*) FROM gateway.access_grant WHERE client_id = $1 AND revoked_at IS NULL", client_id
+    )
+    assert live == 2

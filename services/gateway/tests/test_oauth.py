@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import pytest
 from gateway_helpers import (
     INITIALIZE,
     REDIRECT,
+    SECRET,
     Agent,
     RunningGateway,
     StartGateway,
@@ -19,6 +21,10 @@ from gateway_helpers import (
     tool_call,
     unique,
 )
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner
 
 pytestmark = pytest.mark.integration
 
@@ -152,18 +158,33 @@ async def test_revoking_a_refresh_token_ends_the_grant_and_an_access_token_only_
     start_gateway: StartGateway,
 ) -> None:
     gateway, _ = await auto_gateway(start_gateway)
-    agent = Agent(gateway, await gateway.register())
+    agent, other = Agent(gateway, await gateway.register()), Agent(gateway, await gateway.register())
     one = await authorized(agent)
-    two = await authorized(agent)
+    two = await authorized(other)
     async with gateway.http() as http:
         revoked = await http.post("/revoke", data={"client_id": agent.client_id, "token": one["access_token"]})
         assert revoked.status_code == 200
         assert (await mcp_post(gateway, INITIALIZE, one["access_token"])).status_code == 401
         assert (await agent.refresh(one["refresh_token"])).status_code == 200  # the grant lives on
 
-        await http.post("/revoke", data={"client_id": agent.client_id, "token": two["refresh_token"]})
+        await http.post("/revoke", data={"client_id": other.client_id, "token": two["refresh_token"]})
     assert (await mcp_post(gateway, INITIALIZE, two["access_token"])).status_code == 401
-    assert (await agent.refresh(two["refresh_token"])).status_code == 400
+    assert (await other.refresh(two["refresh_token"])).status_code == 400
+
+
+async def test_approving_a_registered_app_again_replaces_its_grant(start_gateway: StartGateway) -> None:
+    """The same app asking again (for more scopes, or after losing its tokens): the latest approval holds."""
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register())
+    first = await authorized(agent, scope="read")
+    second = await authorized(agent)
+    assert (await mcp_post(gateway, INITIALIZE, first["access_token"])).status_code == 401
+    assert (await agent.refresh(first["refresh_token"])).status_code == 400
+    assert (await mcp_post(gateway, INITIALIZE, second["access_token"])).status_code == 200
+    live = await gateway.fetchval(
+        "SELECT count(*) FROM gateway.access_grant WHERE client_id = $1 AND revoked_at IS NULL", agent.client_id
+    )
+    assert live == 1
 
 
 async def test_confidential_client_must_authenticate(start_gateway: StartGateway) -> None:
@@ -348,7 +369,15 @@ async def test_redirect_uri_mismatch_is_never_redirected_to(start_gateway: Start
     _, challenge = pkce()
     grants_before = await gateway.fetchval("SELECT count(*) FROM gateway.access_grant")
     async with gateway.http() as http:
-        for uri in ("http://127.0.0.1:33419/callback", "https://evil.example/callback", REDIRECT + "/x"):
+        for uri in (
+            "https://evil.example/callback",
+            REDIRECT + "/x",
+            "http://127.0.0.1:33419/other",  # any port on loopback, but the path must match
+            "http://127.0.0.1:33419/callback?next=1",
+            "http://localhost:33418/callback",  # the host must match as registered
+            "http://127.0.0.2:33418/callback",
+            "https://127.0.0.1:33418/callback",
+        ):
             answer = await http.get(agent.authorize_url(challenge, redirect_uri=uri))
             assert answer.status_code == 400
             assert "location" not in answer.headers
@@ -363,6 +392,38 @@ async def test_redirect_uri_mismatch_is_never_redirected_to(start_gateway: Start
     )
     assert switched.status_code == 400
     assert switched.json()["error"] == "invalid_grant"
+
+
+@pytest.mark.parametrize(
+    ("registered", "used", "another_port"),
+    [
+        (REDIRECT, "http://127.0.0.1:51999/callback", "http://127.0.0.1:51998/callback"),
+        ("http://[::1]:33418/cb?app=x", "http://[::1]:40001/cb?app=x", "http://[::1]:40002/cb?app=x"),
+        ("http://localhost/callback", "http://localhost:40003/callback", "http://localhost/callback"),
+    ],
+)
+async def test_loopback_redirect_may_use_any_port_and_the_token_request_must_repeat_it(
+    start_gateway: StartGateway, registered: str, used: str, another_port: str
+) -> None:
+    """RFC 8252 §7.3: native apps pick a free port per login."""
+    gateway, _ = await auto_gateway(start_gateway)
+    agent = Agent(gateway, await gateway.register(redirect_uris=[registered]), redirect_uri=used)
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    assert answer.status_code == 302, answer.text
+    assert answer.headers["location"].startswith(used + ("&" if "?" in used else "?"))
+    code = query_of(answer.headers["location"])["code"]
+    refused = await agent.token(
+        grant_type="authorization_code", code=code, code_verifier=verifier, redirect_uri=another_port
+    )
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
+
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        code = query_of((await http.get(agent.authorize_url(challenge))).headers["location"])["code"]
+    tokens = await agent.exchange(code, verifier)
+    assert tokens.status_code == 200, tokens.text
 
 
 @pytest.mark.parametrize(
@@ -421,10 +482,46 @@ async def test_read_only_grant_cannot_remember(start_gateway: StartGateway) -> N
     challenge = answer.headers["www-authenticate"]
     assert 'error="insufficient_scope"' in challenge
     assert 'scope="read write"' in challenge
+    # The body is a JSON-RPC error for the call, which MCP clients pass on to the agent.
+    assert answer.headers["content-type"] == "application/json"
+    error = answer.json()
+    assert error["id"] == 2 and error["error"]["data"] == {"required_scope": "write", "scopes": "read"}
     assert await gateway.fetchval("SELECT count(*) FROM memory") == before
+    for mode in ("legacy", "2026-07-28"):
+        async with mcp_client(gateway.mcp, tokens["access_token"], mode=mode) as client:
+            found = await tool(client, "recall", query="anything at all")
+            listed = {t.name for t in (await client.list_tools()).tools}
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("remember", {"content": "Read-only agents must not write this."})
+        assert found["results"] == []
+        assert listed == {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
+        message = str(refused.value)
+        assert "remember needs the 'write' scope" in message and "(it has: read)" in message
+        assert f"{gateway.url}/account" in message and "vault owner" in message
+    assert await gateway.fetchval("SELECT count(*) FROM memory") == before
+
+
+async def test_the_mcp_service_refuses_a_writing_tool_to_a_read_identity_as_a_tool_error(mcp_url: str) -> None:
+    """Behind the gateway's 403, mcp itself holds the line, in words the agent can act on."""
+    identity = IdentitySigner(SECRET).sign(Identity(subject=unique("reader"), client="t", scopes=frozenset({"read"})))
+    async with (
+        httpx2.AsyncClient(headers={HTTP_HEADER: identity}, timeout=60) as http,
+        Client(streamable_http_client(mcp_url, http_client=http), mode="legacy") as client,  # type: ignore[arg-type]
+    ):
+        listed = {t.name for t in (await client.list_tools()).tools}
+        refused = await client.call_tool("forget", {"memory_id": "00000000-0000-0000-0000-000000000000"})
+    assert "forget" not in listed and "recall" in listed
+    assert refused.is_error
+    text = refused.content[0].text  # type: ignore[union-attr]
+    assert "forget needs the 'write' scope" in text and "vault owner" in text
+
+
+async def test_a_write_grant_lists_every_tool(start_gateway: StartGateway) -> None:
+    gateway, _ = await auto_gateway(start_gateway)
+    tokens = await authorized(Agent(gateway, await gateway.register()), scope="read write")
     async with mcp_client(gateway.mcp, tokens["access_token"]) as client:
-        found = await tool(client, "recall", query="anything at all")
-    assert found["results"] == []
+        listed = {t.name for t in (await client.list_tools()).tools}
+    assert {"remember", "bulk_remember", "forget", "supersede", "invalidate", "propose_memory", "recall"} <= listed
 
 
 async def test_spent_state_is_purged(start_gateway: StartGateway) -> None:

@@ -14,6 +14,7 @@ from gateway_helpers import (
     Browser,
     RunningGateway,
     StartGateway,
+    checked,
     csrf_of,
     mcp_post,
     pkce,
@@ -69,6 +70,41 @@ async def test_setup_link_sets_the_password_once_and_signs_in(start_gateway: Sta
     assert (await Browser(gateway).http.get(path)).status_code == 404  # spent
     assert await setup_link(settings, username, force=False) is None  # has a password now
     assert await setup_link(settings, username, force=True) is not None
+    await browser.close()
+
+
+async def test_a_replaced_setup_link_says_so_and_where_the_newest_is(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    username = unique("owner")
+    settings = MigrateSettings(gateway=gateway.settings.gateway, postgres=gateway.settings.postgres)
+    older = await setup_link(settings, username, force=False)
+    newer = await setup_link(settings, username, force=False)
+    assert older is not None and newer is not None and older != newer
+    browser = Browser(gateway)
+
+    stale = await browser.http.get(older.removeprefix(gateway.url))
+
+    assert stale.status_code == 404
+    assert (
+        "This link was replaced by a newer one; the newest link is printed by `memvault-dev setup-link` "
+        "(or `memvault-gateway setup-link`)"
+    ) in stale.text
+    posted = await browser.http.post(
+        older.removeprefix(gateway.url),
+        data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": "x"},
+    )
+    assert posted.status_code == 404 and "replaced by a newer one" in posted.text  # cannot set a password
+    fresh = await browser.http.get(newer.removeprefix(gateway.url))
+    assert fresh.status_code == 200
+    done = await browser.http.post(
+        newer.removeprefix(gateway.url),
+        data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": csrf_of(fresh.text)},
+    )
+    assert done.status_code == 303
+    used = await Browser(gateway).http.get(newer.removeprefix(gateway.url))
+    assert "used already" in used.text and "replaced" not in used.text
+    unknown = await Browser(gateway).http.get("/setup/mvsetup_never-issued")
+    assert unknown.status_code == 404 and "not known here" in unknown.text
     await browser.close()
 
 
@@ -171,6 +207,48 @@ async def test_owner_approves_an_agent_for_chosen_vaults_and_scopes(start_gatewa
     await browser.close()
 
 
+async def test_a_scope_the_app_asked_for_and_the_owner_unticked_is_not_granted(start_gateway: StartGateway) -> None:
+    """The form carries the app's own request too; a browser posts it next to the ticked boxes."""
+    gateway = await start_gateway()
+    username, password = await gateway.create_user()
+    browser = Browser(gateway)
+    assert (await browser.sign_in(username, password)).status_code == 303
+    agent = Agent(gateway, await gateway.register())
+    verifier, challenge = pkce()
+    page = await browser.http.get(agent.authorize_url(challenge, scope="admin"))
+    assert checked(page.text, "scope") == ["admin"]
+    answer = await browser.consent(agent.authorize_url(challenge, scope="admin"), scope=["read"])
+    assert answer.status_code == 303
+    tokens = await agent.exchange(query_of(answer.headers["location"])["code"], verifier)
+    assert tokens.json()["scope"] == "read"
+
+    # Nothing ticked: the page asks again and still offers what the app asked for.
+    again = await browser.consent(agent.authorize_url(challenge, scope="write"), scope=[])
+    assert again.status_code == 400
+    assert checked(again.text, "scope") == ["write"]
+
+
+async def test_asked_again_the_owner_sees_the_apps_access_and_deny_keeps_it(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    username, password = await gateway.create_user()
+    browser = Browser(gateway)
+    assert (await browser.sign_in(username, password)).status_code == 303
+    agent = Agent(gateway, await gateway.register(client_name="Notes agent"))
+    verifier, challenge = pkce()
+    approved = await browser.consent(agent.authorize_url(challenge, scope="read"))
+    tokens = (await agent.exchange(query_of(approved.headers["location"])["code"], verifier)).json()
+
+    _, challenge = pkce()
+    page = await browser.http.get(agent.authorize_url(challenge))
+    vault = (await browser.http.get("/api/v1/vaults")).json()["vaults"][0]["name"]
+    assert f"already has access: read on {vault}. Approving replaces it" in page.text
+    denied = await browser.consent(agent.authorize_url(challenge), decision="deny")
+    assert query_of(denied.headers["location"])["error"] == "access_denied"
+    assert (await mcp_post(gateway, INITIALIZE, tokens["access_token"])).status_code == 200
+    assert (await agent.refresh(tokens["refresh_token"])).status_code == 200
+    await browser.close()
+
+
 async def test_consent_page_spells_out_what_the_admin_scope_allows(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     browser, _ = await signed_in(gateway)
@@ -195,7 +273,9 @@ async def test_consent_form_is_refused_without_the_session_csrf_token(start_gate
     forged = await browser.http.post(
         "/authorize", data={**fields, "csrf_token": "forged", "vault": vault, "scope": "write", "decision": "approve"}
     )
-    assert forged.status_code == 403
+    # Nothing says another site sent it (a stale page of ours looks the same): shown again, not acted on.
+    assert forged.status_code == 400
+    assert "nothing was done" in forged.text and "location" not in forged.headers
     cross_site = await browser.http.post(
         "/authorize",
         data={**fields, "csrf_token": csrf_of(page.text), "vault": vault, "scope": "write", "decision": "approve"},

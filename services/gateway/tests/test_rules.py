@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from memvault_gateway import credentials, scopes, tracing
 from memvault_gateway.metadata_documents import is_public_address
-from memvault_gateway.redirects import redirect_uri_problem
+from memvault_gateway.redirects import redirect_uri_matches, redirect_uri_problem
 from memvault_gateway.settings import ForwardAuthGroup, GatewayGroup, OidcGroup
 from memvault_mcp.tools import build_tools
 
@@ -94,6 +94,28 @@ def test_redirect_uris_that_are_refused(uri: str) -> None:
     assert redirect_uri_problem(uri) is not None
 
 
+@pytest.mark.parametrize(
+    ("requested", "registered", "matches"),
+    [
+        ("http://127.0.0.1:5000/cb", "http://127.0.0.1:33418/cb", True),
+        ("http://127.0.0.1/cb", "http://127.0.0.1:33418/cb", True),
+        ("http://[::1]:5000/cb?a=1", "http://[::1]/cb?a=1", True),
+        ("http://LOCALHOST:5000/cb", "http://localhost:1/cb", True),
+        ("http://127.0.0.1:5000/cb?a=2", "http://127.0.0.1:1/cb?a=1", False),
+        ("http://127.0.0.1:5000/cb/", "http://127.0.0.1:1/cb", False),
+        ("http://127.0.0.1:99999/cb", "http://127.0.0.1:1/cb", False),
+        ("http://user@127.0.0.1:5000/cb", "http://127.0.0.1:1/cb", False),
+        ("http://127.0.0.1:5000/cb#x", "http://127.0.0.1:1/cb", False),
+        ("http://127.0.0.2:5000/cb", "http://127.0.0.2:1/cb", False),  # only the three named hosts
+        ("http://localhost:5000/cb", "http://127.0.0.1:5000/cb", False),
+        ("https://app.example:8443/cb", "https://app.example/cb", False),  # never for non-loopback
+        ("cursor://x:5/cb", "cursor://x/cb", False),
+    ],
+)
+def test_loopback_redirect_uris_match_on_any_port_only(requested: str, registered: str, matches: bool) -> None:
+    assert redirect_uri_matches(requested, registered) is matches
+
+
 def test_private_use_schemes_only_when_listed() -> None:
     assert redirect_uri_problem("cursor://anysphere.cursor-mcp/oauth/callback", ["cursor"]) is None
 
@@ -108,12 +130,12 @@ def test_every_tool_that_changes_memories_needs_write() -> None:
         assert (tool.name in scopes.WRITE_TOOLS) == (not read_only), tool.name
 
 
-def test_scope_needed_for_a_request_body() -> None:
+def test_write_calls_are_found_in_a_request_body() -> None:
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "forget", "arguments": {}}}
-    assert scopes.needed_for_mcp_body(json.dumps(call).encode()) == "write"
-    assert scopes.needed_for_mcp_body(json.dumps([call]).encode()) == "write"
-    assert scopes.needed_for_mcp_body(b'{"method": "tools/list"}') == "read"
-    assert scopes.needed_for_mcp_body(b"not json") == "read"
+    assert scopes.write_call_in(json.dumps(call).encode()) == ("forget", 1)
+    assert scopes.write_call_in(json.dumps([call]).encode()) == ("forget", 1)
+    assert scopes.write_call_in(b'{"method": "tools/list"}') is None
+    assert scopes.write_call_in(b"not json") is None
     assert scopes.satisfies(["admin"], "write") and not scopes.satisfies(["read"], "write")
     assert scopes.parse("write offline_access read bogus") == ("read", "write")
 
@@ -165,6 +187,9 @@ def test_metadata_documents_may_be_fetched_from_public_addresses(address: str) -
 
 def test_traced_urls_lose_credentials() -> None:
     assert tracing.redact("/setup/mvsetup_abc123") == "/setup/REDACTED"
+    assert tracing.redact("http://h/login/email/mvmail_abc123") == "http://h/login/email/REDACTED"
+    assert tracing.redact("/account/email/mvmail_abc123?x=1") == "/account/email/REDACTED?x=REDACTED"
+    assert tracing.redact("/account/email") == "/account/email"
     assert tracing.redact("http://h/mcp?access_token=mva_x&x=1") == "http://h/mcp?access_token=REDACTED&x=REDACTED"
     assert tracing.redact_query("code=abc&state=s1&iss=http://h") == "code=REDACTED&state=REDACTED&iss=http://h"
     assert tracing.redact("/authorize?client_id=c&scope=read&code_challenge=x") == (

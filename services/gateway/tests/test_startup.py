@@ -1,4 +1,5 @@
-"""`memvault-gateway serve` and `migrate` refuse an unreachable or newer database in one line."""
+"""`memvault-gateway serve`, `migrate` and `setup-link` refuse an unreachable, newer, unnamed or foreign
+database in one line."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from memvault_gateway.store import NewerDatabaseError, apply_migrations
 pytestmark = pytest.mark.integration
 
 
-def run_gateway(dsn: str, command: str) -> subprocess.CompletedProcess[str]:
+def run_gateway(dsn: str | None, command: str) -> subprocess.CompletedProcess[str]:
     env = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name != "MEMVAULT_POSTGRES__DSN"},
         "MEMVAULT_IDENTITY__SECRET": SECRET,
-        "MEMVAULT_POSTGRES__DSN": dsn,
         "MEMVAULT_GATEWAY__PORT": str(free_port()),
+        **({"MEMVAULT_POSTGRES__DSN": dsn} if dsn is not None else {}),
     }
     return subprocess.run(
         [sys.executable, "-m", "memvault_gateway", command], env=env, capture_output=True, text=True, timeout=60
@@ -69,3 +70,40 @@ def test_an_unreachable_database_is_one_line_naming_it() -> None:
             f"memvault-gateway: cannot reach Postgres at 127.0.0.1:{port} (MEMVAULT_POSTGRES__DSN): "
         )
         assert "hunter2" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("command", ["setup-link", "migrate"])
+def test_without_a_database_named_setup_link_and_migrate_stop_in_one_line(command: str) -> None:
+    # Not a default address: on this machine 127.0.0.1:5432 is some other Postgres, as on many.
+    result = run_gateway(None, command)
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith(
+        "memvault-gateway: MEMVAULT_POSTGRES__DSN is not set: set it to the gateway's database"
+    )
+    if command == "setup-link":
+        assert "`memvault-dev setup-link` finds it" in result.stderr
+
+
+def test_setup_link_on_a_database_that_is_not_the_gateways_is_one_line(own_database: str) -> None:
+    result = run_gateway(own_database, "setup-link")
+
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"memvault-gateway: the database at {own_database.split('@', 1)[1]} has no gateway tables: "
+        "MEMVAULT_POSTGRES__DSN names a database that is not the gateway's, or run `memvault-gateway migrate` first"
+    ]
+
+
+def test_setup_link_on_an_unreachable_database_is_one_line() -> None:
+    port = free_port()
+    result = run_gateway(f"postgresql://postgres:hunter2@127.0.0.1:{port}/memvault", "setup-link")
+
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"memvault-gateway: cannot reach Postgres at 127.0.0.1:{port} (MEMVAULT_POSTGRES__DSN): ")
+    assert "hunter2" not in result.stderr

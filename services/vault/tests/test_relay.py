@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 import uuid
@@ -137,3 +138,45 @@ async def test_nats_refusing_connections_is_logged_in_one_line_without_credentia
 
 async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
     return any(text in record.getMessage() for record in caplog.records)
+
+
+async def test_a_nats_outage_and_recovery_log_no_error(
+    caller: Caller, store: Store, vault_dsn: str, nats_server: EmbeddedNats, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NATS goes away while the relay is idle, a write's event fails to publish, NATS comes back:
+    warnings tell the outage, and nothing is logged as an error (before, closing the NATS client
+    while it reconnected failed half-way and asyncio reported its abandoned task as 'Task was
+    destroyed but it is pending!' at ERROR)."""
+    caplog.set_level(logging.INFO)
+    settings = NatsSettings(url=nats_server.url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    relay = OutboxRelay(vault_dsn, settings, poll_seconds=0.2)
+    task = asyncio.create_task(relay.run())
+    try:
+        before = await remember_many(caller, "Written while NATS is up", 2)
+        await until(lambda: _published(store, before))
+
+        nats_server.stop()
+        await until(lambda: _logged(caplog, "disconnected from NATS"))
+        during = await remember_many(caller, "Written while NATS is down", 2)
+        await until(lambda: _failed_once(store, during), deadline=30)
+
+        nats_server.start()
+        await until(lambda: _published(store, during), deadline=60)
+        gc.collect()  # asyncio reports an abandoned task when it is collected
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    gc.collect()
+    assert any("cannot reach NATS" in r.getMessage() for r in caplog.records)
+    assert [r.getMessage()[:200] for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def _failed_once(store: Store, ids: list[str]) -> bool:
+    """Whether the relay has tried, and failed, to publish one of these memories' events."""
+    count = await store._pool.fetchval(
+        "SELECT count(*) FROM outbox o WHERE o.published_at IS NULL AND o.attempts > 0 AND EXISTS ("
+        " SELECT 1 FROM unnest($1::text[]) AS m(id) WHERE position(convert_to(m.id, 'UTF8') in o.payload) > 0)",
+        ids,
+    )
+    return int(count) > 0

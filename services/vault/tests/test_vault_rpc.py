@@ -152,6 +152,11 @@ async def test_every_write_leaves_history_and_an_event(caller: Caller, store: St
             "limit_exceeded",
             "max_content_chars",
         ),
+        (  # below what Postgres' real can hold: was an internal error
+            vpb.RememberRequest(memory=pb.MemoryDraft(content="hello", confidence=1e-300)),
+            "invalid_argument",
+            "confidence must be between 0.001 and 1",
+        ),
         (
             vpb.RememberRequest(vault="nope-does-not-exist", memory=pb.MemoryDraft(content="hello")),
             "not_found",

@@ -63,6 +63,13 @@ MAX_HISTORY_ENTRIES: Final = 100
 MAX_RETENTION_DAYS: Final = 36_500
 """Longest retention period a vault setting accepts."""
 
+MAX_INT64: Final = 2**63 - 1
+"""Largest version, audit entry id or other 64-bit number a call accepts (int64 on the wire)."""
+
+MIN_CONFIDENCE: Final = 0.001
+"""Smallest confidence a memory can state (1 is the largest; 0 or none means not stated). Answers show
+confidence to three decimals, and the database keeps it as a 4-byte float."""
+
 DEFAULT_RECALL_RESULTS: Final = 10
 DEFAULT_LIST_RESULTS: Final = 20
 

@@ -1,18 +1,22 @@
-"""`memvault-dev run`: the whole system on this machine, until Ctrl-C."""
+"""`memvault-dev run`: the whole system on this machine, until Ctrl-C; `memvault-dev setup-link`:
+a password link for the stack that runs."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from memvault_devstack.claim import running_stack
 from memvault_devstack.errors import DevstackError
-from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.stack import OWNER_SUBJECT, SERVICES, Stack
 from memvault_devstack.supervisor import Supervisor
 
 DEFAULT_GATEWAY_PORT = 8080
@@ -31,8 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
             "Start Postgres and NATS (embedded, unless --postgres-dsn / --nats-url name servers), "
             "apply migrations, create the owner and its `default` vault, then start vault, indexer, "
             "mcp and gateway. Prints the MCP URL and how to connect Claude Code, Codex and Cursor. "
-            "A service, NATS or Postgres that dies is restarted (after 1, 2, 4 seconds); one that keeps "
-            "dying stops everything. Ctrl-C (or SIGTERM) stops the services, NATS and Postgres, in that order. "
+            "A service, NATS or Postgres that dies is restarted (after 1, 2, 4 seconds; several in dependency "
+            "order: Postgres, NATS, vault and indexer, then mcp and gateway); one that keeps dying stops "
+            "everything. Ctrl-C (or SIGTERM) stops the services, NATS and Postgres, in that order. "
+            "One memvault-dev per data dir: a second one on the same dir says who runs it and exits (code 1), "
+            "changing nothing. "
             "The gateway runs in dev mode: /mcp answers requests from this machine (loopback) as the "
             "owner, without sign-in, and refuses everything else."
         ),
@@ -43,6 +50,26 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default=Path(".data"),
         help="directory for all data, logs and the identity secret; reuse it to keep your memories (default: .data)",
+    )
+    link = commands.add_parser(
+        "setup-link",
+        help="print a one-time link to set (or reset) a password, for the running `memvault-dev run`",
+        description=(
+            "Find the `memvault-dev run` that runs on DIR (its database and gateway URL, whatever port it "
+            "uses) and print a new one-time link to set the password of a local account, the owner by "
+            "default. It replaces any earlier link for that account; the current password keeps working "
+            "until the link is used. Exits 1, saying so, when nothing runs on DIR."
+        ),
+    )
+    link.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        default=Path(".data"),
+        help="data dir of the running stack (default: .data, as `make run` uses)",
+    )
+    link.add_argument(
+        "--username", default=OWNER_SUBJECT, help=f"local account to make the link for (default: {OWNER_SUBJECT})"
     )
     run.add_argument(
         "--gateway-port",
@@ -97,6 +124,12 @@ def connection_help(stack: Stack, setup_link: str | None = None) -> str:
         if setup_link
         else f"  Owner sign-in  {stack.gateway_url}/login (user name: owner)"
     )
+    command = (
+        "make setup-link"
+        if stack.data_dir == Path(".data").absolute()
+        else f"memvault-dev setup-link --data-dir {stack.data_dir}"
+    )
+    reset = f"  Password reset {command}   (prints a new one-time link for this stack)"
     lines = [
         "",
         f"memvault is running (data in {stack.data_dir})",
@@ -107,6 +140,7 @@ def connection_help(stack: Stack, setup_link: str | None = None) -> str:
         f"  NATS           {stack.nats_url}",
         f"  Logs           {stack.logs_dir}",
         owner,
+        reset,
         "",
         "Connect an agent (dev mode: requests from this machine act as the owner, no sign-in):",
         "",
@@ -177,6 +211,44 @@ def run(args: argparse.Namespace) -> int:
             print("memvault-dev: stopped", file=sys.stderr, flush=True)
 
 
+def setup_link(args: argparse.Namespace) -> int:
+    """Print a reset link made by the running stack's gateway command, against its database and URL."""
+    data_dir = args.data_dir.absolute()
+    state = running_stack(data_dir)
+    if state is None:
+        print(
+            f"memvault-dev: no memvault-dev runs on {data_dir}; start it (`make run`) and run this again "
+            "(the link is for its gateway and database)",
+            file=sys.stderr,
+        )
+        return 1
+    if not state.ready:
+        print(
+            f"memvault-dev: the memvault-dev on {data_dir} ({state.describe()}) has not finished starting; "
+            "run this again once it printed its URL",
+            file=sys.stderr,
+        )
+        return 1
+    if state.gateway_url is None or state.postgres_dsn is None or not state.gateway_command:
+        print(
+            f"memvault-dev: the memvault-dev on {data_dir} runs without the gateway; no link to make", file=sys.stderr
+        )
+        return 1
+    env = {
+        **os.environ,
+        "MEMVAULT_POSTGRES__DSN": state.postgres_dsn,
+        "MEMVAULT_GATEWAY__PUBLIC_URL": state.gateway_url,
+        "MEMVAULT_LOG__LEVEL": "WARNING",
+    }
+    # --force: for an account with a password too; this command is how a password is reset.
+    command = [*state.gateway_command, "setup-link", "--username", args.username, "--force"]
+    result = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, timeout=60, check=False)
+    if result.returncode != 0:
+        return result.returncode  # the gateway said why on stderr
+    print(result.stdout.strip())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="memvault-dev: %(message)s", stream=sys.stderr)
@@ -184,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.command == "run":
         return run(args)
+    if args.command == "setup-link":
+        return setup_link(args)
     raise AssertionError(f"unhandled command {args.command}")
 
 

@@ -5,7 +5,8 @@
         stack.restart_services()
 
 Layout of the data dir: `postgres/` (embedded cluster), `nats/` (JetStream store), `qdrant/`
-(indexer), `logs/<name>.log`, `run/<name>.pid`, `identity-secret` (mode 600).
+(indexer), `logs/<name>.log`, `run/<name>.pid`, `run/memvault-dev.lock` and `run/memvault-dev.json`
+(who runs it, where: see claim.py), `identity-secret` (mode 600). One stack at a time per data dir.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from memvault_devstack.claim import DataDirClaim, RunState
 from memvault_devstack.errors import DevstackError
 from memvault_devstack.nats import EmbeddedNats
 from memvault_devstack.ports import LOOPBACK, free_ports, port_is_free
@@ -49,8 +51,9 @@ DEFAULT_COMMANDS: Mapping[str, tuple[str, ...]] = {
     "gateway": ("memvault-gateway",),
 }
 _SERVE_ARGUMENTS: Mapping[str, tuple[str, ...]] = {"vault": ("serve",)}
-# Services in one stage start together; a stage starts once the one before it is ready.
-_STAGES: tuple[tuple[str, ...], ...] = (("vault", "indexer"), ("mcp", "gateway"))
+STAGES: tuple[tuple[str, ...], ...] = (("vault", "indexer"), ("mcp", "gateway"))
+"""Services in one stage start together; a stage starts once the one before it is ready (mcp and
+the gateway call vault and indexer). Restarts follow the same order."""
 
 OWNER_SUBJECT = "owner"
 DEFAULT_VAULT = "default"
@@ -119,6 +122,7 @@ class Stack:
         self._identity_secret: str | None = None
         self._ports: dict[str, int] | None = None
         self._processes: dict[str, ManagedProcess] = {}
+        self._claim = DataDirClaim(self.data_dir)
 
     # -- where things are -------------------------------------------------------------------------
 
@@ -221,7 +225,7 @@ class Stack:
 
     def running(self) -> bool:
         """Whether any part of the stack was started and has not been stopped."""
-        return bool(self._processes) or self._nats is not None or self._postgres is not None
+        return bool(self._processes) or self._nats is not None or self._postgres is not None or self._claim.held
 
     def env_for(self, service: str) -> dict[str, str]:
         """The complete environment a service process gets."""
@@ -271,8 +275,11 @@ class Stack:
     def start(self) -> Stack:
         """Start everything and wait until every service is ready; on failure stop what started."""
         started = time.monotonic()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # First, before anything is stopped, started or written: another stack may own this dir.
+        self._claim.acquire()
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._claim.publish(RunState(pid=os.getpid(), data_dir=str(self.data_dir)))
             self._stop_leftover_services()
             self._check_gateway_port()
             self._start_postgres()
@@ -280,6 +287,7 @@ class Stack:
             if "vault" in self.services:
                 self._prepare_database()
             self.start_services()
+            self._claim.publish(self.run_state())
         except BaseException:
             try:
                 self.stop()
@@ -289,26 +297,52 @@ class Stack:
         self.timings["total"] = time.monotonic() - started
         return self
 
+    def run_state(self) -> RunState:
+        """What `run/memvault-dev.json` says about this started stack."""
+        with_gateway = "gateway" in self.services
+        return RunState(
+            pid=os.getpid(),
+            data_dir=str(self.data_dir),
+            ready=True,
+            gateway_url=self.gateway_url if with_gateway else None,
+            postgres_dsn=self.postgres_dsn,
+            nats_url=self.nats_url,
+            gateway_command=resolve_command(self.commands["gateway"]) if with_gateway else [],
+        )
+
     def start_services(self) -> None:
         """Start the selected services (Postgres and NATS must be up), stage by stage."""
-        for stage in _STAGES:
+        for stage in STAGES:
             names = [name for name in stage if name in self.services and name not in self._processes]
             for name in names:
-                process = ManagedProcess(
-                    name,
-                    [*self.commands[name], *_SERVE_ARGUMENTS.get(name, ())],
-                    env=self.env_for(name),
-                    log_path=self.log_path(name),
-                    echo=self.echo,
-                    pid_file=self.data_dir / "run" / f"{name}.pid",
-                    cwd=self.data_dir,
-                )
-                self._processes[name] = process
-                process.start()
+                self.respawn(name)
             for name in names:
-                waited = self._processes[name].wait_ready(self._probe(name), self.ready_timeout)
+                waited = self.wait_ready(name)
                 self.timings[name] = waited
                 log.info("%s ready (%.2fs)", name, waited)
+
+    def respawn(self, name: str) -> None:
+        """Start a service's process (again, on the same port: a dead one is stopped first) without
+        waiting until it is ready; see `wait_ready`."""
+        old = self._processes.pop(name, None)
+        if old is not None:
+            old.stop(self.stop_timeout)
+        process = ManagedProcess(
+            name,
+            [*self.commands[name], *_SERVE_ARGUMENTS.get(name, ())],
+            env=self.env_for(name),
+            log_path=self.log_path(name),
+            echo=self.echo,
+            pid_file=self.data_dir / "run" / f"{name}.pid",
+            cwd=self.data_dir,
+        )
+        self._processes[name] = process
+        process.start()
+
+    def wait_ready(self, name: str) -> float:
+        """Seconds until a started service answered its readiness probe; DevstackError saying why not
+        (it exited, or did not answer within `ready_timeout`) with the end of its log."""
+        return self._processes[name].wait_ready(self._probe(name), self.ready_timeout)
 
     def stop_services(self) -> None:
         """Stop the services in reverse start order: SIGTERM, then SIGKILL after `stop_timeout`."""
@@ -334,10 +368,8 @@ class Stack:
         elif name == "postgres" and self._postgres is not None:
             self._postgres.restart()
         else:
-            process = self._processes.pop(name, None)
-            if process is not None:
-                process.stop(self.stop_timeout)
-            self.start_services()
+            self.respawn(name)
+            self.wait_ready(name)
 
     def restart_services(self) -> None:
         """Stop and start the services on the same ports; Postgres and NATS keep running."""
@@ -345,9 +377,10 @@ class Stack:
         self.start_services()
 
     def stop(self) -> None:
-        """Stop the services, then NATS, then Postgres; each is attempted even if another fails."""
+        """Stop the services, then NATS, then Postgres; each is attempted even if another fails.
+        Then the data dir is free for another stack."""
         first_error: BaseException | None = None
-        for step in (self.stop_services, self._stop_nats, self._stop_postgres):
+        for step in (self.stop_services, self._stop_nats, self._stop_postgres, self._claim.release):
             try:
                 step()
             except Exception as error:

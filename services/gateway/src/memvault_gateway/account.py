@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memvault_core.errors import MemvaultError
-from memvault_gateway import pages, sessions
+from memvault_gateway import account_email, mcp_route, pages, sessions
 from memvault_gateway.context import Gateway, gateway
 
 log = logging.getLogger("memvault_gateway")
@@ -50,7 +50,13 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
             for g in grants
         ],
         csrf=session.csrf_token,
+        dev_subject=gw.settings.gateway.dev_subject if mcp_route.dev_mode_usable(gw) else "",
         signed_in_by_proxy=sessions.signed_in_by_proxy(gw, request),
+        email_section=(
+            account_email.section(session.csrf_token, await gw.store.email_of(user.id))
+            if gw.settings.smtp.enabled
+            else ""
+        ),
     )
 
 

@@ -16,10 +16,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
+from memvault_core import limits
 from memvault_core.errors import InvalidArgument, MemvaultError, NotFound, PermissionDenied, Unauthenticated
 from memvault_core.identity import SCOPES
+from memvault_core.validation import Between
 from memvault_gateway import bearer, credentials, people, sessions
 from memvault_gateway.bearer import BearerError, Principal
 from memvault_gateway.context import Gateway, gateway
@@ -100,12 +102,13 @@ async def _audit(gw: Gateway, subject: str, action: str, target: str, details: d
 
 
 @router.get("/me")
-async def me(session: SessionDep) -> dict[str, Any]:
+async def me(session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
     """The signed-in person, and the CSRF token to send as X-CSRF-Token on changes."""
     user = session.user
     return {
         "subject": user.subject,
         "username": user.username,
+        "email": await gw.store.email_of(user.id),
         "display_name": user.display_name,
         "is_admin": user.is_admin,
         "signed_in_with": session.method,
@@ -143,7 +146,7 @@ class ServiceTokenRequest(BaseModel):
     name: str = Field(min_length=1, max_length=100)
     scopes: list[Scope] = Field(min_length=1)
     vaults: list[str] = Field(min_length=1, max_length=100)
-    expires_in_days: int | None = Field(default=None, ge=1, le=3650)
+    expires_in_days: Annotated[StrictInt, Between(1, 3650)] | None = None
 
 
 @router.post("/service-tokens", status_code=201)
@@ -240,8 +243,8 @@ async def remove_member(vault: str, subject: str, session: SessionDep, gw: Gatew
 async def audit(
     session: SessionDep,
     gw: GatewayDep,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    before: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(), Between(1, limits.MAX_AUDIT_RESULTS)] = 50,
+    before: Annotated[int, Query(), Between(0, limits.MAX_INT64)] = 0,
 ) -> dict[str, Any]:
     """Sign-ins, grants, denials and revocations for your account, and activity in vaults you own."""
     entries = await gw.vault.audit_entries(session.user.subject, limit, before)
@@ -274,6 +277,8 @@ class AccountRequest(BaseModel):
     username: str = Field(min_length=1, max_length=63)
     display_name: str = Field(default="", max_length=200)
     admin: bool = False
+    email: str = Field(default="", max_length=people.MAX_EMAIL_CHARS)
+    """Where their email sign-in links go (when the gateway has MEMVAULT_SMTP__HOST); whoever reads it can sign in."""
 
 
 @router.get("/accounts")
@@ -302,9 +307,16 @@ async def create_account(body: AccountRequest, session: SessionDep, gw: GatewayD
     problem = people.username_problem(username)
     if problem:
         raise InvalidArgument(problem, field="username")
+    email = people.normalized_email(body.email) if body.email.strip() else None
+    if body.email.strip() and email is None:
+        raise InvalidArgument(f"email is {people.EMAIL_PROBLEM}", field="email")
+    if email is not None and await gw.store.user_by_email(email) is not None:
+        raise InvalidArgument("another account already has that email address", field="email")
     user = await people.create_local_user(gw, username, display_name=body.display_name.strip(), is_admin=body.admin)
     if user is None:
         raise InvalidArgument(f"the user name {username!r} is taken", field="username")
+    if email is not None and not await gw.store.set_email(user.id, email):
+        raise InvalidArgument("another account already has that email address", field="email")
     link = await people.new_setup_link(gw, user)
     await _audit(gw, session.user.subject, "account.create", user.subject, {"admin": str(body.admin).lower()})
     return JSONResponse(
@@ -324,3 +336,24 @@ async def new_setup_link(username: str, session: SessionDep, gw: GatewayDep) -> 
     link = await people.new_setup_link(gw, user)
     await _audit(gw, session.user.subject, "account.setup_link", user.subject, {})
     return JSONResponse({"username": user.username, "setup_url": link}, headers={"Cache-Control": "no-store"})
+
+
+class EmailRequest(BaseModel):
+    email: str = Field(max_length=people.MAX_EMAIL_CHARS)
+    """The address; empty removes it (no email sign-in for that account)."""
+
+
+@router.put("/accounts/{username}/email")
+async def set_account_email(username: str, body: EmailRequest, session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
+    """Set where a local account's email sign-in links go; whoever reads that mailbox can sign in as them."""
+    _require_admin(session)
+    user = await gw.store.user_by_username(username.strip().lower())
+    if user is None:
+        raise NotFound(f"no local account {username[:64]!r}")
+    email = people.normalized_email(body.email) if body.email.strip() else None
+    if body.email.strip() and email is None:
+        raise InvalidArgument(f"email is {people.EMAIL_PROBLEM}", field="email")
+    if not await gw.store.set_email(user.id, email):
+        raise InvalidArgument("another account already has that email address", field="email")
+    await _audit(gw, session.user.subject, "account.email", user.subject, {"set": str(email is not None).lower()})
+    return {"username": user.username, "email": email}

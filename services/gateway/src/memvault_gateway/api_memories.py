@@ -15,12 +15,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from google.protobuf.timestamp_pb2 import Timestamp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic_core import PydanticCustomError
 
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument, NotFound
+from memvault_core.validation import Between
 from memvault_gateway.api import principal
 from memvault_gateway.bearer import Principal
 from memvault_gateway.context import Gateway, gateway
@@ -68,8 +70,36 @@ _OUTCOMES = {
 }
 _CHECKS = {vpb.DUPLICATE_CHECK_SEMANTIC: "semantic", vpb.DUPLICATE_CHECK_EXACT_ONLY: "exact-only"}
 
+
+def _iso_time(value: object) -> object:
+    """ISO 8601 text only: pydantic alone would also read a number, even the text '0.5', as seconds since 1970."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+            (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)  # year 1 at +14:00
+            return parsed
+        except (ValueError, OverflowError):
+            pass
+    raise PydanticCustomError(
+        "iso_datetime", "must be an ISO 8601 date or time, such as '2027-01-31' or '2027-01-31T09:00:00Z'"
+    )
+
+
+# Numbers are bounded here, before they reach a protobuf field that cannot hold them, and never read
+# from true/false or a fraction.
 Reason = Annotated[str, Field(max_length=limits.MAX_REASON_CHARS)]
-Version = Annotated[int, Field(ge=0, description="The version you read; refused if it changed. 0 skips the check.")]
+Version = Annotated[
+    StrictInt,
+    Between(0, limits.MAX_INT64),
+    Field(description="The version you read; refused if it changed. 0 skips the check."),
+]
+Time = Annotated[datetime, BeforeValidator(_iso_time)]
+RetentionDays = Annotated[StrictInt, Between(0, limits.MAX_RETENTION_DAYS)]
+ListLimit = Annotated[int, Query(), Between(1, limits.MAX_LIST_RESULTS)]
+AuditLimit = Annotated[int, Query(), Between(1, limits.MAX_AUDIT_RESULTS)]
+Before = Annotated[int, Query(), Between(0, limits.MAX_INT64)]
 
 
 class Body(BaseModel):
@@ -85,13 +115,13 @@ class MemoryIn(Body):
         default_factory=list, max_length=limits.MAX_TAGS
     )
     source: str = Field(default="", max_length=limits.MAX_SOURCE_CHARS)
-    confidence: float | None = Field(default=None, gt=0, le=1)
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    review_after: datetime | None = Field(
+    confidence: Annotated[StrictFloat, Between(limits.MIN_CONFIDENCE, 1)] | None = None
+    valid_from: Time | None = None
+    valid_to: Time | None = None
+    review_after: Time | None = Field(
         default=None, description="Leave out for the type's default; null for no review date."
     )
-    expires_at: datetime | None = None
+    expires_at: Time | None = None
     depends_on: list[str] = Field(default_factory=list, max_length=limits.MAX_DEPENDS_ON)
 
     def draft(self) -> pb.MemoryDraft:
@@ -148,9 +178,9 @@ class SupersedeIn(Body):
 
 class SettingsIn(Body):
     approval_mode: Literal["review", "auto"] | None = None
-    superseded_retention_days: int | None = Field(default=None, ge=0, le=limits.MAX_RETENTION_DAYS)
-    rejected_retention_days: int | None = Field(default=None, ge=0, le=limits.MAX_RETENTION_DAYS)
-    audit_retention_days: int | None = Field(default=None, ge=0, le=limits.MAX_RETENTION_DAYS)
+    superseded_retention_days: RetentionDays | None = None
+    rejected_retention_days: RetentionDays | None = None
+    audit_retention_days: RetentionDays | None = None
 
 
 class GuideIn(Body):
@@ -254,7 +284,7 @@ async def list_memories(
     status: Annotated[list[StatusName], Query()] = [],  # noqa: B006 (FastAPI reads it, never mutates it)
     type: Annotated[list[MemoryType], Query()] = [],  # noqa: B006
     tag: Annotated[list[str], Query(max_length=limits.MAX_TAG_CHARS)] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=limits.MAX_LIST_RESULTS)] = limits.DEFAULT_LIST_RESULTS,
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
     cursor: Annotated[str, Query(max_length=2000)] = "",
 ) -> dict[str, Any]:
     """Memories newest first, by status, type and tag; follow next_cursor."""
@@ -392,7 +422,7 @@ async def review_queue(
     vault: Vault,
     caller: Caller,
     gw: GatewayDep,
-    limit: Annotated[int, Query(ge=1, le=limits.MAX_LIST_RESULTS)] = limits.DEFAULT_LIST_RESULTS,
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
     cursor: Annotated[str, Query(max_length=2000)] = "",
 ) -> dict[str, Any]:
     """Proposed memories, oldest first, each with what it may duplicate, contradict or replace."""
@@ -412,7 +442,7 @@ async def memory_audit(
     caller: Caller,
     gw: GatewayDep,
     kind: Annotated[list[AuditKind], Query()] = [],  # noqa: B006
-    limit: Annotated[int, Query(ge=1, le=limits.MAX_AUDIT_RESULTS)] = limits.DEFAULT_LIST_RESULTS,
+    limit: AuditLimit = limits.DEFAULT_LIST_RESULTS,
     cursor: Annotated[str, Query(max_length=2000)] = "",
 ) -> dict[str, Any]:
     """Memories that need attention: expired, conflicting, possibly contradicting, past review, flagged."""
@@ -435,12 +465,12 @@ async def recall(
     caller: Caller,
     gw: GatewayDep,
     q: Annotated[str, Query(min_length=1, max_length=limits.MAX_QUERY_CHARS)],
-    limit: Annotated[int, Query(ge=1, le=limits.MAX_RECALL_RESULTS)] = limits.DEFAULT_RECALL_RESULTS,
+    limit: Annotated[int, Query(), Between(1, limits.MAX_RECALL_RESULTS)] = limits.DEFAULT_RECALL_RESULTS,
     cursor: Annotated[str, Query(max_length=2000)] = "",
     status: Annotated[list[StatusName], Query()] = [],  # noqa: B006
     type: Annotated[list[MemoryType], Query()] = [],  # noqa: B006
     tag: Annotated[list[str], Query(max_length=limits.MAX_TAG_CHARS)] = [],  # noqa: B006
-    as_of: datetime | None = None,
+    as_of: Time | None = None,
     include_expired: bool = False,
 ) -> dict[str, Any]:
     """Hybrid recall with warnings; `as_of` answers with what was valid then."""
@@ -514,7 +544,7 @@ async def batches(
     vault: Vault,
     caller: Caller,
     gw: GatewayDep,
-    limit: Annotated[int, Query(ge=1, le=limits.MAX_LIST_RESULTS)] = limits.DEFAULT_LIST_RESULTS,
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
     cursor: Annotated[str, Query(max_length=2000)] = "",
 ) -> dict[str, Any]:
     request = vpb.ListImportBatchesRequest(vault=vault, limit=limit, cursor=cursor)
@@ -610,8 +640,8 @@ async def guide_versions(
     vault: Vault,
     caller: Caller,
     gw: GatewayDep,
-    limit: Annotated[int, Query(ge=1, le=limits.MAX_LIST_RESULTS)] = limits.DEFAULT_LIST_RESULTS,
-    before_version: Annotated[int, Query(ge=0)] = 0,
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
+    before_version: Before = 0,
     include_text: bool = False,
 ) -> dict[str, Any]:
     request = vpb.ListGuideVersionsRequest(
@@ -643,10 +673,10 @@ async def vault_audit(
         str, Query(max_length=limits.MAX_KEY_CHARS, description="An action, or a prefix ending in '.'")
     ] = "",
     target: Annotated[str, Query(max_length=limits.MAX_KEY_CHARS)] = "",
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: Annotated[int, Query(ge=1, le=limits.MAX_AUDIT_RESULTS)] = 50,
-    before: Annotated[int, Query(ge=0)] = 0,
+    since: Time | None = None,
+    until: Time | None = None,
+    limit: AuditLimit = 50,
+    before: Before = 0,
 ) -> dict[str, Any]:
     """Who did what in this vault, newest first (owners only): filter by actor, action, target and time."""
     request = vpb.ListVaultAuditRequest(

@@ -11,25 +11,34 @@ from importlib import resources
 import asyncpg
 import httpx
 from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
+from memvault_core.validation import describe
 from memvault_gateway import (
     account,
+    account_email,
     api,
     api_memories,
     authorize,
     body_limit,
     clients,
     discovery,
+    email_login,
     login,
     mcp_route,
     oidc,
+    people,
     sessions,
+    signposts,
     token_endpoint,
     tracing,
 )
@@ -42,6 +51,8 @@ from memvault_gateway.web import problem
 log = logging.getLogger("memvault_gateway")
 
 PURGE_EVERY_SECONDS = 3600
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 _STATUS_OF_ERROR = {
     "not_found": 404,
@@ -96,6 +107,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
             purger = asyncio.create_task(purge_periodically(store))
             yield
             purger.cancel()
+            await email_login.settled()  # sign-in links already asked for still go out
         finally:
             await upstream.aclose()
             await outbound.aclose()
@@ -118,6 +130,34 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
     async def nul_in_text(request: Request, error: asyncpg.CharacterNotInRepertoireError) -> Response:
         """Postgres text cannot hold NUL; the statement failed, so nothing was written."""
         return problem(400, "Invalid argument", "text must not contain NUL characters (\\u0000); remove them")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> Response:
+        """One line per problem, naming the field and what it accepts, instead of pydantic's records."""
+        # FastAPI's locations start with where the field was ('body', 'query'); the field's name is enough.
+        lines = [describe({**p, "loc": p["loc"][1:] or p["loc"]}) for p in error.errors()]
+        return problem(422, "Invalid request", "; ".join(lines))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        if error.status_code == 404 and error.detail == "Not Found":
+            # No route: a page with directions for a browser, a problem naming /mcp for a program.
+            return signposts.not_found(request, gateway_settings.public_url)
+        if error.status_code == 405:
+            # Starlette names only the methods of the first route matching the path; a path served by
+            # several routes (GET and PUT /settings) takes those of every one.
+            allowed = [
+                method
+                for method in _METHODS
+                if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in app.router.routes)
+            ]
+            return problem(
+                405,
+                "Method not allowed",
+                f"{request.method} is not allowed here; use {', '.join(allowed)}",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        return await http_exception_handler(request, error)
 
     @app.exception_handler(api.ApiAuthError)
     async def api_auth_error(request: Request, error: api.ApiAuthError) -> Response:
@@ -155,11 +195,26 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         return RedirectResponse(account.ACCOUNT_PATH, status_code=303)
 
     @app.get("/connect")
-    async def connect() -> PlainTextResponse:
+    async def connect(request: Request) -> PlainTextResponse:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
+        # In dev mode apps on this machine are answered without a token, so there is no sign-in to describe.
+        dev = mcp_route.dev_mode_usable(request.app.state.gateway)
+        owner = await people.owner_name(request.app.state.gateway)
         return PlainTextResponse(
-            text.format(mcp_url=f"{gateway_settings.public_url}/mcp", owner="the vault owner"),
+            text.format(
+                mcp_url=f"{gateway_settings.public_url}/mcp",
+                owner=owner,
+                claude_code_sign_in="." if dev else ", then run `/mcp`\n  and choose memvault → Authenticate.",
+                codex_sign_in="" if dev else "\n  then `codex mcp login memvault`.",
+                approval=(
+                    "This memvault runs in dev mode: apps on this machine connect without signing in and act"
+                    f" as `{gateway_settings.dev_subject}`, so skip any sign-in or login step."
+                    if dev
+                    else "The owner approves each app once in the browser; you never handle a password or token"
+                    " yourself."
+                ),
+            ),
             media_type="text/markdown; charset=utf-8",
         )
 
@@ -169,7 +224,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         authorize.router,
         token_endpoint.router,
         login.router,
+        email_login.router,
         account.router,
+        account_email.router,
         oidc.router,
         api.router,
         api_memories.router,

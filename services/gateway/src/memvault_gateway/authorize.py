@@ -19,10 +19,10 @@ from starlette.datastructures import FormData
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import SCOPES
-from memvault_gateway import credentials, metadata_documents, pages, people, scopes, sessions
+from memvault_gateway import credentials, metadata_documents, pages, people, scopes, sessions, settings
 from memvault_gateway.clients import resolve_client
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.redirects import host_of
+from memvault_gateway.redirects import host_of, redirect_uri_matches
 from memvault_gateway.store import Client, User
 from memvault_gateway.throttle import limited, peer_of
 from memvault_gateway.token_endpoint import canonical_resource
@@ -44,6 +44,8 @@ PARAMS = (
 )
 _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 MAX_STATE_CHARS = 1000
+REPLACED = "replaced by a new approval"
+STALE_PAGE = "This page was opened before you last signed in, so nothing was done. Check your choices and decide again."
 
 
 class Refusal(Exception):
@@ -77,8 +79,20 @@ def _redirect(gw: Gateway, redirect_uri: str, state: str | None, params: dict[st
 
 async def parse(gw: Gateway, raw: dict[str, str], peer: str) -> AuthorizationRequest:
     client_id = raw.get("client_id", "")
+    if metadata_documents.is_metadata_document_url(client_id) and not gw.settings.oauth.metadata_documents:
+        raise Refusal(
+            "This app identifies itself by a web address (a client ID metadata document), which this gateway does"
+            " not accept (MEMVAULT_OAUTH__METADATA_DOCUMENTS=false). The app should register itself instead:"
+            " remove its stored sign-in for this server and connect again."
+        )
     try:
         client = await resolve_client(gw, client_id, peer)
+    except metadata_documents.DocumentUnreachable as error:
+        raise Refusal(
+            f"This app's description could not be fetched from its web address: {error}. If this gateway cannot"
+            " reach the internet, its operator sets MEMVAULT_OAUTH__METADATA_DOCUMENTS=false so that apps register"
+            " themselves instead; then connect the app again."
+        ) from None
     except metadata_documents.MetadataDocumentError as error:
         raise Refusal(f"This app's description could not be used: {error}.") from None
     if client is None:
@@ -88,7 +102,7 @@ async def parse(gw: Gateway, raw: dict[str, str], peer: str) -> AuthorizationReq
         if len(client.redirect_uris) != 1:
             raise Refusal("The app did not say where to return to (redirect_uri is missing).")
         redirect_uri = client.redirect_uris[0]
-    elif redirect_uri not in client.redirect_uris:
+    elif not any(redirect_uri_matches(redirect_uri, known) for known in client.redirect_uris):
         raise Refusal("The app asked to return to an address it did not register (redirect_uri mismatch).")
     state = raw.get("state")
     if state is not None and len(state) > MAX_STATE_CHARS:
@@ -157,7 +171,24 @@ async def _approve(
         },
     )
     log.info("grant created", extra={"grant_id": grant.id, "client_id": request_.client.client_id[:200]})
+    if _replaces_earlier_grants(request_.client):
+        replaced = await gw.store.replace_client_grants(
+            user.id, request_.client.client_id, keep=grant.id, reason=REPLACED
+        )
+        for old in replaced:
+            await _audit(gw, user, "grant.revoke", old.id, {"client": old.name, "kind": old.kind, "reason": REPLACED})
     return RedirectResponse(_redirect(gw, request_.redirect_uri, request_.state, {"code": code}), status_code=status)
+
+
+def _replaces_earlier_grants(client: Client) -> bool:
+    """Whether approving this app again replaces the access the owner gave it before.
+
+    A registered app's client_id is its own (each install registers), so a second approval is the
+    same app asking again (for more scopes, or after losing its tokens) and the owner's latest
+    answer is the one that holds. An app known by its metadata document shares one client_id
+    across every install (the owner's laptop and desktop), so each approval stays a grant of its own.
+    """
+    return client.kind != "metadata_document"
 
 
 async def _audit(gw: Gateway, user: User, action: str, target: str, details: dict[str, str]) -> None:
@@ -185,6 +216,9 @@ async def _consent_page(
     gw: Gateway, request_: AuthorizationRequest, user: User, csrf: str, error: str = "", status: int = 200
 ) -> Response:
     vaults = await gw.vault.vaults(user.subject)
+    current = [
+        g for g in await gw.store.grants_of(user.id) if g.kind == "oauth" and g.client_id == request_.client.client_id
+    ]
     redirect = urlsplit(request_.redirect_uri)
     redirect_origin = (
         f"{redirect.scheme}://{redirect.netloc}" if redirect.scheme in ("http", "https") else f"{redirect.scheme}:"
@@ -198,9 +232,13 @@ async def _consent_page(
         redirect_host=host_of(request_.redirect_uri),
         redirect_origin=redirect_origin,
         verified_host=verified,
+        loopback=redirect.scheme == "http" and settings.is_loopback_host(redirect.hostname or ""),
+        private_scheme="" if redirect.scheme in ("http", "https") else redirect.scheme,
         user_name=user.display_name or user.username or user.subject,
         vaults=[pages.VaultChoice(v.name, v.role) for v in vaults],
         requested_scopes=request_.scopes or scopes.DEFAULT_SCOPES,
+        current=[pages.CurrentAccess(g.scopes, g.vaults) for g in current],
+        replaces_current=_replaces_earlier_grants(request_.client),
         params=request_.params,
         csrf=csrf,
         error=error,
@@ -235,12 +273,17 @@ def _choices(form: FormData, field: str) -> list[str]:
 async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """The consent form's answer: Approve (with the chosen vaults and scopes) or Deny."""
     form = await request.form()
+    raw = {k: str(form[k]) for k in PARAMS if k in form and k != "scope"}  # `scope` here is the ticked boxes
+    if pages.REQUESTED_SCOPE_FIELD in form:
+        raw["scope"] = str(form[pages.REQUESTED_SCOPE_FIELD])
     session = await sessions.current_session(gw, request)
     if session is None:
-        return pages.message("Signed out", "Your session ended. Start connecting the app again.", 401)
-    if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
+        # The session ended while the page was open (it expired, or the owner signed out in another tab):
+        # sign in and decide again, while the app is still waiting. Nothing is decided without a session.
+        return RedirectResponse("/login?" + urlencode({"next": "/authorize?" + urlencode(raw)}), status_code=303)
+    token_ok = sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or ""))
+    if not token_ok and not sessions.same_origin(gw, request):
         return pages.message("Request refused", "This form was not sent from this site. Start again.", 403)
-    raw = {k: str(form[k]) for k in PARAMS if k in form}
     try:
         request_ = await parse(gw, raw, peer_of(request))
     except Refusal as refusal:
@@ -248,6 +291,9 @@ async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     except ErrorRedirect as redirect:
         return RedirectResponse(redirect.url, status_code=303)
     user = session.user
+    if not token_ok:
+        # Our own page, opened before the owner last signed in: show it again rather than act on it.
+        return await _consent_page(gw, request_, user, session.csrf_token, STALE_PAGE, status=400)
     if form.get("decision") != "approve":
         await _audit(gw, user, "grant.deny", request_.client.client_id[:200], {"client": request_.client.client_name})
         denied = {"error": "access_denied", "error_description": "the owner denied access"}

@@ -20,6 +20,8 @@ log = logging.getLogger("memvault_gateway")
 router = APIRouter()
 SIGNED_OUT = "signed-out"
 """Query parameter of the sign-in page after signing out: it then says so."""
+CONNECTING = "An app asked to connect to your memvault. Sign in, then choose what it may use."
+"""What the sign-in page says when an app sent the person here (before, nothing said why)."""
 
 
 async def _login_page(
@@ -33,6 +35,8 @@ async def _login_page(
     notice: str = "",
 ) -> Response:
     token = sessions.login_csrf(gw, request)
+    if not notice and next_path.startswith("/authorize?"):
+        notice = CONNECTING
     settings = gw.settings.oidc
     response = pages.login(
         next_path=next_path,
@@ -43,6 +47,7 @@ async def _login_page(
         local_accounts=gw.settings.login.local_accounts,
         oidc_label=settings.button_label if settings.enabled else "",
         form_action=await oidc.sign_in_form_targets(gw),
+        email_sign_in=gw.settings.smtp.enabled,
         status=status,
     )
     sessions.keep_login_csrf(gw, response, token)
@@ -109,13 +114,32 @@ async def logout(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     return response
 
 
+_NOT_VALID = {
+    "replaced": (
+        "This link was replaced by a newer one; the newest link is printed by `memvault-dev setup-link` "
+        "(or `memvault-gateway setup-link`), or ask the administrator who sent you this one for it."
+    ),
+    "used": "This setup link was used already: sign in with the password it set, or ask for a new link.",
+    "expired": "This setup link has expired; ask for a new one (`memvault-dev setup-link` under `make run`).",
+    "unknown": (
+        "This setup link is not known here: check that it was copied whole and that its address "
+        "(host and port) is this memvault's."
+    ),
+}
+
+
+async def _not_valid(gw: Gateway, token_hash: str | None) -> Response:
+    """Why a setup link cannot be used, so that a stale one points to where the newest is printed."""
+    state = await gw.store.setup_link_state(token_hash) if token_hash else "unknown"
+    return pages.message("Link not valid", _NOT_VALID.get(state, _NOT_VALID["unknown"]), 404)
+
+
 @router.get("/setup/{token}")
 async def setup_form(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
-    user = await gw.store.setup_link_user(credentials.token_hash(token)) if len(token) < 200 else None
-    if user is None:
-        return pages.message(
-            "Link not valid", "This setup link was used already or has expired; ask for a new one.", 404
-        )
+    token_hash = credentials.token_hash(token) if len(token) < 200 else None
+    user = await gw.store.setup_link_user(token_hash) if token_hash else None
+    if user is None or token_hash is None:
+        return await _not_valid(gw, token_hash)
     csrf = sessions.login_csrf(gw, request)
     response = pages.setup(username=user.username or user.subject, token=token, csrf=csrf)
     sessions.keep_login_csrf(gw, response, csrf)
@@ -125,12 +149,10 @@ async def setup_form(token: str, request: Request, gw: Gateway = Depends(gateway
 @router.post("/setup/{token}", dependencies=[Depends(limited("setup"))])
 async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     form = await request.form()
-    token_hash = credentials.token_hash(token)
-    user = await gw.store.setup_link_user(token_hash) if len(token) < 200 else None
-    if user is None:
-        return pages.message(
-            "Link not valid", "This setup link was used already or has expired; ask for a new one.", 404
-        )
+    token_hash = credentials.token_hash(token) if len(token) < 200 else None
+    user = await gw.store.setup_link_user(token_hash) if token_hash else None
+    if user is None or token_hash is None:
+        return await _not_valid(gw, token_hash)
     csrf = str(form.get("csrf_token") or "")
     if not sessions.same_origin(gw, request):
         return pages.message("Request refused", sessions.CROSS_SITE, 403)
@@ -148,7 +170,7 @@ async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) ->
     password_hash = await asyncio.to_thread(credentials.hash_password, password)
     user = await gw.store.use_setup_link(token_hash, password_hash)
     if user is None:
-        return pages.message("Link not valid", "This setup link was used already or has expired.", 404)
+        return await _not_valid(gw, token_hash)
     await people.ensure_vault_account(gw, user)
     try:
         await gw.vault.audit(user.subject, "account.password_set", target=user.username or user.subject)

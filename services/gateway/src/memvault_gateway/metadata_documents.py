@@ -40,6 +40,10 @@ class MetadataDocumentError(Exception):
     """The document could not be used; the message says why, for the person at the consent screen."""
 
 
+class DocumentUnreachable(MetadataDocumentError):
+    """The document's host could not be resolved or reached (a gateway without outbound HTTPS)."""
+
+
 def is_metadata_document_url(client_id: str) -> bool:
     return client_id.startswith(("https://", "http://"))
 
@@ -74,10 +78,10 @@ async def _addresses(host: str, port: int, allow_private: bool) -> list[str]:
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as error:
-        raise MetadataDocumentError(f"cannot resolve {host!r}") from error
+        raise DocumentUnreachable(f"cannot resolve {host!r}") from error
     addresses = sorted({str(info[4][0]) for info in infos})
     if not addresses:
-        raise MetadataDocumentError(f"cannot resolve {host!r}")
+        raise DocumentUnreachable(f"cannot resolve {host!r}")
     if not allow_private:
         for address in addresses:
             if not is_public_address(address):
@@ -113,7 +117,7 @@ async def _fetch(gw: Gateway, url: str) -> dict[str, Any]:
                 if len(body) > MAX_DOCUMENT_BYTES:
                     raise MetadataDocumentError("the client metadata document is larger than 16 KiB")
     except (httpx.HTTPError, TimeoutError) as error:
-        raise MetadataDocumentError(f"could not fetch the client metadata document ({type(error).__name__})") from error
+        raise DocumentUnreachable(f"could not fetch the client metadata document ({type(error).__name__})") from error
     try:
         document = json.loads(bytes(body))
     except ValueError as error:

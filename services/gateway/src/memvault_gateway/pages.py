@@ -8,7 +8,7 @@ CSRF check must refuse, so no form could be submitted).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -19,7 +19,7 @@ from memvault_core.identity import SCOPES
 _STYLE = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
 h1{font-size:1.4rem}fieldset{border:1px solid #ccc;border-radius:6px;margin:1rem 0}
-label{display:block;margin:.3rem 0}input[type=text],input[type=password]{width:100%;padding:.4rem;box-sizing:border-box}
+label{display:block;margin:.3rem 0}input[type=text],input[type=password],input[type=email]{width:100%;padding:.4rem;box-sizing:border-box}
 button{padding:.5rem 1.2rem;margin:.5rem .5rem 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
 button.primary{background:#1f5fbf;color:#fff;border-color:#1f5fbf}.error{color:#a00}.notice{color:#1b6e2e}.muted{color:#666;font-size:.9rem}
 code{background:#f3f3f3;padding:0 .2rem}h2{font-size:1.1rem;margin-top:2rem}
@@ -81,6 +81,7 @@ def login(
     local_accounts: bool = True,
     oidc_label: str = "",
     form_action: Iterable[str] = (),
+    email_sign_in: bool = False,
     status: int = 200,
 ) -> HTMLResponse:
     """The sign-in page; `username` refills the form after a failed attempt.
@@ -109,7 +110,19 @@ def login(
             + _hidden({"next": next_path, "csrf_token": csrf})
             + f"<button type=submit>{escape(oidc_label)}</button></form>"
         )
-    if not parts or (not local_accounts and not oidc_label):
+    if email_sign_in:
+        parts.append(
+            (
+                "<p class=muted>Or have a one-time sign-in link mailed to you:</p>"
+                if local_accounts or oidc_label
+                else ""
+            )
+            + "<form method=post action='/login/email'>"
+            + _hidden({"next": next_path, "csrf_token": csrf})
+            + "<label>Email <input type=email name=email autocomplete=email maxlength=254 required></label>"
+            "<button type=submit>Email me a sign-in link</button></form>"
+        )
+    if not parts or (not local_accounts and not oidc_label and not email_sign_in):
         parts.append("<p>No sign-in method is enabled on this gateway; ask its operator.</p>")
     return page("Sign in to memvault", "".join(parts), status, form_action=form_action)
 
@@ -134,6 +147,45 @@ class VaultChoice:
     role: str
 
 
+@dataclass(frozen=True)
+class CurrentAccess:
+    """What one of the app's live grants allows, to show next to what it asks for now."""
+
+    scopes: tuple[str, ...]
+    vaults: tuple[str, ...]
+
+
+REQUESTED_SCOPE_FIELD = "requested_scope"
+"""Where the consent form carries the app's own `scope`: the checkboxes the owner ticks are named `scope`."""
+
+
+def request_fields(params: Mapping[str, str]) -> dict[str, str]:
+    """The authorization request as the consent form's hidden fields.
+
+    The app's `scope` travels under another name: had it kept its own, a browser would post it
+    next to the ticked boxes and the gateway would count it as ticked (an app asking for `admin`
+    alone would get it even when the owner unticked it).
+    """
+    return {(REQUESTED_SCOPE_FIELD if k == "scope" else k): v for k, v in params.items()}
+
+
+def _current_access(client_name: str, current: Sequence[CurrentAccess], replaces: bool) -> str:
+    if not current:
+        return ""
+    if replaces:
+        now = current[0]
+        return (
+            f"<p><strong>{escape(client_name)}</strong> already has access: {escape(' '.join(now.scopes))} on"
+            f" {escape(', '.join(now.vaults))}. Approving replaces it with what you choose here; Deny leaves it"
+            " as it is.</p>"
+        )
+    count = "once" if len(current) == 1 else f"{len(current)} times"
+    return (
+        f"<p>You have connected <strong>{escape(client_name)}</strong> {count} already (perhaps on another"
+        " computer); approving adds a connection and leaves those as they are.</p>"
+    )
+
+
 def consent(
     *,
     client_name: str,
@@ -141,16 +193,25 @@ def consent(
     redirect_host: str,
     redirect_origin: str,
     verified_host: bool,
+    loopback: bool,
+    private_scheme: str,
     user_name: str,
     vaults: list[VaultChoice],
     requested_scopes: tuple[str, ...],
     params: Mapping[str, str],
     csrf: str,
+    current: Sequence[CurrentAccess] = (),
+    replaces_current: bool = False,
     error: str = "",
 ) -> HTMLResponse:
+    """The consent form; `current` lists the app's live grants, newest first (its vaults come pre-ticked)."""
+    held = {v.name for v in vaults}
+    ticked = set(current[0].vaults) & held if current and replaces_current else set()
+    if not ticked:
+        ticked = {vaults[0].name} if len(vaults) == 1 else {"default"}
     vault_boxes = "".join(
         f"<label><input type=checkbox name=vault value='{escape(v.name)}'"
-        f"{' checked' if (len(vaults) == 1 or v.name == 'default') else ''}> {escape(v.name)}"
+        f"{' checked' if v.name in ticked else ''}> {escape(v.name)}"
         f" <span class=muted>(you are {escape(v.role)})</span></label>"
         for v in vaults
     )
@@ -159,8 +220,15 @@ def consent(
         f" <strong>{s}</strong>: {escape(SCOPE_TEXT[s])}</label>"
         for s in SCOPES
     )
+    if private_scheme:
+        # Whatever app on this computer claims the scheme gets the answer; the part after :// proves nothing.
+        destination = f"to the app on this computer that opens <strong>{escape(private_scheme)}:</strong> links"
+    elif loopback:
+        destination = f"back to the app on this computer (<strong>{escape(redirect_host)}</strong>)"
+    else:
+        destination = f"to <strong>{escape(redirect_host)}</strong>"
     where = (
-        f"<p>After you decide, your browser goes to <strong>{escape(redirect_host)}</strong>"
+        f"<p>After you decide, your browser goes {destination}"
         + (" (this app's own address)." if verified_host else ". Only approve if you just started connecting this app.")
         + "</p>"
     )
@@ -169,8 +237,9 @@ def consent(
         + f"<p><strong>{escape(client_name)}</strong> wants to use your memvault memory"
         f" as <strong>{escape(user_name)}</strong>.</p>"
         + where
+        + _current_access(client_name, current, replaces_current)
         + "<form method=post action='/authorize'>"
-        + _hidden({**params, "csrf_token": csrf})
+        + _hidden({**request_fields(params), "csrf_token": csrf})
         + f"<fieldset><legend>Vaults it may use</legend>{vault_boxes or '<p>You have no vaults yet.</p>'}</fieldset>"
         + f"<fieldset><legend>What it may do</legend>{scope_boxes}</fieldset>"
         + "<button class=primary type=submit name=decision value=approve>Approve</button>"
@@ -192,12 +261,21 @@ class GrantRow:
 
 
 def account(
-    *, user_name: str, mcp_url: str, grants: list[GrantRow], csrf: str, signed_in_by_proxy: bool = False
+    *,
+    user_name: str,
+    mcp_url: str,
+    grants: list[GrantRow],
+    csrf: str,
+    signed_in_by_proxy: bool = False,
+    email_section: str = "",
+    dev_subject: str = "",
 ) -> HTMLResponse:
     """The signed-in owner's page: where agents connect, what has access, revoke, sign out.
 
     `signed_in_by_proxy`: a forward-auth proxy signs this person in on every request, so a sign-out
-    button here would seem to do nothing; the page says where to sign out instead."""
+    button here would seem to do nothing; the page says where to sign out instead.
+    `email_section` is account_email.section's HTML (values escaped there), empty when email sign-in is off.
+    `dev_subject`: dev mode is on, and apps on this machine act as that account without asking."""
     rows = "".join(
         f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
         f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
@@ -215,8 +293,14 @@ def account(
     )
     body = (
         f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
-        f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
-        f"<h2>Apps with access</h2>{table}"
+        + (
+            f"<p>Agents on this machine connect to <code>{escape(mcp_url)}</code> without signing in (dev mode:"
+            f" they act as <strong>{escape(dev_subject)}</strong>).</p>"
+            if dev_subject
+            else f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
+        )
+        + f"<h2>Apps with access</h2>{table}"
+        + email_section
         + (
             "<p class=muted>The sign-in service in front of memvault signed you in;"
             " sign out there to sign out of memvault.</p>"

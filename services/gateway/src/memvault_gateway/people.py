@@ -12,7 +12,10 @@ import re
 import secrets
 from datetime import timedelta
 
+from email_validator import EmailNotValidError, validate_email
+
 from memvault_core.errors import Conflict
+from memvault_core.names import owner_label
 from memvault_gateway import credentials
 from memvault_gateway.context import Gateway
 from memvault_gateway.store import User
@@ -28,6 +31,25 @@ def username_problem(username: str) -> str | None:
     if not USERNAME.match(username):
         return "a user name is 1 to 63 lower-case letters, digits, dots, dashes or underscores"
     return None
+
+
+MAX_EMAIL_CHARS = 254  # RFC 5321's limit on a forward path
+
+
+def normalized_email(text: str) -> str | None:
+    """An email address as stored and looked up (lower-cased), or None when `text` is not one."""
+    text = text.strip()
+    if not text or len(text) > MAX_EMAIL_CHARS:
+        return None
+    try:
+        # No DNS lookups; `.test` addresses are accepted (the tests' own, and never deliverable elsewhere).
+        checked = validate_email(text, check_deliverability=False, test_environment=True)
+    except EmailNotValidError:
+        return None
+    return checked.normalized.lower()
+
+
+EMAIL_PROBLEM = "not an email address; write it as name@example.org"
 
 
 def _vault_slug(text: str) -> str:
@@ -48,6 +70,16 @@ async def ensure_vault_account(gw: Gateway, user: User) -> None:
             return
         except Conflict:
             continue
+
+
+async def owner_name(gw: Gateway) -> str:
+    """Whose memory this gateway serves, as /connect names them: the first administrator."""
+    admins = [u for u in await gw.store.list_users() if u.is_admin and not u.disabled]
+    return (
+        owner_label(admins[0].display_name or admins[0].username or "", "the vault owner")
+        if admins
+        else "the vault owner"
+    )
 
 
 async def create_local_user(

@@ -42,6 +42,39 @@ def redirect_uri_problem(uri: str, extra_schemes: Iterable[str] = ()) -> str | N
     )
 
 
+# RFC 8252 §7.3: a native app listens on whichever loopback port is free at login time, so the port
+# of these hosts is not compared. `localhost` is included although §8.3 does not recommend it,
+# because MCP clients register it (the gateway already accepts it at registration); its host name
+# must still match as registered, so a client registered with 127.0.0.1 cannot switch to localhost.
+_ANY_PORT_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def redirect_uri_matches(requested: str, registered: str) -> bool:
+    """Whether an authorization request may return to `requested`, given one registered URI.
+
+    Exact string match, except that an http URI on a loopback host may use any port
+    (scheme, host, path and query must still be identical).
+    """
+    if requested == registered:
+        return True
+    if redirect_uri_problem(requested) is not None:
+        return False
+    try:
+        asked, known = urlsplit(requested), urlsplit(registered)
+        asked.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        return False
+    return (
+        asked.scheme == known.scheme == "http"
+        and asked.hostname is not None
+        and asked.hostname == known.hostname
+        and asked.hostname in _ANY_PORT_HOSTS
+        and asked.path == known.path
+        and asked.query == known.query
+        and not asked.fragment
+    )
+
+
 def host_of(uri: str) -> str:
     """What the consent page shows as where the browser will go next."""
     parts = urlsplit(uri)

@@ -1,8 +1,10 @@
 """OAuth scopes and which MCP tools need which.
 
 `admin` implies `write`, which implies `read` (the vault checks the same hierarchy). The vault
-is the authority on what a call may do; the gateway checks the tool's scope up front only so an
-agent hears `403 insufficient_scope` (and can ask for more) instead of a failed tool call.
+is the authority on what a call may do; the gateway checks the tool's scope up front so an agent
+hears `403 insufficient_scope` (and can ask for more), with a JSON-RPC error saying which scope is
+missing and who grants it, instead of a failed tool call. The mcp service lists only the tools a
+connection's scopes allow.
 """
 
 from __future__ import annotations
@@ -37,17 +39,17 @@ def closure(scopes: Iterable[str]) -> tuple[str, ...]:
     return tuple(s for s in SCOPES if satisfies(held, s))
 
 
-def needed_for_mcp_body(body: bytes) -> str:
-    """The scope a JSON-RPC request body needs: `write` for a tools/call of a writing tool, else `read`."""
+def write_call_in(body: bytes) -> tuple[str, object] | None:
+    """The (tool name, JSON-RPC id) of the first tools/call of a writing tool in a request body, if any."""
     try:
         message = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return "read"
+    except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: the mcp service answers -32700
+        return None
     messages = message if isinstance(message, list) else [message]
     for item in messages:
         if not isinstance(item, dict) or item.get("method") != "tools/call":
             continue
         params = item.get("params")
         if isinstance(params, dict) and params.get("name") in WRITE_TOOLS:
-            return "write"
-    return "read"
+            return str(params["name"]), item.get("id")
+    return None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Self
+from email.utils import parseaddr
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
@@ -41,6 +42,9 @@ class GatewayGroup(BaseModel):
     vault_address: str = "127.0.0.1:50051"
     allowed_origins: list[str] = []
     """Extra browser origins allowed to call /mcp, besides the public URL's own."""
+    extra_hosts: list[str] = []
+    """Other host names (`name` for any port, or `name:port`) /mcp answers for, besides the public
+    URL's host and port; for a proxy that sends its own Host. Any other Host gets 421 (DNS rebinding)."""
     dev_mode: bool = False
     """Answer /mcp requests from loopback addresses that carry no token as `dev_subject`. Never on a server."""
     dev_subject: str = "owner"
@@ -55,6 +59,21 @@ class GatewayGroup(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("extra_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        cleaned = [h.strip().lower() for h in value if h.strip()]
+        for entry in cleaned:
+            try:
+                parts = urlsplit(f"//{entry}")
+                valid = bool(parts.hostname) and not (parts.path or parts.query or parts.username)
+                parts.port  # noqa: B018 (raises on a bad port)
+            except ValueError:
+                valid = False
+            if not valid:
+                raise ValueError(f"{entry!r} is not a host name or host:port (no scheme, no path)")
+        return cleaned
 
     @field_validator("public_url")
     @classmethod
@@ -177,12 +196,58 @@ class ForwardAuthGroup(BaseModel):
         return any(ip in ipaddress.ip_network(entry, strict=False) for entry in self.trusted_proxies)
 
 
+class SmtpGroup(BaseModel):
+    """The mail server that sends email sign-in links. Email sign-in is off while `host` is empty."""
+
+    host: str = ""
+    """The SMTP server, e.g. `smtp.example.lan`. Empty: no email sign-in."""
+    port: int = Field(default=587, ge=1, le=65535)
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    """`starttls` (usually port 587), `tls` (implicit TLS, usually 465), or `none` (a relay on this
+    machine or in the cluster; the link then crosses the network in clear text)."""
+    username: str = ""
+    password: SecretStr = SecretStr("")
+    from_address: str = ""
+    """The sender of sign-in links, e.g. `memvault <memvault@example.lan>`; required with `host`."""
+    timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+
+    @field_validator("from_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        value = value.strip()
+        if "\r" in value or "\n" in value or (value and "@" not in parseaddr(value)[1]):
+            raise ValueError("must be an email address, e.g. memvault@example.lan or 'memvault <memvault@example.lan>'")
+        return value
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        if not self.host:
+            return self
+        if not self.from_address:
+            raise ValueError(
+                "MEMVAULT_SMTP__FROM_ADDRESS is required when MEMVAULT_SMTP__HOST is set (the sender of sign-in links)"
+            )
+        if bool(self.username) != bool(self.password.get_secret_value()):
+            raise ValueError("set both MEMVAULT_SMTP__USERNAME and MEMVAULT_SMTP__PASSWORD, or neither")
+        if self.username and self.security == "none" and not is_loopback_host(self.host):
+            raise ValueError(
+                "MEMVAULT_SMTP__SECURITY=none would send the SMTP password in clear text to "
+                f"{self.host!r}; use starttls or tls"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.host)
+
+
 class Settings(ServiceSettings):
     gateway: GatewayGroup = GatewayGroup()
     oauth: OAuthGroup = OAuthGroup()
     login: LoginGroup = LoginGroup()
     oidc: OidcGroup = OidcGroup()
     forward_auth: ForwardAuthGroup = ForwardAuthGroup()
+    smtp: SmtpGroup = SmtpGroup()
     postgres: PostgresSettings = PostgresSettings()
     identity: IdentitySettings
     log: LogSettings = LogSettings()
@@ -195,3 +260,9 @@ class MigrateSettings(ServiceSettings):
     login: LoginGroup = LoginGroup()
     postgres: PostgresSettings = PostgresSettings()
     log: LogSettings = LogSettings()
+
+    @property
+    def database_given(self) -> bool:
+        """Whether MEMVAULT_POSTGRES__DSN was set: these commands must never guess a database, since
+        the default address may well be some other Postgres on this machine."""
+        return "dsn" in self.postgres.model_fields_set

@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA = "gateway"
+
+SetupLinkState = Literal["usable", "used", "replaced", "expired", "unknown"]
 
 
 class NewerDatabaseError(Exception):
@@ -52,6 +54,10 @@ def apply_migrations(dsn: str) -> list[str]:
             raise NewerDatabaseError(unknown)
         backend.apply_migrations(pending)
     return [migration.id for migration in pending]
+
+
+class EmailTaken(Exception):
+    """Another account already has this sign-in address."""
 
 
 @dataclass(frozen=True)
@@ -299,8 +305,13 @@ class Store:
 
     async def create_setup_link(self, user_id: str, token_hash: str, valid_for: timedelta) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
-            # One live link per person: a new one replaces any earlier unused link.
-            await conn.execute("DELETE FROM gateway.setup_link WHERE user_id = $1 AND used_at IS NULL", user_id)
+            # One live link per person: a new one replaces any earlier unused link, which is kept
+            # (marked) so that opening it can say it was replaced rather than that it is unknown.
+            await conn.execute(
+                "UPDATE gateway.setup_link SET replaced_at = now()"
+                " WHERE user_id = $1 AND used_at IS NULL AND replaced_at IS NULL",
+                user_id,
+            )
             await conn.execute(
                 "INSERT INTO gateway.setup_link (token_hash, user_id, expires_at) VALUES ($1, $2, now() + $3)",
                 token_hash,
@@ -312,17 +323,35 @@ class Store:
         """The person an unused, unexpired setup link is for."""
         row = await self._pool.fetchrow(
             "SELECT u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash, u.disabled_at FROM gateway.setup_link s JOIN gateway.user_account u ON u.id = s.user_id"
-            " WHERE s.token_hash = $1 AND s.used_at IS NULL AND s.expires_at > now() AND u.disabled_at IS NULL",
+            " WHERE s.token_hash = $1 AND s.used_at IS NULL AND s.replaced_at IS NULL AND s.expires_at > now()"
+            " AND u.disabled_at IS NULL",
             token_hash,
         )
         return None if row is None else _user(row)
+
+    async def setup_link_state(self, token_hash: str) -> SetupLinkState:
+        """Why a setup link is not (or is) good: `usable`, `used`, `replaced`, `expired` or `unknown`."""
+        row = await self._pool.fetchrow(
+            "SELECT s.used_at IS NOT NULL AS used, s.replaced_at IS NOT NULL AS replaced,"
+            " s.expires_at <= now() AS expired, u.disabled_at IS NOT NULL AS disabled"
+            " FROM gateway.setup_link s JOIN gateway.user_account u ON u.id = s.user_id WHERE s.token_hash = $1",
+            token_hash,
+        )
+        if row is None or row["disabled"]:
+            return "unknown"
+        if row["used"]:
+            return "used"
+        if row["replaced"]:
+            return "replaced"
+        return "expired" if row["expired"] else "usable"
 
     async def use_setup_link(self, token_hash: str, password_hash: str) -> User | None:
         """Set the password and spend the link, once; None if the link is no longer good."""
         async with self._pool.acquire() as conn, conn.transaction():
             user_id = await conn.fetchval(
                 "UPDATE gateway.setup_link SET used_at = now()"
-                " WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() RETURNING user_id",
+                " WHERE token_hash = $1 AND used_at IS NULL AND replaced_at IS NULL AND expires_at > now()"
+                " RETURNING user_id",
                 token_hash,
             )
             if user_id is None:
@@ -390,6 +419,103 @@ class Store:
         if row is None or not row["live"]:
             return None
         return row["nonce"], row["code_verifier"], row["next_path"]
+
+    # --- email sign-in -------------------------------------------------------------------------
+
+    async def user_by_email(self, email: str) -> User | None:
+        """The person whose sign-in address `email` (lower-cased) is."""
+        row = await self._pool.fetchrow(
+            "SELECT u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash, u.disabled_at"
+            " FROM gateway.user_account u WHERE u.email = $1",
+            email,
+        )
+        return None if row is None else _user(row)
+
+    async def email_of(self, user_id: str) -> str | None:
+        value: str | None = await self._pool.fetchval("SELECT email FROM gateway.user_account WHERE id = $1", user_id)
+        return value
+
+    async def set_email(self, user_id: str, email: str | None) -> bool:
+        """Set (or with None clear) a person's sign-in address; False when another account has it."""
+        try:
+            await self._pool.execute("UPDATE gateway.user_account SET email = $2 WHERE id = $1", user_id, email)
+        except asyncpg.UniqueViolationError:
+            return False
+        return True
+
+    async def create_email_link(self, user_id: str, token_hash: str, next_path: str, valid_for: timedelta) -> None:
+        """A sign-in link; a newer one replaces any earlier unused sign-in link of the person."""
+        await self._replace_link(user_id, token_hash, "sign_in", next_path, None, valid_for)
+
+    async def create_email_confirmation(self, user_id: str, token_hash: str, email: str, valid_for: timedelta) -> None:
+        """A link that makes `email` the person's address once it is used (it goes to that address)."""
+        await self._replace_link(user_id, token_hash, "confirm", "", email, valid_for)
+
+    async def _replace_link(
+        self, user_id: str, token_hash: str, purpose: str, next_path: str, email: str | None, valid_for: timedelta
+    ) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            # One live link per person and purpose.
+            await conn.execute(
+                "DELETE FROM gateway.email_link WHERE user_id = $1 AND purpose = $2 AND used_at IS NULL",
+                user_id,
+                purpose,
+            )
+            await conn.execute(
+                "INSERT INTO gateway.email_link (token_hash, user_id, purpose, next_path, email, expires_at)"
+                " VALUES ($1, $2, $3, $4, $5, now() + $6)",
+                token_hash,
+                user_id,
+                purpose,
+                next_path,
+                email,
+                valid_for,
+            )
+
+    async def email_link_user(self, token_hash: str, purpose: str = "sign_in") -> tuple[User, str | None] | None:
+        """The person an unused, unexpired link is for, and the address a confirmation link would set."""
+        row = await self._pool.fetchrow(
+            "SELECT l.email AS link_email, u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash,"
+            " u.disabled_at FROM gateway.email_link l JOIN gateway.user_account u ON u.id = l.user_id"
+            " WHERE l.token_hash = $1 AND l.purpose = $2 AND l.used_at IS NULL AND l.expires_at > now()"
+            " AND u.disabled_at IS NULL",
+            token_hash,
+            purpose,
+        )
+        return None if row is None else (_user(row), row["link_email"])
+
+    async def use_email_link(self, token_hash: str) -> tuple[User, str] | None:
+        """Spend a sign-in link, once: (person, next path); None if it is no longer good."""
+        row = await self._pool.fetchrow(
+            "WITH spent AS (UPDATE gateway.email_link SET used_at = now() WHERE token_hash = $1"
+            "   AND purpose = 'sign_in' AND used_at IS NULL AND expires_at > now() RETURNING user_id, next_path)"
+            " SELECT s.next_path, u.id, u.subject, u.username, u.display_name, u.is_admin, u.password_hash,"
+            " u.disabled_at FROM spent s JOIN gateway.user_account u ON u.id = s.user_id WHERE u.disabled_at IS NULL",
+            token_hash,
+        )
+        return None if row is None else (_user(row), row["next_path"])
+
+    async def use_email_confirmation(self, token_hash: str) -> tuple[User, str] | None:
+        """Spend a confirmation link and set its address: (person, address); None if the link is no
+        longer good. EmailTaken (nothing spent) when another account has the address by now."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(
+                    "UPDATE gateway.email_link SET used_at = now() WHERE token_hash = $1 AND purpose = 'confirm'"
+                    " AND used_at IS NULL AND expires_at > now() RETURNING user_id, email",
+                    token_hash,
+                )
+                if row is None:
+                    return None
+                user = await conn.fetchrow(
+                    "UPDATE gateway.user_account SET email = $2 WHERE id = $1 AND disabled_at IS NULL"
+                    " RETURNING id, subject, username, display_name, is_admin, password_hash, disabled_at",
+                    row["user_id"],
+                    row["email"],
+                )
+                return None if user is None else (_user(user), row["email"])
+        except asyncpg.UniqueViolationError:
+            raise EmailTaken(row["email"]) from None
 
     # --- clients -------------------------------------------------------------------------------
 
@@ -484,6 +610,29 @@ class Store:
                 grant_id,
             )
             return _grant(row)
+
+    async def replace_client_grants(self, user_id: str, client_id: str, keep: str, reason: str) -> list[Grant]:
+        """Revoke the user's other live grants to this app, and every token under them; the ones revoked."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                "UPDATE gateway.access_grant SET revoked_at = now(), revoked_reason = $4"
+                " WHERE user_id = $1 AND client_id = $2 AND kind = 'oauth' AND id <> $3 AND revoked_at IS NULL"
+                " RETURNING *",
+                user_id,
+                client_id,
+                keep,
+                reason,
+            )
+            ids = [row["id"] for row in rows]
+            if ids:
+                await conn.execute(
+                    "UPDATE gateway.token SET revoked_at = now() WHERE grant_id = ANY($1) AND revoked_at IS NULL", ids
+                )
+                await conn.execute(
+                    "UPDATE gateway.authorization_code SET used_at = coalesce(used_at, now()) WHERE grant_id = ANY($1)",
+                    ids,
+                )
+            return [_grant(row) for row in rows]
 
     async def touch_grant(self, grant_id: str) -> None:
         """Record use, at most once a minute, so every /mcp call is neither a write nor a round trip."""
@@ -627,6 +776,7 @@ class Store:
             "DELETE FROM gateway.session WHERE expires_at < now()",
             "DELETE FROM gateway.login_state WHERE expires_at < now()",
             "DELETE FROM gateway.setup_link WHERE expires_at < now() - interval '7 days'",
+            "DELETE FROM gateway.email_link WHERE expires_at < now() - interval '1 day'",
             # Registrations nobody ever approved (anyone may register, so they must not pile up).
             "DELETE FROM gateway.oauth_client c WHERE c.created_at < now() - interval '30 days'"
             " AND NOT EXISTS (SELECT 1 FROM gateway.access_grant g WHERE g.client_id = c.client_id)",

@@ -35,6 +35,13 @@ RULES: dict[str, RateLimitItem] = {
     "metadata-document-failed": parse("1/30 seconds"),
     "token": parse("120/minute"),
     "setup": parse("20/hour"),
+    # Email sign-in links asked for from one address, and for one email address (counted whether or
+    # not it belongs to an account, so the answer says nothing about that): a stranger cannot use the
+    # gateway to flood someone's mailbox.
+    "email-link": parse("20/hour"),
+    "email-link-address": parse("5/hour"),
+    # Sign-in links opened and used from one address (each is 256 random bits: this only bounds the load).
+    "email-sign-in": parse("60/hour"),
 }
 
 

@@ -1,8 +1,8 @@
-"""Tracing without credentials or memory text: URLs in request spans lose setup-link tokens and
-every query value but a few harmless ones.
+"""Tracing without credentials or memory text: URLs in request spans lose setup-link and
+sign-in-link tokens and every query value but a few harmless ones.
 
-The FastAPI instrumentation records each request's URL. A setup link carries its token in the
-path, an identity provider's redirect carries `code` and `state`, recall carries the query text
+The FastAPI instrumentation records each request's URL. A setup link, an email sign-in link and
+an address confirmation link carry their token in the path, an identity provider's redirect carries `code` and `state`, recall carries the query text
 in `q`, and a misbehaving agent may put `access_token` in the query string (refused, but still
 traced). The hook rewrites those span attributes before the span is exported. Values are kept
 only for the parameters listed here, so a parameter added later is redacted until someone
@@ -35,6 +35,7 @@ HARMLESS_QUERY_KEYS = frozenset(
     }
 )
 _SETUP_PATH = re.compile(r"/setup/[^/?#]+")
+_EMAIL_LINK_PATH = re.compile(r"/(login|account)/email/[^/?#]+")
 _URL_ATTRIBUTES = ("http.target", "http.url", "url.full", "url.query", "url.path")
 REDACTED = "REDACTED"
 
@@ -46,8 +47,9 @@ def redact_query(query: str) -> str:
 
 
 def redact(url: str) -> str:
-    """A URL or a path (with its query) with setup-link tokens and query values replaced (`redact_query`)."""
+    """A URL or a path (with its query) with link tokens and query values replaced (`redact_query`)."""
     url = _SETUP_PATH.sub(f"/setup/{REDACTED}", url)
+    url = _EMAIL_LINK_PATH.sub(rf"/\1/email/{REDACTED}", url)
     head, separator, query = url.partition("?")
     return f"{head}{separator}{redact_query(query)}" if separator else url
 

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from memvault_core.identity import IdentitySigner
-from memvault_mcp.middleware import ArgumentsMiddleware, IdentityMiddleware
+from memvault_mcp.middleware import ArgumentsMiddleware, IdentityMiddleware, ScopeMiddleware
 from memvault_mcp.tools import build_tools
 from memvault_mcp.vault_client import VaultClient
 
@@ -31,7 +31,7 @@ def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
         instructions=INSTRUCTIONS,
         version=version("memvault-mcp"),
         tools=tools,
-        middleware=[ArgumentsMiddleware(tools)],
+        middleware=[ScopeMiddleware(tools, signer), ArgumentsMiddleware(tools)],
     )
 
     @server.custom_route("/healthz", methods=["GET"])  # type: ignore[untyped-decorator]

@@ -11,8 +11,9 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memvault_core.errors import MemvaultError
-from memvault_core.identity import HTTP_HEADER, IdentitySigner
+from memvault_core.errors import MemvaultError, PermissionDenied
+from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner
+from memvault_core.validation import describe
 
 
 class ArgumentsMiddleware(ServerMiddleware[Any]):
@@ -44,17 +45,61 @@ class ArgumentsMiddleware(ServerMiddleware[Any]):
                 try:
                     self._metadata[name].validate_arguments(arguments)  # as the SDK will, JSON strings too
                 except ValidationError as error:
-                    return _refused(f"{name}: " + "; ".join(_problem(p) for p in error.errors()))
+                    return _refused(f"{name}: " + "; ".join(describe(p) for p in error.errors()))
         return await call_next(ctx)
 
 
-def _problem(problem: Any) -> str:
-    """`tags: input should be a valid list (got 'homelab')` from one pydantic error."""
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]).lstrip(".")
-    message = str(problem["msg"])
-    message = message[:1].lower() + message[1:]
-    got = "" if problem["type"] == "missing" else f" (got {json.dumps(problem.get('input'), default=str)[:60]})"
-    return f"{where or 'arguments'}: {message}{got}"
+class ScopeMiddleware(ServerMiddleware[Any]):
+    """List only the tools this connection's scopes allow, and answer a call of any other with a tool
+    error naming the missing scope and who grants it.
+
+    A tool that is not read-only needs `write`. The gateway refuses such calls first (403
+    insufficient_scope) and the vault checks again; this is what the agent sees listed.
+    """
+
+    def __init__(self, tools: list[Tool], signer: IdentitySigner) -> None:
+        self._needs = {
+            tool.name: "read" if tool.annotations and tool.annotations.read_only_hint else "write" for tool in tools
+        }
+        self._signer = signer
+
+    def _identity(self, ctx: ServerRequestContext[Any, Any]) -> Identity | None:
+        headers = getattr(ctx.request, "headers", None)
+        token = headers.get(HTTP_HEADER) if headers is not None else None
+        try:
+            return self._signer.verify(token)
+        except MemvaultError:
+            return None  # IdentityMiddleware refused it already; the tools refuse it again
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method not in ("tools/list", "tools/call"):
+            return await call_next(ctx)
+        identity = self._identity(ctx)
+        if identity is None:
+            return await call_next(ctx)
+        if ctx.method == "tools/call":
+            name = (ctx.params or {}).get("name")
+            needed = self._needs.get(name) if isinstance(name, str) else None
+            if needed is not None and not _holds(identity, needed):
+                held = ", ".join(sorted(identity.scopes)) or "none"
+                return _refused(
+                    f"{name} needs the '{needed}' scope, which this connection was not granted (it has: {held}); "
+                    f"only the vault owner can grant it, by connecting this app again and approving '{needed}'"
+                )
+            return await call_next(ctx)
+        result = await call_next(ctx)
+        if isinstance(result, dict) and isinstance(result.get("tools"), list):
+            allowed = [t for t in result["tools"] if _holds(identity, self._needs.get(t.get("name"), "write"))]
+            result = {**result, "tools": allowed}
+        return result
+
+
+def _holds(identity: Identity, scope: str) -> bool:
+    try:
+        identity.require(scope)
+    except PermissionDenied:
+        return False
+    return True
 
 
 def _refused(message: str) -> CallToolResult:

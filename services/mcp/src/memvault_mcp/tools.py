@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, get_args
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -11,13 +11,14 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import HTTP_HEADER
+from memvault_core.validation import Between
 from memvault_mcp.vault_client import VaultClient
 
 MemoryTypeName = Literal["fact", "preference", "decision", "constraint", "assumption", "observation", "instruction"]
@@ -111,15 +112,15 @@ DependsOnArg = Annotated[
     ),
 ]
 ConfidenceArg = Annotated[
-    float,
-    Field(description="How sure you are, above 0 and at most 1; 0 (the default) means not stated.", ge=0, le=1),
+    StrictFloat,
+    Field(description=f"How sure you are, {limits.MIN_CONFIDENCE} to 1; 0 (the default) means not stated.", ge=0, le=1),
 ]
 ExpectedVersionArg = Annotated[
-    int,
+    StrictInt,
+    Between(0, limits.MAX_INT64),
     Field(
         description="The memory's version as you last read it (explain_memory); the call is refused if it changed. "
-        "0 skips the check.",
-        ge=0,
+        "0 skips the check."
     ),
 ]
 
@@ -135,6 +136,29 @@ class BulkItem(BaseModel):
     scope: ScopeArg = ""
     tags: TagsArg = Field(default_factory=list)
     source: SourceArg = ""
+    source_date: Annotated[
+        str,
+        Field(
+            description="Optional: when this was stated (ISO date or time); stored as valid_from.",
+            json_schema_extra={"maxLength": 40},
+        ),
+    ] = ""
+
+
+BulkEntry = Annotated[
+    BulkItem | Annotated[str, Field(json_schema_extra={"minLength": 1, "maxLength": limits.MAX_CONTENT_CHARS})],
+    Field(description="A memory, or just its content as a string."),
+]
+# A stated date a little ahead of the vault's clock is the sender's clock, not the future.
+SOURCE_DATE_SLACK = timedelta(days=1)
+
+
+def _source_date(value: str, field: str) -> str:
+    """`value` checked as the date something was stated: ISO 8601 and not in the future."""
+    stamp = parse_time(value, field)
+    if stamp is not None and stamp.ToDatetime(tzinfo=UTC) > datetime.now(UTC) + SOURCE_DATE_SLACK:
+        raise ToolError(f"{field} {value[:40]!r} is in the future; it is the date the memory was stated")
+    return value
 
 
 _TYPE_TO_PB = {name: getattr(pb, f"MEMORY_TYPE_{name.upper()}") for name in get_args(MemoryTypeName)}
@@ -162,14 +186,13 @@ def parse_time(value: str, field: str) -> Timestamp | None:
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+        in_utc = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):  # overflow: year 1 or 9999 moved past the calendar's ends
         raise ToolError(
             f"{field} {value[:40]!r} is not a date; write it as ISO 8601, e.g. '2027-01-31' or '2027-01-31T09:00:00Z'"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
     stamp = Timestamp()
-    stamp.FromDatetime(parsed.astimezone(UTC))
+    stamp.FromDatetime(in_utc)
     return stamp
 
 
@@ -340,11 +363,9 @@ def build_tools(client: VaultClient) -> list[Tool]:
         ],
         vault: VaultArg = "",
         limit: Annotated[
-            int,
-            Field(
-                description=f"Results per page, 1 to {limits.MAX_RECALL_RESULTS}; default {limits.DEFAULT_RECALL_RESULTS}.",
-                json_schema_extra={"minimum": 1, "maximum": limits.MAX_RECALL_RESULTS},
-            ),
+            StrictInt,
+            Between(1, limits.MAX_RECALL_RESULTS),
+            Field(description=f"Results per page; default {limits.DEFAULT_RECALL_RESULTS}."),
         ] = limits.DEFAULT_RECALL_RESULTS,
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
         types: Annotated[list[MemoryTypeName], Field(description="Only these memory types.")] | None = None,
@@ -477,7 +498,7 @@ def build_tools(client: VaultClient) -> list[Tool]:
     async def bulk_remember(
         ctx: Context,
         items: Annotated[
-            list[BulkItem],
+            list[BulkEntry],
             Field(
                 description=f"The memories to import, 1 to {limits.MAX_BULK_ITEMS} per call; or send text instead.",
                 json_schema_extra={"maxItems": limits.MAX_BULK_ITEMS},
@@ -510,10 +531,23 @@ def build_tools(client: VaultClient) -> list[Tool]:
     ) -> dict[str, Any]:
         if not items and not text.strip():
             raise ToolError("send items (a list of memories) or text (markdown or plain text to split)")
+        entries = [BulkItem(content=i) if isinstance(i, str) else i for i in items or ()]
+        drafts = [
+            _draft(
+                i.content,
+                i.type,
+                i.key,
+                i.scope,
+                i.tags,
+                i.source,
+                valid_from=_source_date(i.source_date, f"items[{n}].source_date"),
+            )
+            for n, i in enumerate(entries)
+        ]
         request = vpb.BulkRememberRequest(
             vault=vault,
             source=source,
-            items=[_draft(i.content, i.type, i.key, i.scope, i.tags, i.source) for i in items or ()],
+            items=drafts,
             text=text,
             text_type=_TYPE_TO_PB[type],
             sequence=sequence,
@@ -539,11 +573,9 @@ def build_tools(client: VaultClient) -> list[Tool]:
         types: Annotated[list[MemoryTypeName], Field(description="Only these memory types.")] | None = None,
         tags: Annotated[list[str], Field(description="Only memories carrying all of these tags.")] | None = None,
         limit: Annotated[
-            int,
-            Field(
-                description=f"Memories per page, 1 to {limits.MAX_LIST_RESULTS}; default {limits.DEFAULT_LIST_RESULTS}.",
-                json_schema_extra={"minimum": 1, "maximum": limits.MAX_LIST_RESULTS},
-            ),
+            StrictInt,
+            Between(1, limits.MAX_LIST_RESULTS),
+            Field(description=f"Memories per page; default {limits.DEFAULT_LIST_RESULTS}."),
         ] = limits.DEFAULT_LIST_RESULTS,
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
     ) -> dict[str, Any]:
@@ -663,11 +695,9 @@ def build_tools(client: VaultClient) -> list[Tool]:
         | None = None,
         vault: VaultArg = "",
         limit: Annotated[
-            int,
-            Field(
-                description=f"Findings per page, 1 to {limits.MAX_AUDIT_RESULTS}; default {limits.DEFAULT_LIST_RESULTS}.",
-                json_schema_extra={"minimum": 1, "maximum": limits.MAX_AUDIT_RESULTS},
-            ),
+            StrictInt,
+            Between(1, limits.MAX_AUDIT_RESULTS),
+            Field(description=f"Findings per page; default {limits.DEFAULT_LIST_RESULTS}."),
         ] = limits.DEFAULT_LIST_RESULTS,
         cursor: Annotated[str, Field(description="next_cursor from the previous page, to get the next one.")] = "",
     ) -> dict[str, Any]:
@@ -767,7 +797,8 @@ def build_tools(client: VaultClient) -> list[Tool]:
             bulk_remember,
             "Import memories",
             f"Import up to {limits.MAX_BULK_ITEMS} memories at once, e.g. an app's saved memories, as a list of "
-            "items or as markdown/plain text to split. The import is one batch the owner can undo; each item "
+            "items (objects, or plain strings of content; `source_date` per item says when it was stated) or as "
+            "markdown/plain text to split. The import is one batch the owner can undo; each item "
             "(by its `index`) reports 'stored', 'similar' (stored, linked to `similar_to`), 'duplicate' (with the `id` it repeats), "
             "'excluded' (forgotten or rejected earlier), 'secret' (refused) or 'invalid' (with the reason). "
             "Split larger imports into several calls.",

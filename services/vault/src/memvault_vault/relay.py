@@ -39,24 +39,37 @@ class OutboxRelay:
         self._poll = poll_seconds
         self._wake = asyncio.Event()
         self._callbacks = NatsCallbacks(nats_settings.url, "events wait in the outbox until it is back")
+        self._nc: NatsClient | None = None
         self.published = 0
 
     async def run(self) -> None:
         """Relay until cancelled, reconnecting to Postgres and NATS as needed; nothing is lost."""
-        await run_forever(self._run_once, "outbox relay")
+        try:
+            await run_forever(self._run_once, "outbox relay")
+        finally:
+            if self._nc is not None:
+                with contextlib.suppress(Exception):  # shutting down: an unclean close loses nothing
+                    await self._nc.close()
+
+    async def _nats_client(self) -> NatsClient:
+        """One NATS connection for the relay's life, which nats-py reconnects after an outage (a failed
+        publish is retried on it). Closing it while it reconnects can fail half-way (writing what it
+        buffered on a lost socket) and leave its subscription tasks pending, so it is not closed then."""
+        if self._nc is None or self._nc.is_closed:
+            # max_reconnect_attempts=0: once connected, nats-py never stops reconnecting.
+            self._nc = await nats.connect(
+                self._nats.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
+            )
+        return self._nc
 
     async def _run_once(self) -> None:
         conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
-        nc: NatsClient | None = None
         try:
             # Another replica may hold the relay lock; poll for it (Postgres cannot notify us).
             while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY):  # noqa: ASYNC110
                 await asyncio.sleep(self._poll * 5)
             await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
-            nc = await nats.connect(
-                self._nats.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
-            )
-            js = nc.jetstream(timeout=5.0)
+            js = (await self._nats_client()).jetstream(timeout=5.0)
             await ensure_streams(js, self._nats)
             log.info("outbox relay running")
             while True:
@@ -66,8 +79,6 @@ class OutboxRelay:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self._poll)
         finally:
-            if nc is not None:
-                await nc.close()
             await conn.close()
 
     async def _drain(self, conn: asyncpg.Connection, js: JetStreamContext) -> int:

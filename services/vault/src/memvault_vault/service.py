@@ -1014,7 +1014,7 @@ class MemoryService:
             version=record.version,
             newer_default_available=record.default_revision != current_default,
             default_revision=current_default,
-            default_text=guide_rules.default_text() if include_default else "",
+            default_text=guide_rules.default_text(await self.store.owner_name(vault)) if include_default else "",
             updated_at=record.updated_at,
             updated_by=record.updated_by,
         )
@@ -1022,12 +1022,12 @@ class MemoryService:
     async def update_guide(
         self, identity: Identity, vault_name: str, text: str, *, expected_version: int = 0, adopt_default: bool = False
     ) -> tuple[VaultAccess, int]:
+        vault = await self._owner(identity, vault_name, write=True)
         if adopt_default:
             if text.strip():
                 raise InvalidArgument("text must be empty when adopting the default guide", field="text")
-            text = guide_rules.default_text()
+            text = guide_rules.default_text(await self.store.owner_name(vault))
         text = guide_rules.validate_text(text)
-        vault = await self._owner(identity, vault_name, write=True)
         version = await self.store.update_guide(
             vault, text, expected_version=expected_version, adopted_default=adopt_default, actor=identity.actor
         )

@@ -344,11 +344,12 @@ class Store:
         Returns False (and changes nothing) when the vault already belongs to another account.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            account_id = await conn.fetchval(
+            account = await conn.fetchrow(
                 "INSERT INTO account (subject) VALUES ($1) ON CONFLICT (subject) DO UPDATE SET subject = EXCLUDED.subject"
-                " RETURNING id",
+                " RETURNING id, display_name",
                 subject,
             )
+            account_id = account["id"]
             vault_id = await conn.fetchval(
                 "INSERT INTO vault (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", vault_name
             )
@@ -366,7 +367,7 @@ class Store:
                 account_id,
             )
             await conn.execute("INSERT INTO vault_settings (vault_id) VALUES ($1)", vault_id)
-            text = guide.default_text()
+            text = guide.default_text(account["display_name"])
             await conn.execute(
                 "INSERT INTO operating_guide (vault_id, text, default_revision, updated_by) VALUES ($1, $2, $3, 'system')",
                 vault_id,
@@ -1332,6 +1333,15 @@ class Store:
             await self._audit(conn, vault.id, actor, "settings.update", vault.name, changed)
             return after
 
+    async def owner_name(self, vault: VaultAccess) -> str:
+        """The display name of the vault's (first) owner; empty when it has none."""
+        name = await self._pool.fetchval(
+            "SELECT a.display_name FROM membership m JOIN account a ON a.id = m.account_id"
+            " WHERE m.vault_id = $1 AND m.role = 'owner' ORDER BY m.created_at LIMIT 1",
+            vault.id,
+        )
+        return str(name or "")
+
     async def guide_record(self, vault: VaultAccess) -> GuideRecord:
         row = await self._pool.fetchrow(
             "SELECT text, version, default_revision, updated_by, updated_at FROM operating_guide WHERE vault_id = $1",
@@ -1528,11 +1538,12 @@ class Store:
         """Give `subject` `role` in the vault; None (and nothing changed) if that would leave it without an owner."""
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT id FROM vault WHERE id = $1 FOR UPDATE", vault.id)
-            account_id = await conn.fetchval(
+            account = await conn.fetchrow(
                 "INSERT INTO account (subject) VALUES ($1) ON CONFLICT (subject) DO UPDATE SET subject = EXCLUDED.subject"
-                " RETURNING id",
+                " RETURNING id, display_name",
                 subject,
             )
+            account_id = account["id"]
             if role != "owner" and not await self._other_owner_exists(conn, vault.id, account_id):
                 return None
             row = await conn.fetchrow(

@@ -8,6 +8,7 @@ from importlib import resources
 
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument, LimitExceeded
+from memvault_core.names import owner_label
 
 
 @dataclass(frozen=True)
@@ -17,13 +18,21 @@ class Guide:
     version: int
 
 
-def default_text() -> str:
+OWNER_PLACEHOLDER = "{owner}"
+
+
+def _template() -> str:
     return resources.files("memvault_vault").joinpath("default_guide.md").read_text(encoding="utf-8")
 
 
+def default_text(owner: str = "") -> str:
+    """The bundled default guide, naming the vault's owner (their display name)."""
+    return _template().replace(OWNER_PLACEHOLDER, owner_label(owner, "its owner"))
+
+
 def default_revision() -> str:
-    """Identifies the bundled default, so a vault can tell when a newer one ships."""
-    return hashlib.sha256(default_text().encode()).hexdigest()[:12]
+    """Identifies the bundled default, so a vault can tell when a newer one ships (whoever it names)."""
+    return hashlib.sha256(_template().encode()).hexdigest()[:12]
 
 
 def validate_text(text: str) -> str:

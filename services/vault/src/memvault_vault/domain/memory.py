@@ -238,9 +238,10 @@ def validate_draft(draft: Draft, index: int | None = None) -> Draft:
                 field=f"{at}{name}",
                 limit=limit,
             )
-    if draft.confidence is not None and not 0 < draft.confidence <= 1:
+    if draft.confidence is not None and not limits.MIN_CONFIDENCE <= draft.confidence <= 1:
         raise InvalidArgument(
-            f"{at}confidence must be above 0 and at most 1, such as 0.8; leave it out when unknown",
+            f"{at}confidence must be between {limits.MIN_CONFIDENCE} and 1 (got {draft.confidence:.3g}), such as "
+            "0.8; leave it out when unknown",
             field=f"{at}confidence",
         )
     key = (draft.key or "").strip() or None

@@ -193,3 +193,37 @@ async def test_single_sign_on_button_refuses_cross_site_posts_as_such(start_gate
     )
     assert stale.status_code == 403 and "The sign-in form expired" in stale.text
     await browser.close()
+
+
+async def test_without_an_origin_every_form_still_needs_its_token(start_gateway: StartGateway) -> None:
+    """A post with no Origin (a script, an old browser) is let through only with the right token."""
+    gateway = await start_gateway()
+    settings = MigrateSettings(gateway=gateway.settings.gateway, postgres=gateway.settings.postgres)
+    link = await setup_link(settings, unique("owner"), force=False)
+    assert link is not None
+    path = link.removeprefix(gateway.url)
+    newcomer = Browser(gateway)
+    await newcomer.http.get(path)
+    for token in ("", "not-the-token"):
+        refused = await newcomer.http.post(
+            path, data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": token}
+        )
+        assert refused.status_code == 403, token
+    await newcomer.close()
+
+    browser = await signed_in(gateway)
+    vaults = (await browser.http.get("/api/v1/vaults")).json()["vaults"]
+    created = await browser.api(
+        "POST", "/api/v1/service-tokens", json={"name": "script", "scopes": ["read"], "vaults": [vaults[0]["name"]]}
+    )
+    grant = created.json()["id"]
+    for token in ("", "not-the-token"):
+        revoke = await browser.http.post(f"/account/grants/{grant}/revoke", data={"csrf_token": token})
+        assert revoke.status_code == 403, token
+        logout = await browser.http.post("/logout", data={"csrf_token": token})
+        assert logout.status_code == 403, token
+        api = await browser.http.delete(f"/api/v1/grants/{grant}", headers={"X-CSRF-Token": token} if token else {})
+        assert api.status_code == 403, token
+    assert [g["id"] for g in (await browser.http.get("/api/v1/grants")).json()["grants"]] == [grant]
+    assert (await browser.http.get("/api/v1/me")).status_code == 200
+    await browser.close()

@@ -31,20 +31,27 @@ class NewerDatabaseError(Exception):
         )
 
 
-def apply_migrations(dsn: str) -> list[str]:
-    """Apply the gateway's pending migrations; return the ids applied.
-
-    yoyo's own bookkeeping tables live in schema `gateway` too, apart from the vault's. Raises
-    NewerDatabaseError, applying nothing, when the schema has migrations this code does not know.
-    """
+def migration_backend(dsn: str) -> Any:
+    """yoyo's backend for the gateway's schema, created if missing: yoyo's own bookkeeping tables
+    live in schema `gateway` too, apart from the vault's."""
     import psycopg
-    from yoyo import get_backend, read_migrations
+    from yoyo import get_backend
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     url = dsn.replace("postgresql://", "postgresql+psycopg://", 1).replace("postgres://", "postgresql+psycopg://", 1)
     url += ("&" if "?" in url else "?") + f"schema={SCHEMA}"
-    backend = get_backend(url)
+    return get_backend(url)
+
+
+def apply_migrations(dsn: str) -> list[str]:
+    """Apply the gateway's pending migrations; return the ids applied.
+
+    Raises NewerDatabaseError, applying nothing, when the schema has migrations this code does not know.
+    """
+    from yoyo import read_migrations
+
+    backend = migration_backend(dsn)
     migrations = read_migrations(str(MIGRATIONS))
     with backend.lock():
         pending = backend.to_apply(migrations)
@@ -54,6 +61,36 @@ def apply_migrations(dsn: str) -> list[str]:
             raise NewerDatabaseError(unknown)
         backend.apply_migrations(pending)
     return [migration.id for migration in pending]
+
+
+class UnknownMigrationError(Exception):
+    """A gateway migration id this code does not have."""
+
+    def __init__(self, migration_id: str, known: Sequence[str]) -> None:
+        super().__init__(f"no gateway migration {migration_id!r} in this memvault; its migrations: {', '.join(known)}")
+
+
+def rollback_migrations(dsn: str, to: str) -> list[str]:
+    """Roll back, newest first and under the migration lock, every applied gateway migration after `to`
+    in the order `migrate` applies them; return the ids rolled back (for going back to an older
+    release, which refuses the newer schema: the rollback files are in this code)."""
+    from yoyo import read_migrations
+    from yoyo.migrations import MigrationList, topological_sort
+
+    backend = migration_backend(dsn)
+    migrations = read_migrations(str(MIGRATIONS))
+    order = [migration.id for migration in topological_sort(migrations)]
+    if to not in order:
+        raise UnknownMigrationError(to, order)
+    later = set(order[order.index(to) + 1 :])
+    with backend.lock():
+        applied = backend.execute("SELECT migration_id FROM _yoyo_migration").fetchall()
+        unknown = sorted({row[0] for row in applied} - set(order))
+        if unknown:
+            raise NewerDatabaseError(unknown)
+        chosen = MigrationList([m for m in backend.to_rollback(migrations) if m.id in later])
+        backend.rollback_migrations(chosen)
+    return [migration.id for migration in chosen]
 
 
 class EmailTaken(Exception):

@@ -2,7 +2,9 @@
 
 Each category says what the right outcome is when the second text is written after the first:
 rewordings are near-duplicates (skip), changed facts and negations must reach the owner as
-similar (link, review), related and unrelated pairs must be stored without a link.
+similar (link, review), a changed name is a fact about someone or something else and must never be
+skipped (linked as similar, or stored unlinked when it scores lower), related and unrelated pairs
+must be stored without a link.
 """
 
 from __future__ import annotations
@@ -29,6 +31,21 @@ REWORDINGS: list[tuple[str, str]] = [
     ("Code reviews need two approvals before merging.", "Before merging, code reviews need two approvals."),
     ("the homelab nas is a synology ds920+ with four 8 tb drives", "The homelab NAS is a Synology DS920+ with four 8 TB drives!"),
     ("Sam runs every Sunday morning in the park.", "Every Sunday morning Sam goes running in the park."),
+]  # fmt: skip
+
+# Rewordings of texts that name people, places, products and addresses: the names move, change case or
+# start the sentence, and the text is still a near-duplicate.
+NAMED_REWORDINGS: list[tuple[str, str]] = [
+    ("Xavier Eriksen always orders an oat flat white, 2 cups a day.", "Two cups a day: Xavier Eriksen always orders an oat flat white."),
+    ("Xavier Eriksen always orders an oat flat white, 2 cups a day.", "xavier eriksen always orders an oat flat white, 2 cups a day"),
+    ("Marco Eriksen lives in Lisbon with his two cats.", "Marco Eriksen lives with his two cats in Lisbon."),
+    ("Alice's work email is alice@acme.example.", "The work email of Alice is alice@acme.example."),
+    ("The team wiki is at https://wiki.home.arpa/start.", "The team wiki lives at https://wiki.home.arpa/start/."),
+    ("The build server is ci-alpha.lab.local.", "ci-alpha.lab.local is the build server."),
+    ("The NAS config lives at /etc/nas/main.conf.", "The config of the NAS lives at /etc/nas/main.conf."),
+    ("Sam works at Acme as a platform engineer.", "At Acme, Sam works as a platform engineer."),
+    ("The router in the hallway runs OpenWrt.", "OpenWrt runs on the router in the hallway."),
+    ("Dr. Okafor is the family dentist in Leeds.", "The family dentist in Leeds is Dr. Okafor."),
 ]  # fmt: skip
 
 # The same statement with a different number, date, version or address: an update or a contradiction.
@@ -71,6 +88,25 @@ NEGATIONS: list[tuple[str, str]] = [
     ("The VPN is required for the admin panel.", "The VPN is not required for the admin panel."),
 ]  # fmt: skip
 
+# The same statement about another person, place, product, email, URL, host or path: never a near-duplicate.
+CHANGED_NAMES: list[tuple[str, str]] = [
+    ("Xavier Eriksen always orders an oat flat white, 2 cups a day.", "Marco Eriksen always orders an oat flat white, 2 cups a day."),
+    ("Xavier Eriksen always orders an oat flat white, 2 cups a day.", "Xavier Larsen always orders an oat flat white, 2 cups a day."),
+    ("Sam prefers dark mode in every editor and in the terminal.", "Dana prefers dark mode in every editor and in the terminal."),
+    ("Sam's daughter goes to the Montessori school on Elm Street.", "Dana's daughter goes to the Montessori school on Elm Street."),
+    ("Mia goes to the Montessori school on Elm Street.", "Mia goes to the Montessori school on Oak Street."),
+    ("The team offsite this year is in Lisbon, at the usual hotel.", "The team offsite this year is in Porto, at the usual hotel."),
+    ("Sam works at Acme as a platform engineer.", "Sam works at Globex as a platform engineer."),
+    ("The office printer is a Brother laser printer.", "The office printer is a Canon laser printer."),
+    ("The router in the hallway runs OpenWrt.", "The router in the hallway runs DD-WRT."),
+    ("Alice's work email is alice@acme.example.", "Alice's work email is alice@globex.example."),
+    ("The team wiki is at https://wiki.home.arpa/start.", "The team wiki is at https://docs.home.arpa/start."),
+    ("The build server is ci-alpha.lab.local.", "The build server is ci-beta.lab.local."),
+    ("The NAS config lives at /etc/nas/main.conf.", "The NAS config lives at /etc/nas/backup.conf."),
+    ("The deploy script is scripts/deploy.sh in the infra repo.", "The deploy script is scripts/release.sh in the infra repo."),
+    ("Dr. Okafor is the family dentist in Leeds.", "Dr. Mensah is the family dentist in Leeds."),
+]  # fmt: skip
+
 # Same topic, different facts: both true, no link needed.
 RELATED: list[tuple[str, str]] = [
     ("The homelab NAS is a Synology DS920+.", "The homelab router runs OpenWrt."),
@@ -99,10 +135,13 @@ UNRELATED: list[tuple[str, str]] = [
     ("Uses Tailscale for remote access.", "The dentist appointment is on March 3."),
 ]  # fmt: skip
 
-CATEGORIES: dict[str, tuple[list[tuple[str, str]], str | None]] = {
-    "rewording": (REWORDINGS, "near-duplicate"),
-    "changed number, date, version or address": (CHANGED_FACTS, "similar"),
-    "negation": (NEGATIONS, "similar"),
-    "related (same topic, different fact)": (RELATED, None),
-    "unrelated": (UNRELATED, None),
+CATEGORIES: dict[str, tuple[list[tuple[str, str]], tuple[str | None, ...]]] = {
+    "rewording": (REWORDINGS, ("near-duplicate",)),
+    "rewording naming people, places, products, addresses": (NAMED_REWORDINGS, ("near-duplicate",)),
+    "changed number, date, version or address": (CHANGED_FACTS, ("similar",)),
+    "changed name (person, place, product, email, URL, host, path)": (CHANGED_NAMES, ("similar", None)),
+    "negation": (NEGATIONS, ("similar",)),
+    "related (same topic, different fact)": (RELATED, (None,)),
+    "unrelated": (UNRELATED, (None,)),
 }
+"""Each category's pairs and the outcomes that are right for them (`duplicates.classify`)."""

@@ -265,14 +265,18 @@ async def test_an_app_connects_with_the_vaults_and_permissions_the_owner_chooses
         await expect(scope("read")).to_be_checked()
         await expect(scope("write")).to_be_checked()
         await expect(scope("admin")).not_to_be_checked()
-        # No vault at all is not a choice: the page says so and asks again.
+        # No vault at all is not a choice: the page says so and asks again, keeping what was unticked.
         await vault("default").uncheck()
+        await scope("write").uncheck()
         await page.get_by_role("button", name="Approve").click()
         await expect(page.locator(".error")).to_have_text(
             "Choose at least one vault and at least one permission, or Deny."
         )
+        await expect(vault("default")).not_to_be_checked()
+        await expect(scope("read")).to_be_checked()
+        await expect(scope("write")).not_to_be_checked()
+        await vault("default").check()
         await vault("work").check()
-        await scope("write").uncheck()
         await browser_pages.shot(page, "consent-chosen")
         await page.get_by_role("button", name="Approve").click()
         await expect(page.locator("body")).to_contain_text("The app is connected to memvault")
@@ -538,7 +542,9 @@ async def test_a_consent_page_left_open_while_the_session_ended_asks_again_inste
             "This page was opened before you last signed in, so nothing was done. Check your choices and decide again."
         )
         await browser_pages.shot(page, "consent-opened-before-sign-in")
-        await scope_box(page, "write").uncheck()
+        # Shown again, the page keeps the owner's choices: a second Approve grants only 'read'.
+        await expect(scope_box(page, "write")).not_to_be_checked()
+        await expect(scope_box(page, "read")).to_be_checked()
         await page.get_by_role("button", name="Approve").click()
         await expect(page.locator("body")).to_contain_text("The app is connected to memvault")
 

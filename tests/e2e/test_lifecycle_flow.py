@@ -111,7 +111,7 @@ async def test_duplicates_conflicts_and_freshness_through_the_tools(stack_starte
         imported = await call(
             client,
             "bulk_remember",
-            text="# Saved memories\n- Prefers British spelling in documents.\n- Prefers British English spelling in documents.\n"
+            text="# Saved memories\n- Prefers British spelling in documents.\n- Prefers British spelling in all documents.\n"
             "- The router password is Tr0ub4dor&3\n\nSam lives in Lisbon.",
             source="ChatGPT export",
         )

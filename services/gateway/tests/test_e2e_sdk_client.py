@@ -29,6 +29,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from memvault_core.identity import missing_scope_message
 from memvault_devstack.fixtures import StackStarter
 from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import Stack
@@ -400,7 +401,7 @@ async def test_sdk_client_with_a_read_only_grant_sees_no_write_tools_and_hears_w
         assert set(browser.asked_scopes[1].split()) == {"read", "write"}
         message = str(refused.value)
         assert "remember needs the 'write' scope" in message and "(it has: read)" in message
-        assert "vault owner" in message and f"{stack.gateway_url}/account" in message
+        assert missing_scope_message("remember", "write", ["read"]) in message and "revoke" not in message
         assert (await structured(client, "list_memories"))["memories"] == []
 
         # Clients that step up keep working: approved with 'write' this time, the same call goes through.

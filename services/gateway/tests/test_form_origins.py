@@ -20,11 +20,13 @@ from gateway_helpers import (
     StartGateway,
     checked,
     csrf_of,
+    free_port,
     hidden_fields,
     pkce,
     unique,
 )
 
+from memvault_gateway import account_email, sessions
 from memvault_gateway.__main__ import setup_link
 from memvault_gateway.settings import MigrateSettings
 
@@ -122,6 +124,7 @@ async def test_consent_accepts_our_origin_and_refuses_cross_site_posts(start_gat
     for name, headers in CROSS_SITE.items():
         refused = await browser.http.post("/authorize", data=form, headers=headers)
         assert refused.status_code == 403, name
+        assert sessions.CROSS_SITE in refused.text, name  # the same words as every other form
     approved = await browser.http.post("/authorize", data=form, headers=own_origin(gateway))
     assert approved.status_code == 303, approved.text
     assert "code=" in approved.headers["location"]
@@ -140,7 +143,10 @@ async def test_revoke_sign_out_and_api_changes_refuse_cross_site_posts(start_gat
     )
     assert created.status_code == 201, created.text
     grant = created.json()["id"]
+    email_form = {"csrf_token": csrf, "email": "new-address@example.com"}
     for name, headers in CROSS_SITE.items():
+        email = await browser.http.post(account_email.PATH, data=email_form, headers=headers)
+        assert email.status_code == 403 and sessions.CROSS_SITE in email.text, name
         revoke = await browser.http.post(f"/account/grants/{grant}/revoke", data={"csrf_token": csrf}, headers=headers)
         assert revoke.status_code == 403, name
         api = await browser.http.delete(f"/api/v1/grants/{grant}", headers={"X-CSRF-Token": csrf, **headers})
@@ -149,8 +155,12 @@ async def test_revoke_sign_out_and_api_changes_refuse_cross_site_posts(start_gat
         assert logout.status_code == 403, name
         assert "not sent from this site" in revoke.text and "not sent from this site" in logout.text, name
     # Our own page, opened under an earlier session (an old tab): not blamed on another site.
-    for path in (f"/account/grants/{grant}/revoke", "/logout"):
-        stale = await browser.http.post(path, data={"csrf_token": "from-an-older-session"}, headers=own_origin(gateway))
+    for path in (f"/account/grants/{grant}/revoke", "/logout", account_email.PATH):
+        stale = await browser.http.post(
+            path,
+            data={"csrf_token": "from-an-older-session", "email": "new-address@example.com"},
+            headers=own_origin(gateway),
+        )
         assert stale.status_code == 403 and "Page out of date" in stale.text, path
         assert "nothing was done" in stale.text and "not sent from this site" not in stale.text, path
     grants = (await browser.http.get("/api/v1/grants")).json()["grants"]
@@ -164,4 +174,56 @@ async def test_revoke_sign_out_and_api_changes_refuse_cross_site_posts(start_gat
     logout = await browser.http.post("/logout", data={"csrf_token": csrf}, headers=own_origin(gateway))
     assert logout.status_code == 303
     assert (await browser.http.get("/api/v1/me")).status_code == 401
+    await browser.close()
+
+
+async def test_single_sign_on_button_refuses_cross_site_posts_as_such(start_gateway: StartGateway) -> None:
+    """A cross-site post is not an expired form: it is refused with the words every other form uses."""
+    issuer = f"http://127.0.0.1:{free_port()}"  # refused before the provider would be asked
+    gateway = await start_gateway(oidc={"issuer": issuer, "client_id": "memvault"})
+    browser = Browser(gateway)
+    page = await browser.http.get("/login")
+    form = {"csrf_token": csrf_of(page.text), "next": "/"}
+    for name, headers in CROSS_SITE.items():
+        refused = await browser.http.post("/login/oidc", data=form, headers=headers)
+        assert refused.status_code == 403, name
+        assert sessions.CROSS_SITE in refused.text and "expired" not in refused.text, name
+    stale = await browser.http.post(
+        "/login/oidc", data={**form, "csrf_token": "from-another-page"}, headers=own_origin(gateway)
+    )
+    assert stale.status_code == 403 and "The sign-in form expired" in stale.text
+    await browser.close()
+
+
+async def test_without_an_origin_every_form_still_needs_its_token(start_gateway: StartGateway) -> None:
+    """A post with no Origin (a script, an old browser) is let through only with the right token."""
+    gateway = await start_gateway()
+    settings = MigrateSettings(gateway=gateway.settings.gateway, postgres=gateway.settings.postgres)
+    link = await setup_link(settings, unique("owner"), force=False)
+    assert link is not None
+    path = link.removeprefix(gateway.url)
+    newcomer = Browser(gateway)
+    await newcomer.http.get(path)
+    for token in ("", "not-the-token"):
+        refused = await newcomer.http.post(
+            path, data={"password": PASSWORD, "password_again": PASSWORD, "csrf_token": token}
+        )
+        assert refused.status_code == 403, token
+    await newcomer.close()
+
+    browser = await signed_in(gateway)
+    vaults = (await browser.http.get("/api/v1/vaults")).json()["vaults"]
+    created = await browser.api(
+        "POST", "/api/v1/service-tokens", json={"name": "script", "scopes": ["read"], "vaults": [vaults[0]["name"]]}
+    )
+    grant = created.json()["id"]
+    for token in ("", "not-the-token"):
+        revoke = await browser.http.post(f"/account/grants/{grant}/revoke", data={"csrf_token": token})
+        assert revoke.status_code == 403, token
+        logout = await browser.http.post("/logout", data={"csrf_token": token})
+        assert logout.status_code == 403, token
+        api = await browser.http.delete(f"/api/v1/grants/{grant}", headers={"X-CSRF-Token": token} if token else {})
+        assert api.status_code == 403, token
+    assert [g["id"] for g in (await browser.http.get("/api/v1/grants")).json()["grants"]] == [grant]
+    assert (await browser.http.get("/api/v1/me")).status_code == 200
     await browser.close()

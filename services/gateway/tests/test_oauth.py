@@ -24,7 +24,7 @@ from gateway_helpers import (
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner
+from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner, missing_scope_message
 
 pytestmark = pytest.mark.integration
 
@@ -177,9 +177,28 @@ async def test_approving_a_registered_app_again_replaces_its_grant(start_gateway
     gateway, _ = await auto_gateway(start_gateway)
     agent = Agent(gateway, await gateway.register())
     first = await authorized(agent, scope="read")
-    second = await authorized(agent)
+
+    # An approval whose code never reaches the app (abandoned, or sent to a port nobody listens on)
+    # leaves the working connection alone: the old grant ends only when the new code is exchanged.
+    verifier, challenge = pkce()
+    async with gateway.http() as http:
+        answer = await http.get(agent.authorize_url(challenge))
+    pending = query_of(answer.headers["location"])["code"]
+    assert (await mcp_post(gateway, INITIALIZE, first["access_token"])).status_code == 200
+    exchanged = await agent.exchange(pending, verifier)
+    assert exchanged.status_code == 200, exchanged.text
+    assert (await mcp_post(gateway, INITIALIZE, exchanged.json()["access_token"])).status_code == 200
     assert (await mcp_post(gateway, INITIALIZE, first["access_token"])).status_code == 401
+    reasons = await gateway.fetchval(
+        "SELECT array_agg(revoked_reason) FROM gateway.access_grant WHERE client_id = $1 AND revoked_at IS NOT NULL",
+        agent.client_id,
+    )
+    assert reasons == ["replaced by a new approval"]
+
+    second = await authorized(agent)
+    assert (await mcp_post(gateway, INITIALIZE, exchanged.json()["access_token"])).status_code == 401
     assert (await agent.refresh(first["refresh_token"])).status_code == 400
+    assert (await agent.refresh(exchanged.json()["refresh_token"])).status_code == 400
     assert (await mcp_post(gateway, INITIALIZE, second["access_token"])).status_code == 200
     live = await gateway.fetchval(
         "SELECT count(*) FROM gateway.access_grant WHERE client_id = $1 AND revoked_at IS NULL", agent.client_id
@@ -497,7 +516,8 @@ async def test_read_only_grant_cannot_remember(start_gateway: StartGateway) -> N
         assert listed == {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
         message = str(refused.value)
         assert "remember needs the 'write' scope" in message and "(it has: read)" in message
-        assert f"{gateway.url}/account" in message and "vault owner" in message
+        assert missing_scope_message("remember", "write", ["read"]) in message
+        assert "revoke" not in message  # approving again is enough
     assert await gateway.fetchval("SELECT count(*) FROM memory") == before
 
 
@@ -513,7 +533,7 @@ async def test_the_mcp_service_refuses_a_writing_tool_to_a_read_identity_as_a_to
     assert "forget" not in listed and "recall" in listed
     assert refused.is_error
     text = refused.content[0].text  # type: ignore[union-attr]
-    assert "forget needs the 'write' scope" in text and "vault owner" in text
+    assert text == missing_scope_message("forget", "write", ["read"])
 
 
 async def test_a_write_grant_lists_every_tool(start_gateway: StartGateway) -> None:

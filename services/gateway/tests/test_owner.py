@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from gateway_helpers import (
@@ -16,6 +17,7 @@ from gateway_helpers import (
     StartGateway,
     checked,
     csrf_of,
+    hidden_fields,
     mcp_post,
     pkce,
     query_of,
@@ -222,10 +224,46 @@ async def test_a_scope_the_app_asked_for_and_the_owner_unticked_is_not_granted(s
     tokens = await agent.exchange(query_of(answer.headers["location"])["code"], verifier)
     assert tokens.json()["scope"] == "read"
 
-    # Nothing ticked: the page asks again and still offers what the app asked for.
+    # Nothing ticked: the page asks again, still carrying what the app asked for, and ticks nothing
+    # the owner did not (a hurried second Approve must not grant what was unticked).
     again = await browser.consent(agent.authorize_url(challenge, scope="write"), scope=[])
     assert again.status_code == 400
-    assert checked(again.text, "scope") == ["write"]
+    assert checked(again.text, "scope") == []
+    assert hidden_fields(again.text)["requested_scope"] == "write"
+
+
+async def test_a_consent_page_shown_again_keeps_the_owners_choices(start_gateway: StartGateway) -> None:
+    """After "choose at least one" or a page older than the session, exactly the valid ticked boxes stay ticked."""
+    gateway = await start_gateway()
+    browser, _ = await signed_in(gateway)
+    agent = Agent(gateway, await gateway.register())
+    _, challenge = pkce()
+    url = agent.authorize_url(challenge, scope="read write")
+    vault = (await browser.http.get("/api/v1/vaults")).json()["vaults"][0]["name"]
+    assert checked((await browser.http.get(url)).text, "scope") == ["read", "write"]
+
+    no_vault = await browser.consent(url, vault=[], scope=["read"])
+    assert no_vault.status_code == 400 and "Choose at least one vault" in no_vault.text
+    assert checked(no_vault.text, "scope") == ["read"] and checked(no_vault.text, "vault") == []
+
+    fields = hidden_fields((await browser.http.get(url)).text)
+    form = [
+        *{**fields, "csrf_token": "from-an-older-session"}.items(),
+        ("vault", vault),
+        ("vault", "someone-elses"),
+        ("scope", "read"),
+        ("scope", "everything"),
+        ("decision", "approve"),
+    ]
+    stale = await browser.http.post(
+        "/authorize", content=urlencode(form), headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert stale.status_code == 400 and "nothing was done" in stale.text
+    assert checked(stale.text, "scope") == ["read"] and checked(stale.text, "vault") == [vault]
+    assert (
+        await gateway.fetchval("SELECT count(*) FROM gateway.access_grant WHERE client_id = $1", agent.client_id) == 0
+    )
+    await browser.close()
 
 
 async def test_asked_again_the_owner_sees_the_apps_access_and_deny_keeps_it(start_gateway: StartGateway) -> None:

@@ -107,3 +107,13 @@ def test_setup_link_on_an_unreachable_database_is_one_line() -> None:
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"memvault-gateway: cannot reach Postgres at 127.0.0.1:{port} (MEMVAULT_POSTGRES__DSN): ")
     assert "hunter2" not in result.stderr
+
+
+def test_setup_link_help_says_it_needs_the_database_and_replaces_older_links() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "memvault_gateway", "setup-link", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "Needs MEMVAULT_POSTGRES__DSN" in text
+    assert "A new link replaces the account's older unused one" in text

@@ -46,6 +46,89 @@ def test_same_facts(a: str, b: str, same: bool) -> None:
     assert duplicates.same_facts(a, b) is same
 
 
+# The same sentence about someone or something else: never a near-duplicate, however close the vectors.
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # people: first name starting the sentence, last name, a possessive, a title
+        ("Xavier Eriksen always orders oat flat white, 2 cups a day.", "Marco Eriksen always orders oat flat white, 2 cups a day."),
+        ("Xavier Eriksen always orders oat flat white, 2 cups a day.", "Xavier Larsen always orders oat flat white, 2 cups a day."),
+        ("Sam prefers dark mode in every editor.", "Dana prefers dark mode in every editor."),
+        ("Sam's daughter was born in 2019.", "Dana's daughter was born in 2019."),
+        ("The family dentist is Dr. Okafor.", "The family dentist is Dr. Mensah."),
+        ("Carmen Silva sees Dr. Jensen about it.", "Carmen Silva sees Dr. Silva about it."),
+        ("The book is by J. Smith.", "The book is by J. Jones."),
+        ("Backups run nightly. Restic sends them to the NAS.", "Backups run nightly. Borg sends them to the NAS."),
+        ("Sam prefers dark mode.", "Every editor: Dana prefers dark mode."),
+        # a name one text has and the other lacks
+        ("Sam's laptop is a ThinkPad.", "The laptop is a ThinkPad."),
+        ("Likes dark mode in every editor.", "Likes dark mode in VS Code."),
+        # places, organisations, products
+        ("Mia goes to the school on Elm Street.", "Mia goes to the school on Oak Street."),
+        ("The team offsite is in Lisbon.", "The team offsite is in Porto."),
+        ("Sam works at Acme as an engineer.", "Sam works at Globex as an engineer."),
+        ("The router runs OpenWrt.", "The router runs DD-WRT."),
+        ("The phone is an iPhone.", "The phone is an iPad."),
+        ("The NAS is a Synology DS920+.", "The NAS is a Synology DS920j."),
+        # emails, URLs, hostnames, paths
+        ("Alice's email is alice@acme.example.", "Alice's email is alice@globex.example."),
+        ("The wiki is at https://wiki.home.arpa/start.", "The wiki is at https://docs.home.arpa/start."),
+        ("The wiki is at https://wiki.home.arpa/start.", "The wiki is at https://wiki.home.arpa/Start?page=intro."),
+        ("The build server is ci-alpha.lab.local.", "The build server is ci-beta.lab.local."),
+        ("The config lives at /etc/nas/main.conf.", "The config lives at /etc/nas/backup.conf."),
+        ("The deploy script is scripts/deploy.sh.", "The deploy script is scripts/release.sh."),
+        ("Keys live in ~/.ssh/work.", "Keys live in ~/.ssh/home."),
+        ("The share is C:\\Shares\\Photos.", "The share is C:\\Shares\\Music."),
+        ("The repo is anthropics/claude-code.", "The repo is openai/codex."),
+    ],
+)  # fmt: skip
+def test_a_changed_name_or_identifier_is_never_a_near_duplicate(a: str, b: str) -> None:
+    assert duplicates.same_facts(a, b) is False
+    assert duplicates.same_facts(b, a) is False
+    assert duplicates.classify(0.99, b, a) == "similar"
+
+
+# Rewordings that move names, change their case or start with another word: still near-duplicates.
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Xavier Eriksen always orders oat flat white, 2 cups a day.", "Two cups a day: Xavier Eriksen always orders oat flat white."),
+        ("Xavier Eriksen always orders oat flat white, 2 cups a day.", "xavier eriksen always orders oat flat white, 2 cups a day"),
+        ("the homelab nas is a synology ds920+", "The homelab NAS is a Synology DS920+!"),
+        ("Sam's daughter Mia was born in 2019.", "Mia, Sam's daughter, was born in 2019."),
+        ("The Grafana dashboard lives at grafana.home.arpa.", "Grafana's dashboard is at GRAFANA.home.arpa."),
+        ("Uses Tailscale for remote access.", "Remote access goes through Tailscale."),
+        ("Chose Postgres over SQLite for memvault.", "Memvault uses Postgres rather than SQLite."),
+        ("The NAS is in the attic.", "Our NAS is in the attic."),
+        ("I keep the NAS in the attic.", "The NAS is kept in the attic, I think."),
+        ("The wiki is at https://wiki.home.arpa/start.", "The wiki lives at https://wiki.home.arpa/start/ now."),
+        ("Alice's email is alice@acme.example.", "Alice can be reached at alice@acme.example."),
+        ("ci-alpha.lab.local is the build server.", "The build server is ci-alpha.lab.local."),
+        ("The config lives at /etc/nas/main.conf.", "The config is /etc/nas/main.conf."),
+        ("The NAS has 8TB of space.", "The NAS has 8 TB of space."),
+        ("Backups run on the 2nd of each month.", "Backups run on the 2nd of every month."),
+        ("Use British spelling, e.g. colour.", "Use British spelling, for example colour."),
+        ("- Sam prefers tea.\n- Sam runs on Sundays.", "Sam prefers tea. Sam runs on Sundays."),
+    ],
+)  # fmt: skip
+def test_a_rewording_with_names_is_still_a_near_duplicate(a: str, b: str) -> None:
+    assert duplicates.same_facts(a, b) is True
+    assert duplicates.same_facts(b, a) is True
+    assert duplicates.classify(0.95, b, a) == "near-duplicate"
+
+
+def test_identifiers_found_in_a_text() -> None:
+    found = duplicates.identifiers(
+        "Xavier Eriksen mailed sam@acme.example from ci-01.lab.local: see https://wiki.home.arpa/x/, "
+        "/etc/hosts and the DS920+ in Lisbon. I agreed."
+    )
+    assert found.names == {
+        "eriksen", "sam@acme.example", "ci-01.lab.local", "https://wiki.home.arpa/x", "/etc/hosts", "ds920+", "lisbon",
+    }  # fmt: skip
+    assert found.initial == {"xavier"}  # a sentence-initial "I" is not a name
+    assert "see" in found.words
+
+
 def test_classify_thresholds() -> None:
     assert duplicates.classify(0.95, "The internet is 1 Gbps.", "The internet is 1 Gbps!") == "near-duplicate"
     assert duplicates.classify(0.97, "The internet is 2 Gbps.", "The internet is 1 Gbps.") == "similar"

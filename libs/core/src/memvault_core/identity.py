@@ -11,6 +11,7 @@ over a JWT, with a fixed issuer and audience and a short expiry.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,18 @@ SERVICE_AUDIENCE = "memvault-service"
 """Services calling each other (the indexer reading from the vault, the vault searching the indexer)
 use this audience, so a service identity is never mistaken for a user's, nor a user's for a service's."""
 SCOPES = ("read", "write", "admin")
+
+
+def missing_scope_message(tool: str, needed: str, held: Iterable[str]) -> str:
+    """What an agent reads when `tool` needs a scope its connection lacks (the gateway and mcp say the same).
+
+    Approving the app again replaces its grant, so the owner needs no revoke step first.
+    """
+    has = ", ".join(s for s in SCOPES if s in set(held)) or "none"
+    return (
+        f"{tool} needs the '{needed}' scope, which this connection was not granted (it has: {has}). "
+        f"Only the vault owner can grant it: they connect this app again and approve '{needed}'."
+    )
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@
   "label")` adds one.
 
 Without Chromium, browser tests are skipped and the run ends with a banner saying they were not
-run and how to get them, unless `MEMVAULT_TEST_REQUIRE_BROWSER=1` (CI), where a missing Chromium
-fails them and a run in which no browser test passed fails as a whole.
+run and how to get them, unless `MEMVAULT_TEST_REQUIRE_BROWSER=1` (CI's `make test`), where a
+missing Chromium fails them, and a run that selects no browser test or skips any fails as a whole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import shutil
@@ -156,7 +157,9 @@ class PageShots:
 @pytest.fixture
 async def browser_pages(chromium: Browser, request: pytest.FixtureRequest) -> AsyncIterator[PageShots]:
     """Pages for this test; screenshots go to build/screenshots/<test name>/."""
-    directory = SCREENSHOT_DIR / _slug(request.node.name)
+    # Names are cut short for the file system; the node id's hash keeps similar names apart.
+    digest = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:8]
+    directory = SCREENSHOT_DIR / f"{_slug(request.node.name)}-{digest}"
     shutil.rmtree(directory, ignore_errors=True)
     shots = PageShots(chromium, directory)
     try:
@@ -176,27 +179,36 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _outcomes["failed"] += 1
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _outcomes.update(dict.fromkeys(_outcomes, 0))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     _outcomes["selected"] = sum(1 for item in session.items if item.get_closest_marker("browser"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if browser_required() and _outcomes["selected"] and not _outcomes["passed"] and exitstatus == 0:
+    """With MEMVAULT_TEST_REQUIRE_BROWSER, a run fails unless browser tests ran and none was skipped."""
+    if browser_required() and exitstatus == 0 and (not _outcomes["selected"] or _outcomes["skipped"]):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    required = browser_required()
     if not _outcomes["selected"]:
+        if required:
+            terminalreporter.write_sep("!", "NO BROWSER TESTS WERE SELECTED", red=True, bold=True)
+            terminalreporter.write_line(f"{REQUIRE_ENV} is set and this run selected no browser test, so it fails.")
         return
-    if _outcomes["passed"]:
+    if _outcomes["skipped"]:
+        terminalreporter.write_sep("!", "BROWSER TESTS WERE NOT RUN", red=True, bold=True)
         terminalreporter.write_line(
-            f"browser tests: {_outcomes['passed']} passed; screenshots in {SCREENSHOT_DIR}/<test name>/"
+            f"{_outcomes['skipped']} of {_outcomes['selected']} browser test(s) skipped; if Chromium or Playwright is"
+            f" missing: {INSTALL_HINT}."
         )
+        if required:
+            terminalreporter.write_line(f"{REQUIRE_ENV} is set, so a skipped browser test fails the run.")
         return
-    terminalreporter.write_sep("!", "BROWSER TESTS WERE NOT RUN", red=True, bold=True)
     terminalreporter.write_line(
-        f"{_outcomes['selected']} browser test(s) selected, none passed; if they were skipped, Chromium or"
-        f" Playwright is missing: {INSTALL_HINT}."
+        f"browser tests: {_outcomes['passed']} passed; screenshots in {SCREENSHOT_DIR}/<test name>/"
     )
-    if browser_required():
-        terminalreporter.write_line(f"{REQUIRE_ENV} is set, so this run fails.")

@@ -22,7 +22,14 @@ from memvault_gateway import credentials
 from memvault_gateway.app import create_app
 from memvault_gateway.people import EMAIL_PROBLEM, USERNAME, normalized_email
 from memvault_gateway.settings import MigrateSettings, Settings
-from memvault_gateway.store import EmailTaken, NewerDatabaseError, Store, apply_migrations
+from memvault_gateway.store import (
+    EmailTaken,
+    NewerDatabaseError,
+    Store,
+    UnknownMigrationError,
+    apply_migrations,
+    rollback_migrations,
+)
 
 log = logging.getLogger("memvault_gateway")
 
@@ -44,6 +51,18 @@ def migrate(dsn: str) -> list[str]:
     except psycopg.OperationalError as error:
         print(f"memvault-gateway: {_unreachable(dsn, error)}", file=sys.stderr)
     raise SystemExit(1)
+
+
+def rollback(dsn: str, to: str) -> list[str]:
+    """rollback_migrations, exiting with one line when the database is unreachable, newer or `to` unknown."""
+    try:
+        undone = rollback_migrations(dsn, to)
+    except (NewerDatabaseError, UnknownMigrationError) as error:
+        _fail(str(error))
+    except psycopg.OperationalError as error:
+        _fail(_unreachable(dsn, error))
+    log.info("gateway migrations rolled back", extra={"rolled_back": undone})
+    return undone
 
 
 async def serve(settings: Settings) -> None:
@@ -161,9 +180,25 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command")
     commands.add_parser("serve", help="serve HTTP (the default)")
     commands.add_parser("migrate", help="apply the gateway's pending database migrations (schema `gateway`), then exit")
+    rollback_parser = commands.add_parser(
+        "rollback",
+        help="undo the gateway migrations applied after one, newest first, so an older memvault can run again "
+        "(drops what they added; back up first); then exit",
+    )
+    rollback_parser.add_argument(
+        "--to",
+        required=True,
+        metavar="MIGRATION",
+        help="the older release's newest gateway migration, e.g. 0002_email_sign_in",
+    )
     link = commands.add_parser(
         "setup-link",
         help="print a one-time link to set a local account's password; the first account made is the administrator",
+        description=(
+            "Print a one-time link to set a local account's password (creating the account if needed; the first"
+            " account made is the administrator). Needs MEMVAULT_POSTGRES__DSN (the gateway's database). A new"
+            " link replaces the account's older unused one, which then says it was replaced."
+        ),
     )
     link.add_argument("--username", default="owner", help="local user name (default: owner)")
     link.add_argument(
@@ -184,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     addresses.add_argument("--clear", action="store_true", help="remove the address: no email sign-in for this account")
     args = parser.parse_args(argv)
 
-    if args.command in ("migrate", "setup-link", "set-email"):
+    if args.command in ("migrate", "rollback", "setup-link", "set-email"):
         migrate_settings = load_settings(MigrateSettings)
         setup_logging("gateway", migrate_settings.log.level)
         if not migrate_settings.database_given:
@@ -194,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
                 f"(postgresql://user@host:5432/memvault){hint}",
                 2,
             )
+        if args.command == "rollback":
+            print(f"rolled back: {', '.join(rollback(migrate_settings.postgres.dsn, args.to)) or 'nothing'}")
+            return
         if args.command == "migrate":
             applied = migrate(migrate_settings.postgres.dsn)
             log.info("migrations applied", extra={"applied": applied})

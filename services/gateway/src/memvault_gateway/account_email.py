@@ -18,7 +18,6 @@ from fastapi.responses import RedirectResponse, Response
 from memvault_core.errors import MemvaultError
 from memvault_gateway import credentials, email_login, mail, pages, people, sessions
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.sessions import CROSS_SITE
 from memvault_gateway.store import EmailTaken, User
 from memvault_gateway.throttle import limited, peer_of
 
@@ -90,7 +89,7 @@ async def change(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     if session is None:
         return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=303)
     if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", CROSS_SITE, 403)
+        return sessions.form_refused(gw, request, page=ACCOUNT_PATH)
     if not gw.settings.smtp.enabled:
         return pages.message("Email sign-in is off", TURNED_OFF, 404)
     typed = str(form.get("email") or "").strip()

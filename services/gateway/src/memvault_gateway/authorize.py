@@ -20,7 +20,7 @@ from starlette.datastructures import FormData
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import SCOPES
 from memvault_gateway import credentials, metadata_documents, pages, people, scopes, sessions, settings
-from memvault_gateway.clients import resolve_client
+from memvault_gateway.clients import replaces_earlier_grants, resolve_client
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.redirects import host_of, redirect_uri_matches
 from memvault_gateway.store import Client, User
@@ -44,7 +44,6 @@ PARAMS = (
 )
 _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 MAX_STATE_CHARS = 1000
-REPLACED = "replaced by a new approval"
 STALE_PAGE = "This page was opened before you last signed in, so nothing was done. Check your choices and decide again."
 
 
@@ -171,24 +170,7 @@ async def _approve(
         },
     )
     log.info("grant created", extra={"grant_id": grant.id, "client_id": request_.client.client_id[:200]})
-    if _replaces_earlier_grants(request_.client):
-        replaced = await gw.store.replace_client_grants(
-            user.id, request_.client.client_id, keep=grant.id, reason=REPLACED
-        )
-        for old in replaced:
-            await _audit(gw, user, "grant.revoke", old.id, {"client": old.name, "kind": old.kind, "reason": REPLACED})
     return RedirectResponse(_redirect(gw, request_.redirect_uri, request_.state, {"code": code}), status_code=status)
-
-
-def _replaces_earlier_grants(client: Client) -> bool:
-    """Whether approving this app again replaces the access the owner gave it before.
-
-    A registered app's client_id is its own (each install registers), so a second approval is the
-    same app asking again (for more scopes, or after losing its tokens) and the owner's latest
-    answer is the one that holds. An app known by its metadata document shares one client_id
-    across every install (the owner's laptop and desktop), so each approval stays a grant of its own.
-    """
-    return client.kind != "metadata_document"
 
 
 async def _audit(gw: Gateway, user: User, action: str, target: str, details: dict[str, str]) -> None:
@@ -213,7 +195,13 @@ async def _auto_approve(gw: Gateway, request_: AuthorizationRequest) -> Response
 
 
 async def _consent_page(
-    gw: Gateway, request_: AuthorizationRequest, user: User, csrf: str, error: str = "", status: int = 200
+    gw: Gateway,
+    request_: AuthorizationRequest,
+    user: User,
+    csrf: str,
+    error: str = "",
+    status: int = 200,
+    chosen: tuple[list[str], list[str]] | None = None,
 ) -> Response:
     vaults = await gw.vault.vaults(user.subject)
     current = [
@@ -238,10 +226,11 @@ async def _consent_page(
         vaults=[pages.VaultChoice(v.name, v.role) for v in vaults],
         requested_scopes=request_.scopes or scopes.DEFAULT_SCOPES,
         current=[pages.CurrentAccess(g.scopes, g.vaults) for g in current],
-        replaces_current=_replaces_earlier_grants(request_.client),
+        replaces_current=replaces_earlier_grants(request_.client),
         params=request_.params,
         csrf=csrf,
         error=error,
+        chosen=chosen,
     )
     response.status_code = status
     return response
@@ -283,7 +272,7 @@ async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
         return RedirectResponse("/login?" + urlencode({"next": "/authorize?" + urlencode(raw)}), status_code=303)
     token_ok = sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or ""))
     if not token_ok and not sessions.same_origin(gw, request):
-        return pages.message("Request refused", "This form was not sent from this site. Start again.", 403)
+        return pages.message("Request refused", sessions.CROSS_SITE, 403)
     try:
         request_ = await parse(gw, raw, peer_of(request))
     except Refusal as refusal:
@@ -291,9 +280,11 @@ async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     except ErrorRedirect as redirect:
         return RedirectResponse(redirect.url, status_code=303)
     user = session.user
+    # Shown again, the page keeps what the owner ticked: a hurried second Approve grants nothing unticked.
+    posted = (_choices(form, "vault"), _choices(form, "scope"))
     if not token_ok:
         # Our own page, opened before the owner last signed in: show it again rather than act on it.
-        return await _consent_page(gw, request_, user, session.csrf_token, STALE_PAGE, status=400)
+        return await _consent_page(gw, request_, user, session.csrf_token, STALE_PAGE, status=400, chosen=posted)
     if form.get("decision") != "approve":
         await _audit(gw, user, "grant.deny", request_.client.client_id[:200], {"client": request_.client.client_name})
         denied = {"error": "access_denied", "error_description": "the owner denied access"}
@@ -303,5 +294,5 @@ async def decide(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     chosen = tuple(s for s in SCOPES if s in set(_choices(form, "scope")))
     if not vaults or not chosen:
         error = "Choose at least one vault and at least one permission, or Deny."
-        return await _consent_page(gw, request_, user, session.csrf_token, error, status=400)
+        return await _consent_page(gw, request_, user, session.csrf_token, error, status=400, chosen=posted)
     return await _approve(gw, request_, user, chosen, vaults)

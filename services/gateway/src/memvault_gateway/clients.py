@@ -51,6 +51,19 @@ class ClientAuthError(Exception):
         return oauth_error("invalid_client", self.description, status=401, headers=headers)
 
 
+def replaces_earlier_grants(client: Client) -> bool:
+    """Whether a new connection of this app replaces the access the owner gave it before.
+
+    A registered app's client_id is its own (each install registers), so a second approval is the
+    same app asking again (for more scopes, or after losing its tokens) and the owner's latest
+    answer is the one that holds. An app known by its metadata document shares one client_id
+    across every install (the owner's laptop and desktop), so each approval stays a grant of its own.
+    The old grant ends only when the new approval's code is exchanged at /token: an approval whose
+    code never arrives (abandoned, or sent to an address nobody listens on) leaves the app connected.
+    """
+    return client.kind != "metadata_document"
+
+
 def grant_types_of(client: Client) -> list[str]:
     """The grant types a client registered, or its metadata document lists."""
     listed = client.metadata.get("grant_types")

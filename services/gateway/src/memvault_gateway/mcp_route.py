@@ -13,7 +13,7 @@ import httpx
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from memvault_core.identity import SCOPES
+from memvault_core.identity import SCOPES, missing_scope_message
 from memvault_gateway import bearer, proxy, scopes, signposts
 from memvault_gateway.bearer import BearerError, Principal
 from memvault_gateway.context import Gateway, gateway
@@ -68,11 +68,7 @@ def _scope_refusal(gw: Gateway, principal: Principal, tool: str, request_id: obj
     """403 insufficient_scope (clients that step up ask the owner for more) with a JSON-RPC error body,
     which the MCP SDKs pass on to the agent, saying what is missing and who can grant it."""
     held = " ".join(principal.scopes) or "none"
-    message = (
-        f"{tool} needs the '{needed}' scope, which this connection was not granted (it has: {held}). "
-        f"Only the vault owner can grant it: they revoke this app at {gw.issuer}/account, then connect "
-        f"it again and approve '{needed}'."
-    )
+    message = missing_scope_message(tool, needed, principal.scopes)
     challenge = BearerError(
         403,
         "insufficient_scope",

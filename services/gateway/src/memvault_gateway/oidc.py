@@ -152,6 +152,8 @@ async def start(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     if not gw.settings.oidc.enabled:
         return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
     form = await request.form()
+    if not sessions.same_origin(gw, request):
+        return pages.message("Request refused", sessions.CROSS_SITE, 403, link=_back())
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
         return pages.message("Request refused", "The sign-in form expired; try again.", 403, link=_back())
     try:

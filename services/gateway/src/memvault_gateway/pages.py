@@ -203,12 +203,22 @@ def consent(
     current: Sequence[CurrentAccess] = (),
     replaces_current: bool = False,
     error: str = "",
+    chosen: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> HTMLResponse:
-    """The consent form; `current` lists the app's live grants, newest first (its vaults come pre-ticked)."""
+    """The consent form; `current` lists the app's live grants, newest first (its vaults come pre-ticked).
+
+    `chosen` is the (vaults, scopes) the owner ticked when the page is shown again after a refused
+    answer: exactly those stay ticked (of the valid choices), so deciding again grants nothing unticked.
+    """
     held = {v.name for v in vaults}
-    ticked = set(current[0].vaults) & held if current and replaces_current else set()
-    if not ticked:
-        ticked = {vaults[0].name} if len(vaults) == 1 else {"default"}
+    if chosen is not None:
+        ticked = set(chosen[0]) & held
+        ticked_scopes = set(chosen[1]) & set(SCOPES)
+    else:
+        ticked = set(current[0].vaults) & held if current and replaces_current else set()
+        if not ticked:
+            ticked = {vaults[0].name} if len(vaults) == 1 else {"default"}
+        ticked_scopes = set(requested_scopes)
     vault_boxes = "".join(
         f"<label><input type=checkbox name=vault value='{escape(v.name)}'"
         f"{' checked' if v.name in ticked else ''}> {escape(v.name)}"
@@ -216,7 +226,7 @@ def consent(
         for v in vaults
     )
     scope_boxes = "".join(
-        f"<label><input type=checkbox name=scope value='{s}'{' checked' if s in requested_scopes else ''}>"
+        f"<label><input type=checkbox name=scope value='{s}'{' checked' if s in ticked_scopes else ''}>"
         f" <strong>{s}</strong>: {escape(SCOPE_TEXT[s])}</label>"
         for s in SCOPES
     )

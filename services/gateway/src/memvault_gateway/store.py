@@ -31,20 +31,27 @@ class NewerDatabaseError(Exception):
         )
 
 
-def apply_migrations(dsn: str) -> list[str]:
-    """Apply the gateway's pending migrations; return the ids applied.
-
-    yoyo's own bookkeeping tables live in schema `gateway` too, apart from the vault's. Raises
-    NewerDatabaseError, applying nothing, when the schema has migrations this code does not know.
-    """
+def migration_backend(dsn: str) -> Any:
+    """yoyo's backend for the gateway's schema, created if missing: yoyo's own bookkeeping tables
+    live in schema `gateway` too, apart from the vault's."""
     import psycopg
-    from yoyo import get_backend, read_migrations
+    from yoyo import get_backend
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     url = dsn.replace("postgresql://", "postgresql+psycopg://", 1).replace("postgres://", "postgresql+psycopg://", 1)
     url += ("&" if "?" in url else "?") + f"schema={SCHEMA}"
-    backend = get_backend(url)
+    return get_backend(url)
+
+
+def apply_migrations(dsn: str) -> list[str]:
+    """Apply the gateway's pending migrations; return the ids applied.
+
+    Raises NewerDatabaseError, applying nothing, when the schema has migrations this code does not know.
+    """
+    from yoyo import read_migrations
+
+    backend = migration_backend(dsn)
     migrations = read_migrations(str(MIGRATIONS))
     with backend.lock():
         pending = backend.to_apply(migrations)
@@ -54,6 +61,36 @@ def apply_migrations(dsn: str) -> list[str]:
             raise NewerDatabaseError(unknown)
         backend.apply_migrations(pending)
     return [migration.id for migration in pending]
+
+
+class UnknownMigrationError(Exception):
+    """A gateway migration id this code does not have."""
+
+    def __init__(self, migration_id: str, known: Sequence[str]) -> None:
+        super().__init__(f"no gateway migration {migration_id!r} in this memvault; its migrations: {', '.join(known)}")
+
+
+def rollback_migrations(dsn: str, to: str) -> list[str]:
+    """Roll back, newest first and under the migration lock, every applied gateway migration after `to`
+    in the order `migrate` applies them; return the ids rolled back (for going back to an older
+    release, which refuses the newer schema: the rollback files are in this code)."""
+    from yoyo import read_migrations
+    from yoyo.migrations import MigrationList, topological_sort
+
+    backend = migration_backend(dsn)
+    migrations = read_migrations(str(MIGRATIONS))
+    order = [migration.id for migration in topological_sort(migrations)]
+    if to not in order:
+        raise UnknownMigrationError(to, order)
+    later = set(order[order.index(to) + 1 :])
+    with backend.lock():
+        applied = backend.execute("SELECT migration_id FROM _yoyo_migration").fetchall()
+        unknown = sorted({row[0] for row in applied} - set(order))
+        if unknown:
+            raise NewerDatabaseError(unknown)
+        chosen = MigrationList([m for m in backend.to_rollback(migrations) if m.id in later])
+        backend.rollback_migrations(chosen)
+    return [migration.id for migration in chosen]
 
 
 class EmailTaken(Exception):
@@ -117,6 +154,15 @@ class AuthorizationCode:
     scopes: tuple[str, ...]
     expired: bool
     used: bool
+
+
+@dataclass(frozen=True)
+class NewToken:
+    token_hash: str
+    kind: str
+    resource: str
+    scopes: tuple[str, ...]
+    valid_for: timedelta | None
 
 
 @dataclass(frozen=True)
@@ -611,28 +657,59 @@ class Store:
             )
             return _grant(row)
 
-    async def replace_client_grants(self, user_id: str, client_id: str, keep: str, reason: str) -> list[Grant]:
-        """Revoke the user's other live grants to this app, and every token under them; the ones revoked."""
+    async def create_tokens(
+        self, grant: Grant, tokens: Sequence[NewToken], *, replace_reason: str | None = None
+    ) -> list[Grant] | None:
+        """Store `tokens` under `grant`; with `replace_reason`, revoke the user's other grants to the same app.
+
+        One transaction, so an app is never left with both its old and new access, or with neither.
+        None (and nothing stored) when `grant` is no longer live; otherwise the grants revoked.
+        """
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                "UPDATE gateway.access_grant SET revoked_at = now(), revoked_reason = $4"
-                " WHERE user_id = $1 AND client_id = $2 AND kind = 'oauth' AND id <> $3 AND revoked_at IS NULL"
-                " RETURNING *",
-                user_id,
-                client_id,
-                keep,
-                reason,
+            live = await conn.fetchval(
+                "SELECT 1 FROM gateway.access_grant WHERE id = $1 AND revoked_at IS NULL FOR UPDATE", grant.id
             )
-            ids = [row["id"] for row in rows]
-            if ids:
+            if live is None:
+                return None
+            for new in tokens:
                 await conn.execute(
-                    "UPDATE gateway.token SET revoked_at = now() WHERE grant_id = ANY($1) AND revoked_at IS NULL", ids
+                    "INSERT INTO gateway.token (token_hash, grant_id, kind, resource, scopes, expires_at)"
+                    " VALUES ($1, $2, $3, $4, $5, now() + $6)",
+                    new.token_hash,
+                    grant.id,
+                    new.kind,
+                    new.resource,
+                    list(new.scopes),
+                    new.valid_for,
                 )
-                await conn.execute(
-                    "UPDATE gateway.authorization_code SET used_at = coalesce(used_at, now()) WHERE grant_id = ANY($1)",
-                    ids,
-                )
-            return [_grant(row) for row in rows]
+            if replace_reason is None or grant.client_id is None:
+                return []
+            return await self._replace_client_grants(conn, grant.user_id, grant.client_id, grant.id, replace_reason)
+
+    @staticmethod
+    async def _replace_client_grants(
+        conn: asyncpg.Connection, user_id: str, client_id: str, keep: str, reason: str
+    ) -> list[Grant]:
+        """Revoke the user's other live grants to this app, and every token under them; the ones revoked."""
+        rows = await conn.fetch(
+            "UPDATE gateway.access_grant SET revoked_at = now(), revoked_reason = $4"
+            " WHERE user_id = $1 AND client_id = $2 AND kind = 'oauth' AND id <> $3 AND revoked_at IS NULL"
+            " RETURNING *",
+            user_id,
+            client_id,
+            keep,
+            reason,
+        )
+        ids = [row["id"] for row in rows]
+        if ids:
+            await conn.execute(
+                "UPDATE gateway.token SET revoked_at = now() WHERE grant_id = ANY($1) AND revoked_at IS NULL", ids
+            )
+            await conn.execute(
+                "UPDATE gateway.authorization_code SET used_at = coalesce(used_at, now()) WHERE grant_id = ANY($1)",
+                ids,
+            )
+        return [_grant(row) for row in rows]
 
     async def touch_grant(self, grant_id: str) -> None:
         """Record use, at most once a minute, so every /mcp call is neither a write nor a round trip."""

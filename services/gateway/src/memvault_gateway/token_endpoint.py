@@ -11,15 +11,23 @@ from fastapi.responses import JSONResponse, Response
 
 from memvault_core.errors import MemvaultError
 from memvault_gateway import credentials, scopes
-from memvault_gateway.clients import GRANT_TYPES, ClientAuthError, authenticate_client, grant_types_of
+from memvault_gateway.clients import (
+    GRANT_TYPES,
+    ClientAuthError,
+    authenticate_client,
+    grant_types_of,
+    replaces_earlier_grants,
+)
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.store import Grant
+from memvault_gateway.store import Grant, NewToken
 from memvault_gateway.throttle import limited
 from memvault_gateway.web import NO_STORE, oauth_error
 
 log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
+
+REPLACED = "replaced by a new approval"
 
 
 def canonical_resource(gw: Gateway, resource: str | None) -> str | None:
@@ -31,19 +39,21 @@ def canonical_resource(gw: Gateway, resource: str | None) -> str | None:
 
 
 async def issue_tokens(
-    gw: Gateway, grant: Grant, resource: str, granted: tuple[str, ...], *, refresh_token: bool
+    gw: Gateway,
+    grant: Grant,
+    resource: str,
+    granted: tuple[str, ...],
+    *,
+    refresh_token: bool,
+    replaces_earlier: bool = False,
 ) -> JSONResponse:
-    """A fresh access token under `grant`, and a refresh token if the client registered that grant."""
+    """A fresh access token under `grant`, and a refresh token if the client registered that grant.
+
+    With `replaces_earlier`, the owner's other grants to this app end in the same transaction.
+    """
     access = credentials.new_token(credentials.ACCESS_TOKEN)
     lifetime = gw.settings.oauth.access_token_seconds
-    await gw.store.create_token(
-        credentials.token_hash(access),
-        grant.id,
-        kind="access",
-        resource=resource,
-        scopes=granted,
-        valid_for=timedelta(seconds=lifetime),
-    )
+    tokens = [NewToken(credentials.token_hash(access), "access", resource, granted, timedelta(seconds=lifetime))]
     body: dict[str, Any] = {
         "access_token": access,
         "token_type": "Bearer",
@@ -52,15 +62,16 @@ async def issue_tokens(
     }
     if refresh_token:
         refresh = credentials.new_token(credentials.REFRESH_TOKEN)
-        await gw.store.create_token(
-            credentials.token_hash(refresh),
-            grant.id,
-            kind="refresh",
-            resource=resource,
-            scopes=granted,
-            valid_for=timedelta(days=gw.settings.oauth.refresh_token_days),
-        )
+        days = timedelta(days=gw.settings.oauth.refresh_token_days)
+        tokens.append(NewToken(credentials.token_hash(refresh), "refresh", resource, granted, days))
         body["refresh_token"] = refresh
+    replaced = await gw.store.create_tokens(grant, tokens, replace_reason=REPLACED if replaces_earlier else None)
+    if replaced is None:
+        return oauth_error("invalid_grant", "the grant was revoked")
+    if replaced:
+        subject = await _subject_of(gw, grant)
+        for old in replaced:
+            await _audit(gw, subject, "grant.revoke", old, {"kind": old.kind, "reason": REPLACED})
     return JSONResponse(body, headers=NO_STORE)
 
 
@@ -113,7 +124,12 @@ async def token(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
         if found.grant.revoked_at is not None:
             return oauth_error("invalid_grant", "the grant was revoked")
         return await issue_tokens(
-            gw, found.grant, found.resource, found.scopes, refresh_token="refresh_token" in registered
+            gw,
+            found.grant,
+            found.resource,
+            found.scopes,
+            refresh_token="refresh_token" in registered,
+            replaces_earlier=replaces_earlier_grants(client),
         )
 
     if grant_type == "refresh_token":

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memvault_core.errors import MemvaultError, PermissionDenied
-from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner
+from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner, missing_scope_message
 from memvault_core.validation import describe
 
 
@@ -81,11 +81,7 @@ class ScopeMiddleware(ServerMiddleware[Any]):
             name = (ctx.params or {}).get("name")
             needed = self._needs.get(name) if isinstance(name, str) else None
             if needed is not None and not _holds(identity, needed):
-                held = ", ".join(sorted(identity.scopes)) or "none"
-                return _refused(
-                    f"{name} needs the '{needed}' scope, which this connection was not granted (it has: {held}); "
-                    f"only the vault owner can grant it, by connecting this app again and approving '{needed}'"
-                )
+                return _refused(missing_scope_message(str(name), needed, identity.scopes))
             return await call_next(ctx)
         result = await call_next(ctx)
         if isinstance(result, dict) and isinstance(result.get("tools"), list):

@@ -23,7 +23,14 @@ from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.settings import MigrateSettings, Settings
-from memvault_vault.store import NewerDatabaseError, Store, apply_migrations
+from memvault_vault.store import (
+    NewerDatabaseError,
+    OlderDatabaseError,
+    Store,
+    UnknownMigrationError,
+    apply_migrations,
+    rollback_migrations,
+)
 
 log = logging.getLogger("memvault_vault")
 
@@ -48,6 +55,10 @@ async def serve(settings: Settings) -> None:
     try:
         if unknown := await store.unknown_migrations():
             raise StartupError(str(NewerDatabaseError(unknown)))
+        # Every query is written for the newest schema: on an older one requests would fail one by one
+        # with database errors far from the cause, so refuse at start (docs/operations.md, Upgrade).
+        if missing := await store.missing_migrations():
+            raise StartupError(str(OlderDatabaseError(missing)))
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         index = (
             IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)
@@ -123,6 +134,14 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command")
     commands.add_parser("serve", help="serve VaultService over gRPC (the default)")
     commands.add_parser("migrate", help="apply pending database migrations, then exit")
+    rollback = commands.add_parser(
+        "rollback",
+        help="undo the migrations applied after one, newest first, so an older memvault can run again "
+        "(drops what they added; back up first); then exit",
+    )
+    rollback.add_argument(
+        "--to", required=True, metavar="MIGRATION", help="the older release's newest migration, e.g. 0011_index_pending"
+    )
     owner = commands.add_parser("create-owner", help="create an account and a vault it owns (idempotent)")
     owner.add_argument("--subject", required=True, help="the account's subject, as the gateway names it")
     owner.add_argument("--vault", required=True, help="vault name: lower-case letters, digits and dashes")
@@ -134,15 +153,20 @@ def main(argv: list[str] | None = None) -> None:
     purge_parser.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     args = parser.parse_args(argv)
 
-    if args.command in ("migrate", "create-owner", "retention"):
+    if args.command in ("migrate", "rollback", "create-owner", "retention"):
         migrate_settings = load_settings(MigrateSettings)
         setup_logging("vault", migrate_settings.log.level)
-        if args.command == "migrate":
+        if args.command in ("migrate", "rollback"):
             import psycopg
 
             try:
+                if args.command == "rollback":
+                    undone = rollback_migrations(migrate_settings.postgres.dsn, args.to)
+                    log.info("migrations rolled back", extra={"rolled_back": undone})
+                    print(f"rolled back: {', '.join(undone) or 'nothing (none applied after ' + args.to + ')'}")
+                    return
                 applied = apply_migrations(migrate_settings.postgres.dsn)
-            except NewerDatabaseError as error:
+            except (NewerDatabaseError, UnknownMigrationError) as error:
                 print(f"memvault-vault: {error}", file=sys.stderr)
                 raise SystemExit(1) from None
             except psycopg.OperationalError as error:

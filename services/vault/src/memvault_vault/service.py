@@ -332,8 +332,8 @@ class MemoryService:
             message = (
                 "the same text (ignoring case and whitespace) appears earlier in this import"
                 if exact
-                else f"a near-duplicate of memory {target} (cosine {decision.cosine:.2f}, same numbers, dates and "
-                "negations) is already stored; not stored again"
+                else f"a near-duplicate of memory {target} (cosine {decision.cosine:.2f}, same numbers, dates, "
+                "names and negations) is already stored; not stored again"
             )
             return WriteResult(
                 Outcome.DUPLICATE,
@@ -793,14 +793,14 @@ class MemoryService:
         if decision.kind == "duplicate" and decision.duplicate_of == memory_id:
             raise Conflict(
                 f"the replacement says the same as memory {memory_id} (cosine {decision.cosine:.2f}, same numbers, "
-                "dates and negations): nothing would change. Supersede only when a fact changed, and say what "
+                "dates, names and negations): nothing would change. Supersede only when a fact changed, and say what "
                 "it is now",
                 field="content",
             )
         if decision.kind == "duplicate":
             raise Conflict(
                 f"memory {decision.duplicate_of} already says this (cosine {decision.cosine:.2f}, same numbers, "
-                f"dates and negations); if {memory_id} is simply no longer true, invalidate it",
+                f"dates, names and negations); if {memory_id} is simply no longer true, invalidate it",
                 field="content",
             )
         return tuple(m for m in decision.similar_to if m != memory_id), plan

@@ -5,13 +5,17 @@ earlier items of the same import, by the cosine similarity of their embeddings (
 Similar call):
 
 - near-duplicate: cosine >= NEAR_DUPLICATE_COSINE *and* the same facts (numbers, versions, IP
-  addresses, dates, month and day names, negations): skipped, naming the memory it repeats;
+  addresses, dates, month and day names, negations, and names and other identifiers: people,
+  places, products, emails, URLs, hostnames, paths): skipped, naming the memory it repeats;
 - similar: cosine >= SIMILAR_COSINE: stored and linked (`similar_to`), because it may be an
-  update or a contradiction ("1 Gbps" vs "2 Gbps" scores like a rewording; only the facts differ).
+  update or a contradiction ("1 Gbps" vs "2 Gbps" scores like a rewording; only the facts differ),
+  or a fact about someone or something else ("Xavier Eriksen orders oat flat white" vs "Marco
+  Eriksen orders oat flat white": 0.92 and more, only the name differs).
 
 The numbers were calibrated on the bundled all-MiniLM-L6-v2 embedder with the pairs in
 `tests/bench/similarity_pairs.py` (`python -m tests.bench.lifecycle similarity`, table in
-docs/benchmarks.md). Another embedding model needs its own calibration.
+docs/benchmarks.md); `python -m tests.bench.lifecycle duplicates` counts the distinct facts the rule
+skips in 50,600 generated ones. Another embedding model needs its own calibration.
 """
 
 from __future__ import annotations
@@ -89,9 +93,114 @@ def _number(text: str) -> str:
     return (whole.lstrip("0") or "0") + dot + fraction
 
 
+# Names and other identifiers: which person, place, product, address or file a text is about.
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>\"'`]+", re.I)
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_HOST = re.compile(r"(?:[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?\.)+[a-z][a-z0-9-]*[a-z0-9]", re.I)
+_UNIT = re.compile(r"\d+(?:[.,:]\d+)*[a-z]*", re.I)
+"""'8TB', '2nd', '10am': a number with its unit, which the values already compare."""
+_TRAILING = ".,;:!?)]}>'\"”’"
+_STRIP = "\"'`“”‘’()[]{}<>,.;:!?*•"
+_POSSESSIVE = re.compile(r"['’]s$", re.I)
+_PARTS = re.compile(r"[^\w]+")
+_ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "prof", "st", "mt", "sr", "jr", "e.g", "i.e", "vs", "approx", "ca", "cf"}
+"""Their full stop does not end the sentence: the name after "Dr." is not a sentence start (nor an initial's)."""
+_FIRST_PERSON = {"i", "i'm", "i've", "i'd", "i'll", "i’m", "i’ve", "i’d", "i’ll"}
+# Words a sentence often starts with: capitalised there, never a name.
+_NOT_NAMES = {
+    "a", "an", "the", "this", "that", "these", "those", "my", "our", "your", "his", "her", "its", "their",
+    "every", "each", "all", "some", "any", "no", "both", "either", "neither", "another", "other", "such",
+    "many", "most", "few", "several", "much", "more", "less", "i", "we", "you", "he", "she", "it", "they",
+    "me", "us", "him", "them", "one", "someone", "everyone", "everybody", "nobody", "none", "there", "here",
+    "in", "on", "at", "by", "for", "from", "to", "with", "without", "of", "about", "after", "before",
+    "during", "since", "until", "till", "over", "under", "between", "through", "via", "per", "as", "like",
+    "into", "onto", "within", "across", "around", "behind", "near", "and", "or", "but", "so", "yet", "if",
+    "when", "whenever", "while", "because", "although", "though", "unless", "whether", "once", "then",
+    "also", "only", "just", "always", "never", "usually", "often", "sometimes", "now", "currently", "still",
+    "what", "which", "who", "whom", "whose", "where", "why", "how", "is", "are", "was", "were", "be", "do",
+    "does", "did", "don't", "doesn't", "has", "have", "had", "will", "would", "can", "could", "should",
+    "may", "might", "must", "shall", "not", "please", "note", "yes", "ok", "okay",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Identifiers:
+    """The names in a text, and every word it uses (to see a name the other text writes in lower case)."""
+
+    names: frozenset[str]
+    """Capitalised words not at a sentence start (but not "I"), words with inner capitals or with letters
+    and digits (products: DS920+, OpenWrt), emails, URLs, hostnames, paths; lower case."""
+    initial: frozenset[str]
+    """Capitalised words starting a sentence, other than the usual sentence starters: a name ("Xavier
+    orders ...") or a verb ("Uses Tailscale ...") that cannot be told apart without a dictionary."""
+    words: frozenset[str]
+
+
+def _product(core: str, letters: bool) -> bool:
+    """Letters and digits (DS920+, ci01), or capitals inside the word (OpenWrt, iPhone, NAS)."""
+    return (letters and any(c.isdigit() for c in core)) or (len(core) > 1 and any(c.isupper() for c in core[1:]))
+
+
+def identifiers(text: str) -> Identifiers:
+    names: set[str] = set()
+    initial: set[str] = set()
+    words: set[str] = set()
+
+    def lift(match: re.Match[str]) -> str:
+        found = match.group(0)
+        core = found.rstrip(_TRAILING)
+        names.add(core.lower().rstrip("/"))
+        return " " + found[len(core) :]
+
+    rest = _EMAIL.sub(lift, _URL.sub(lift, text))
+    starts = True
+    for chunk in rest.split():
+        core = _POSSESSIVE.sub("", chunk.strip(_STRIP))
+        ends = chunk.rstrip("\"')]}’”").endswith((".", "!", "?", ":", ";")) and not (
+            chunk.endswith(".") and (core.lower() in _ABBREVIATIONS or (len(core) == 1 and core.isupper()))
+        )
+        possessive = core != chunk.strip(_STRIP)
+        if not core:
+            starts = starts or ends
+            continue
+        lower = core.lower()
+        words.add(lower)
+        words.update(part for part in _PARTS.split(lower) if part)
+        letters = any(c.isalpha() for c in core)
+        if _UNIT.fullmatch(core):
+            words.add(lower.lstrip("0123456789.,:"))  # "8TB" says "8 TB"
+        elif letters and ("/" in core or "\\" in core):
+            names.add(lower.rstrip("/\\"))
+        elif _HOST.fullmatch(core) or _product(core, letters):
+            names.add(lower)
+        elif core[0].isupper():
+            if not starts:
+                if lower not in _FIRST_PERSON:
+                    names.add(lower)
+            elif lower not in _NOT_NAMES:
+                (names if possessive else initial).add(lower)
+        starts = ends
+    words.update(names)
+    return Identifiers(frozenset(names), frozenset(initial), frozenset(words))
+
+
+def same_identifiers(a: str, b: str) -> bool:
+    """Neither text names someone or something the other does not mention.
+
+    A name one text has and the other lacks, in any case, differs. A capitalised word starting a
+    sentence differs only when the other text also starts with one it lacks: a swapped name
+    ("Xavier orders ..." / "Marco orders ..."), not a reworded start ("Uses Tailscale ..." /
+    "Remote access goes through Tailscale").
+    """
+    ia, ib = identifiers(a), identifiers(b)
+    if not ia.names <= ib.words or not ib.names <= ia.words:
+        return False
+    return not (ia.initial - ib.words and ib.initial - ia.words)
+
+
 @dataclass(frozen=True)
 class Facts:
-    """What must match for two texts to say the same thing."""
+    """What must match, besides the names, for two texts to say the same thing."""
 
     values: tuple[str, ...]
     named_dates: tuple[str, ...]
@@ -113,10 +222,15 @@ def facts(text: str) -> Facts:
     return Facts(tuple(sorted(Counter(values).elements())), tuple(dates), negations)
 
 
-def same_facts(a: str, b: str) -> bool:
+def same_values(a: str, b: str) -> bool:
     """Same numbers, versions, addresses and dates, and the same negations (counted as present or not)."""
     fa, fb = facts(a), facts(b)
     return fa.values == fb.values and fa.named_dates == fb.named_dates and (fa.negations > 0) == (fb.negations > 0)
+
+
+def same_facts(a: str, b: str) -> bool:
+    """Same values, dates and negations (`same_values`) and the same names (`same_identifiers`)."""
+    return same_values(a, b) and same_identifiers(a, b)
 
 
 def negated(a: str, b: str) -> bool:

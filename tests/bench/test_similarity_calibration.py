@@ -1,0 +1,41 @@
+"""The duplicate rules on the calibration pairs, embedded with the bundled model (as `lifecycle similarity` does)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memvault_vault.domain import duplicates
+from tests.bench import lifecycle, similarity_pairs
+
+pytestmark = pytest.mark.integration
+
+NAMED = "changed name (person, place, product, email, URL, host, path)"
+
+
+@pytest.fixture(scope="module")
+def scored() -> dict[str, list[tuple[float, str, str, str | None]]]:
+    return lifecycle.calibration()
+
+
+def test_only_rewordings_are_ever_skipped(scored: dict[str, list[tuple[float, str, str, str | None]]]) -> None:
+    for name, pairs in scored.items():
+        if not name.startswith("rewording"):
+            skipped = [(round(c, 3), b) for c, _, b, outcome in pairs if outcome == "near-duplicate"]
+            assert skipped == [], name
+
+
+def test_changed_names_score_like_repeats_and_the_names_rule_stops_them(
+    scored: dict[str, list[tuple[float, str, str, str | None]]],
+) -> None:
+    close = [(c, a, b) for c, a, b, _ in scored[NAMED] if c >= duplicates.NEAR_DUPLICATE_COSINE]
+    assert len(close) >= 3  # cosine alone would skip these
+    for _, a, b in close:
+        assert duplicates.same_values(a, b) and not duplicates.same_identifiers(a, b)
+    assert all(outcome in ("similar", None) for _, _, _, outcome in scored[NAMED])
+
+
+def test_rewordings_are_still_skipped(scored: dict[str, list[tuple[float, str, str, str | None]]]) -> None:
+    named = scored["rewording naming people, places, products, addresses"]
+    assert [b for _, _, b, outcome in named if outcome != "near-duplicate"] == []
+    plain = scored["rewording"]
+    assert sum(outcome == "near-duplicate" for _, _, _, outcome in plain) >= len(similarity_pairs.REWORDINGS) - 3

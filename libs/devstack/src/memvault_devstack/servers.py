@@ -15,6 +15,7 @@ path.
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import secrets
 import shutil
@@ -46,6 +47,8 @@ IMAGES: dict[Server, str] = {
     "nats": "nats:2.11.6-alpine",
     "qdrant": "qdrant/qdrant:v1.15.4",
 }
+log = logging.getLogger(__name__)
+
 # A test database is thrown away afterwards: durability only costs time.
 FAST_POSTGRES_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
@@ -127,7 +130,9 @@ def _listening(host: str, timeout: float) -> bool:
 
 
 def _choose(server: Server) -> Choice:
-    return choose(server, os.environ, docker_engine_answers)
+    choice = choose(server, os.environ, docker_engine_answers)
+    log.info(f"test server {choice.describe()}")
+    return choice
 
 
 @contextmanager

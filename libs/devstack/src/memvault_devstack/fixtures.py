@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 import pytest
 
 from memvault_devstack import servers
+from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import Stack
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.message_factory import GetMessageClass
 
 from memvault.vault.v1 import accounts_pb2 as apb
 from memvault.vault.v1 import accounts_pb2_grpc, vault_pb2_grpc
@@ -34,8 +35,8 @@ class StandIn:
         for method in service.methods:
             methods[method.name] = grpc.unary_unary_rpc_method_handler(
                 self._answer(method),
-                request_deserializer=method.input_type._concrete_class.FromString,
-                response_serializer=method.output_type._concrete_class.SerializeToString,
+                request_deserializer=GetMessageClass(method.input_type).FromString,
+                response_serializer=GetMessageClass(method.output_type).SerializeToString,
             )
         return grpc.method_handlers_generic_handler(service.full_name, methods)
 
@@ -44,7 +45,7 @@ class StandIn:
             self.calls.append((method.name, request, identity_token(context), context.time_remaining()))
             if getattr(request, "memory_id", "") == "missing":
                 raise NotFound("no memory missing in this vault", field="memory_id")
-            return method.output_type._concrete_class()
+            return GetMessageClass(method.output_type)()
 
         return answer
 
@@ -81,9 +82,9 @@ async def test_each_method_calls_its_rpc_with_the_identity_and_a_deadline(
     for module in (vpb, apb):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
-                request = method.input_type._concrete_class()
+                request = GetMessageClass(method.input_type)()
                 response = await getattr(client, _snake(method.name))("signed-token", request)
-                assert type(response) is method.output_type._concrete_class
+                assert type(response) is GetMessageClass(method.output_type)
                 name, received, identity, remaining = vault.calls[-1]
                 assert (name, received, identity) == (method.name, request, "signed-token")
                 slow = method.name in ("BulkRemember", "UndoImportBatch")

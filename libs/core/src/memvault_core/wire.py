@@ -109,8 +109,8 @@ def parse_iso(text: str) -> datetime | None:
     text = text.strip()
     if not text:
         return None
-    parsed = datetime.fromisoformat(text)
     try:
+        parsed = datetime.fromisoformat(text)
         return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:
         raise ValueError(f"{text[:40]!r} cannot be moved to UTC") from None

@@ -42,10 +42,11 @@ test-extras: $(STAMP)  ## the optional sentence-transformers embedder, with CPU 
 test-unit: $(STAMP)  ## only tests that need no services
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff and mypy --strict
+lint: $(STAMP)  ## ruff, mypy --strict, buf lint and buf breaking (buf from npm into .tools/buf)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy libs/core/src libs/devstack/src services/*/src
+	scripts/buf-check.sh
 
 fmt: $(STAMP)  ## format the code
 	$(BIN)/ruff format .

@@ -1,13 +1,14 @@
 """The vector store contract, run against every real backend (never a mock).
 
-Backends: Qdrant Edge in a temporary directory, qdrant-client's local mode in memory and on
-disk, and a real Qdrant server when `MEMVAULT_TEST_QDRANT_URL` names one.
+Backends: Qdrant Edge in a temporary directory, qdrant-client's local mode on disk, and
+`qdrant-client`: the server path (`QdrantServerStore.connect`) on the session's Qdrant server
+(`MEMVAULT_TEST_QDRANT_URL`, else a container where a Docker engine answers; see the `qdrant_url`
+fixture), or where there is none the same store class in qdrant-client's local mode, in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -32,22 +33,26 @@ from memvault_indexer.store import (
 DIM = 8
 MODEL = "test-model"
 
-StoreFactory = Callable[[Path], VectorStore]
+StoreFactory = Callable[[Path, str | None], VectorStore]
+
+
+def qdrant_client_store(tmp: Path, qdrant_url: str | None) -> VectorStore:
+    if qdrant_url is None:
+        return QdrantServerStore.local(":memory:", model=MODEL, dimension=DIM)
+    # A collection of its own on a server other test runs may share.
+    return QdrantServerStore.connect(qdrant_url, model=f"{MODEL}-{uuid.uuid4().hex[:8]}", dimension=DIM)
+
 
 BACKENDS: dict[str, StoreFactory] = {
-    "edge": lambda tmp: EdgeVectorStore(tmp / "edge", model=MODEL, dimension=DIM),
-    "qdrant-local-memory": lambda tmp: QdrantServerStore.local(":memory:", model=MODEL, dimension=DIM),
-    "qdrant-local-path": lambda tmp: QdrantServerStore.local(tmp / "qdrant", model=MODEL, dimension=DIM),
+    "edge": lambda tmp, _: EdgeVectorStore(tmp / "edge", model=MODEL, dimension=DIM),
+    "qdrant-client": qdrant_client_store,
+    "qdrant-local-path": lambda tmp, _: QdrantServerStore.local(tmp / "qdrant", model=MODEL, dimension=DIM),
 }
-if os.environ.get("MEMVAULT_TEST_QDRANT_URL"):
-    BACKENDS["qdrant-server"] = lambda tmp: QdrantServerStore.connect(
-        os.environ["MEMVAULT_TEST_QDRANT_URL"], model=f"{MODEL}-{uuid.uuid4().hex[:8]}", dimension=DIM
-    )
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    backend = BACKENDS[request.param](tmp_path)
+async def store(request: pytest.FixtureRequest, tmp_path: Path, qdrant_url: str | None) -> AsyncIterator[VectorStore]:
+    backend = BACKENDS[request.param](tmp_path, qdrant_url)
     await backend.ensure_collection()
     yield backend
     await backend.drop_collection()

@@ -31,6 +31,7 @@ from memvault_gateway import (
     authorize,
     body_limit,
     clients,
+    dashboard,
     discovery,
     email_login,
     login,
@@ -233,6 +234,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         mcp_route.router,
     ):
         app.include_router(router)
+    dashboard.install(app)
 
     FastAPIInstrumentor.instrument_app(
         app,

@@ -38,27 +38,33 @@ SCOPE_TEXT = {
 }
 
 
-def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = ()) -> HTMLResponse:
+def security_headers(*, style_src: str = "'unsafe-inline'", script_src: str = "", form_action: Iterable[str] = ()) -> dict[str, str]:
+    """The headers every gateway page carries: a strict CSP (no framing, no inline script), no caching.
+
+    `script_src`: where scripts may come from ('self' for the dashboard's own files); none by default."""
     sources = " ".join(["'self'", *form_action])
+    scripts = f" script-src {script_src};" if script_src else ""
+    images = " img-src 'self';" if script_src else ""
     csp = (
-        f"default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'; form-action {sources}"
+        f"default-src 'none'; style-src {style_src};{scripts}{images} base-uri 'none'; frame-ancestors 'none';"
+        f" form-action {sources}"
     )
+    return {
+        "Content-Security-Policy": csp,
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+    }
+
+
+def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = ()) -> HTMLResponse:
     html = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
         f"content='width=device-width,initial-scale=1'><title>{escape(title)} · memvault</title>"
         f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>"
     )
-    return HTMLResponse(
-        html,
-        status_code=status,
-        headers={
-            "Content-Security-Policy": csp,
-            "X-Frame-Options": "DENY",
-            "Referrer-Policy": "same-origin",
-            "Cache-Control": "no-store",
-            "X-Content-Type-Options": "nosniff",
-        },
-    )
+    return HTMLResponse(html, status_code=status, headers=security_headers(form_action=form_action))
 
 
 def message(title: str, text: str, status: int = 200, *, link: tuple[str, str] | None = None) -> HTMLResponse:

@@ -1,0 +1,132 @@
+"""Memories: hybrid search (as agents recall) or a filtered list, a page per memory, invalidate and forget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, Response
+
+from memvault_core import limits
+from memvault_gateway import api_memories
+from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
+from memvault_gateway.dashboard.i18n import N_
+
+router = APIRouter(route_class=DashboardRoute)
+
+PAGE_SIZE = 25
+STATUSES = list(api_memories.StatusName.__args__)  # type: ignore[attr-defined]
+TYPES = list(api_memories.MemoryType.__args__)  # type: ignore[attr-defined]
+DONE = {"invalidated": N_("The memory is invalidated."), "reviewed": N_("Marked as reviewed.")}
+FORGOTTEN = N_("The memory is forgotten; its text will be refused from now on.")
+
+
+@router.get(PREFIX + "/{vault}/memories")
+async def memories(
+    vault: str,
+    request: Request,
+    gw: GatewayDep,
+    q: Annotated[str, Query(max_length=limits.MAX_QUERY_CHARS)] = "",
+    status: Annotated[list[api_memories.StatusName], Query()] = [],  # noqa: B006 (FastAPI reads it, never mutates it)
+    type: Annotated[list[api_memories.MemoryType], Query()] = [],  # noqa: B006
+    tag: Annotated[str, Query(max_length=limits.MAX_TAG_CHARS)] = "",
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+    forgotten: bool = False,
+) -> HTMLResponse:
+    """With words to look for: the same hybrid recall agents use (mode shown); without: newest first."""
+    person = await owner(request, gw, vault)
+    tags = [tag.strip()] if tag.strip() else []
+    mode, warnings, scores = "", [], True
+    if q.strip():
+        found = await api_memories.recall(
+            vault,
+            person.caller,
+            gw,
+            q=q.strip(),
+            limit=limits.MAX_RECALL_RESULTS,
+            cursor=cursor,
+            status=status,
+            type=type,
+            tag=tags,
+            as_of=None,
+            include_expired=True,
+        )
+        rows: list[dict[str, Any]] = found["results"]
+        mode, warnings, next_cursor = found["mode"], found["warnings"], found["next_cursor"]
+    else:
+        listed = await api_memories.list_memories(
+            vault, person.caller, gw, status=status, type=type, tag=tags, limit=PAGE_SIZE, cursor=cursor
+        )
+        rows, next_cursor, scores = listed["memories"], listed["next_cursor"], False
+    return person.render(
+        "memories.html",
+        "memories",
+        rows=rows,
+        q=q,
+        mode=mode,
+        warnings=warnings,
+        scores=scores,
+        chosen_status=status,
+        chosen_type=type,
+        tag=tag,
+        statuses=STATUSES,
+        types=TYPES,
+        next_cursor=next_cursor,
+        notice=person.gettext(FORGOTTEN) if forgotten else "",
+    )
+
+
+@router.get(PREFIX + "/{vault}/memories/{memory_id}")
+async def memory(
+    vault: str,
+    memory_id: str,
+    request: Request,
+    gw: GatewayDep,
+    done: str = "",
+) -> HTMLResponse:
+    person = await owner(request, gw, vault)
+    explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    return person.render(
+        "memory.html",
+        "memories",
+        m=explained["memory"],
+        state=explained["state"],
+        history=explained["history"],
+        related=explained["related"],
+        missing=explained["missing"],
+        notice=person.gettext(DONE[done]) if done in DONE else "",
+    )
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/invalidate")
+async def invalidate(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    body = api_memories.ReasonIn(reason=str(form.get("reason") or ""), expected_version=form_number(form, "version"))
+    await api_memories.invalidate(vault, memory_id[:100], body, person.caller, gw)
+    return redirect(f"{person.url('memories')}/{memory_id}?done=invalidated")
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/reviewed")
+async def reviewed(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    body = api_memories.VersionIn(expected_version=form_number(form, "version"))
+    await api_memories.mark_reviewed(vault, memory_id[:100], body, person.caller, gw)
+    return redirect(f"{person.url('memories')}/{memory_id}?done=reviewed")
+
+
+@router.get(PREFIX + "/{vault}/memories/{memory_id}/forget")
+async def confirm_forget(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> HTMLResponse:
+    """Forgetting cannot be undone: say what it does and ask once more."""
+    person = await owner(request, gw, vault)
+    explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    return person.render("forget.html", "memories", m=explained["memory"])
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/forget")
+async def forget(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    person = await owner(request, gw, vault)
+    await person.form()
+    await api_memories.forget(vault, memory_id[:100], person.caller, gw)
+    return redirect(f"{person.url('memories')}?forgotten=true")

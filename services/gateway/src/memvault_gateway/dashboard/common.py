@@ -138,6 +138,7 @@ class Owner:
                 if self.vault is not None
                 else [],
                 "here": self.request.url.path,
+                "notice": "",
                 **context,
             },
             status,

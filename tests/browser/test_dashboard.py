@@ -98,7 +98,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await choose_password(page, await asyncio.to_thread(setup_link, stack))
     memories = f"{base}/api/v1/vaults/default/memories"
     old = await api(page, "POST", memories, {"content": "Deploys go to Heroku.", "key": "deploy.target"})
-    assert old["status"] == "active"
+    await api(page, "POST", f"{memories}/{old['id']}/approve", {})
 
     agent = await connect_agent(stack, page, loopback())
     async with agent.connected() as client:
@@ -144,7 +144,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         await page.get_by_role("button", name="Save as a new version").click()
         await expect(page.locator(".notice")).to_contain_text("Saved as version")
         await expect(page.get_by_label("Guide text (markdown)")).to_have_value(
-            "# House rules\n\nAlways store the deploy target."
+            re.compile(r"^# House rules\n\nAlways store the deploy target\.\n?$")
         )
         await accessible(page)
         guide = await connect.structured(client, "get_operating_guide")
@@ -158,14 +158,15 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await page.get_by_role("button", name="Import", exact=True).click()
     outcomes = page.locator("tr.outcome-row")
     await expect(outcomes).to_have_count(3)
-    await expect(outcomes.nth(0)).to_contain_text("stored")
-    await expect(outcomes.nth(1)).to_contain_text("stored")
-    await expect(outcomes.nth(2)).not_to_contain_text("stored")
+    await expect(outcomes.locator(".badge")).to_have_text(["stored", "stored", "duplicate"])
+    await expect(outcomes.nth(2)).to_contain_text(f"same as {old['id'][:8]}")
     await accessible(page)
     await browser_pages.shot(page, "import-outcomes")
     await page.get_by_role("button", name=re.compile("^Undo")).first.click()
     await expect(page.locator(".notice")).to_contain_text("Import undone: 2 removed")
-    await page.goto(f"{base}/dashboard/default/memories?q=office+in+Bandung")
+    await page.get_by_role("link", name="Memories", exact=True).click()
+    await page.get_by_label("Search (the same recall agents use)").fill("office in Bandung")
+    await page.get_by_role("button", name="Search", exact=True).click()
     await expect(page.locator(".mode")).to_contain_text("Search mode:")
     await expect(page.locator("main")).not_to_contain_text("The office is in Bandung.")
 
@@ -177,8 +178,8 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await expect(page.get_by_text(IMAGE, exact=True)).to_be_visible()
     assert await page.locator("main img").count() == 0
     await accessible(page)
-    await page.goto(f"{base}/dashboard/default/memories?q=alert")
-    await expect(page.get_by_text(SCRIPT, exact=True)).to_be_visible()
+    await page.goto(f"{base}/dashboard/default/memories?q=onerror")
+    await expect(page.get_by_text(IMAGE, exact=True)).to_be_visible()
     assert alerts == []
 
     # Settings, audit log.
@@ -190,9 +191,10 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await accessible(page)
     await page.goto(f"{base}/dashboard/default/audit")
     await expect(page.locator("table.audit")).to_contain_text("memory.approve")
-    await page.get_by_label("Action (or a prefix ending in '.')").fill("import.")
+    await page.get_by_label("Action (or a prefix ending in '.')").fill("batch.")
     await page.get_by_role("button", name="Filter").click()
-    await expect(page.locator("table.audit")).not_to_contain_text("memory.approve")
+    await expect(page.locator("table.audit tbody tr")).to_have_count(1)
+    await expect(page.locator("table.audit")).to_contain_text("batch.undo")
     await accessible(page)
 
     # Apps: revoke the agent, its token stops working at once.

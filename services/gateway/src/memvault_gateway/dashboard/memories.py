@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from memvault_core import limits
+from memvault_core.errors import InvalidArgument
 from memvault_gateway import api_memories
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
@@ -21,20 +22,31 @@ DONE = {"invalidated": N_("The memory is invalidated."), "reviewed": N_("Marked 
 FORGOTTEN = N_("The memory is forgotten; its text will be refused from now on.")
 
 
+def _chosen(values: list[str], known: list[str], field: str) -> list[Any]:
+    chosen = [v for v in values if v]
+    unknown = [v for v in chosen if v not in known]
+    if unknown:
+        raise InvalidArgument(f"{field} must be one of: {', '.join(known)}", field=field)
+    return chosen
+
+
 @router.get(PREFIX + "/{vault}/memories")
 async def memories(
     vault: str,
     request: Request,
     gw: GatewayDep,
     q: Annotated[str, Query(max_length=limits.MAX_QUERY_CHARS)] = "",
-    status: Annotated[list[api_memories.StatusName], Query()] = [],  # noqa: B006 (FastAPI reads it, never mutates it)
-    type: Annotated[list[api_memories.MemoryType], Query()] = [],  # noqa: B006
+    status: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006 (FastAPI reads it, never mutates it)
+    type: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006
     tag: Annotated[str, Query(max_length=limits.MAX_TAG_CHARS)] = "",
     cursor: Annotated[str, Query(max_length=2000)] = "",
     forgotten: bool = False,
 ) -> HTMLResponse:
     """With words to look for: the same hybrid recall agents use (mode shown); without: newest first."""
     person = await owner(request, gw, vault)
+    # The form's "any" sends an empty value; anything else must be a status or type the API knows.
+    statuses = _chosen(status, STATUSES, "status")
+    types = _chosen(type, TYPES, "type")
     tags = [tag.strip()] if tag.strip() else []
     mode, warnings, scores = "", [], True
     if q.strip():
@@ -45,8 +57,8 @@ async def memories(
             q=q.strip(),
             limit=limits.MAX_RECALL_RESULTS,
             cursor=cursor,
-            status=status,
-            type=type,
+            status=statuses,
+            type=types,
             tag=tags,
             as_of=None,
             include_expired=True,
@@ -55,7 +67,7 @@ async def memories(
         mode, warnings, next_cursor = found["mode"], found["warnings"], found["next_cursor"]
     else:
         listed = await api_memories.list_memories(
-            vault, person.caller, gw, status=status, type=type, tag=tags, limit=PAGE_SIZE, cursor=cursor
+            vault, person.caller, gw, status=statuses, type=types, tag=tags, limit=PAGE_SIZE, cursor=cursor
         )
         rows, next_cursor, scores = listed["memories"], listed["next_cursor"], False
     return person.render(
@@ -66,8 +78,8 @@ async def memories(
         mode=mode,
         warnings=warnings,
         scores=scores,
-        chosen_status=status,
-        chosen_type=type,
+        chosen_status=statuses,
+        chosen_type=types,
         tag=tag,
         statuses=STATUSES,
         types=TYPES,

@@ -9,6 +9,7 @@ serious or critical accessibility violations.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +25,8 @@ from memvault_devstack.browser import PageShots
 from memvault_devstack.stack import Stack
 
 AXE = Path(__file__).parent / "node_modules" / "axe-core" / "axe.min.js"
+DOCS_SHOTS = "MEMVAULT_DASHBOARD_SCREENSHOTS"
+"""Set to a folder (docs/dashboard) to save the pages docs/dashboard.md shows."""
 SCRIPT = "<script>alert(1)</script>"
 IMAGE = "<img src=x onerror=alert(1)>"
 
@@ -62,6 +65,13 @@ async def api(page: Page, method: str, url: str, body: dict[str, Any] | None = N
     assert answer.ok, await answer.text()
     result: dict[str, Any] = await answer.json()
     return result
+
+
+async def document(page: Page, name: str) -> None:
+    """Save the page for docs/dashboard.md when MEMVAULT_DASHBOARD_SCREENSHOTS names a folder."""
+    folder = os.environ.get(DOCS_SHOTS)
+    if folder:
+        await page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
 def no_dialogs(page: Page) -> list[str]:
@@ -115,6 +125,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         waiting = page.locator(".card", has=page.get_by_role("heading", name="Waiting for review"))
         await expect(waiting.locator(".big")).to_have_text("1")
         await accessible(page)
+        await document(page, "overview")
         await page.get_by_role("link", name="Open the review queue").click()
 
         # The proposal beside the memory it would replace; Approve & replace supersedes the old one.
@@ -124,6 +135,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         await expect(proposal.locator(".related")).to_contain_text("Existing: same_key")
         await accessible(page)
         await browser_pages.shot(page, "review-queue")
+        await document(page, "review")
         await proposal.get_by_role("button", name="Approve & replace").click()
         await expect(page.locator(".notice")).to_have_text("Approved, replacing what they are similar to: 1.")
         await expect(page.locator("main")).to_contain_text("Nothing is waiting for review.")
@@ -137,12 +149,14 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         await expect(page.locator("main")).to_contain_text("Deploys go to Heroku.")
         await expect(page.get_by_role("table")).to_contain_text("approve")
         await accessible(page)
+        await document(page, "memory")
 
         # The guide: a new version, which the agent reads next.
         await page.goto(f"{base}/dashboard/default/guide")
         await page.get_by_label("Guide text (markdown)").fill("# House rules\n\nAlways store the deploy target.")
         await page.get_by_role("button", name="Save as a new version").click()
         await expect(page.locator(".notice")).to_contain_text("Saved as version")
+        await document(page, "guide")
         await expect(page.get_by_label("Guide text (markdown)")).to_have_value(
             re.compile(r"^# House rules\n\nAlways store the deploy target\.\n?$")
         )
@@ -162,6 +176,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await expect(outcomes.nth(2)).to_contain_text(f"same as {old['id'][:8]}")
     await accessible(page)
     await browser_pages.shot(page, "import-outcomes")
+    await document(page, "imports")
     await page.get_by_role("button", name=re.compile("^Undo")).first.click()
     await expect(page.locator(".notice")).to_contain_text("Import undone: 2 removed")
     await page.get_by_role("link", name="Memories", exact=True).click()
@@ -178,6 +193,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await expect(page.get_by_text(IMAGE, exact=True)).to_be_visible()
     assert await page.locator("main img").count() == 0
     await accessible(page)
+    await document(page, "memories")
     await page.goto(f"{base}/dashboard/default/memories?q=onerror")
     await expect(page.get_by_text(IMAGE, exact=True)).to_be_visible()
     assert alerts == []
@@ -189,8 +205,10 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await expect(page.locator(".notice")).to_have_text("Settings saved.")
     await expect(page.get_by_label("Superseded memories")).to_have_value("30")
     await accessible(page)
+    await document(page, "settings")
     await page.goto(f"{base}/dashboard/default/audit")
     await expect(page.locator("table.audit")).to_contain_text("memory.approve")
+    await document(page, "audit")
     await page.get_by_label("Action (or a prefix ending in '.')").fill("batch.")
     await page.get_by_role("button", name="Filter").click()
     await expect(page.locator("table.audit tbody tr")).to_have_count(1)
@@ -202,6 +220,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     row = page.get_by_role("row", name=re.compile("Deploy agent"))
     await expect(row).to_contain_text("default")
     await accessible(page)
+    await document(page, "apps")
     await row.get_by_role("button", name=re.compile("^Revoke")).click()
     await expect(page.locator(".notice")).to_contain_text("Deploy agent can no longer use your vaults")
     assert (await connect.raw_post(stack.mcp_url, agent.access_token, INITIALIZE)).status_code == 401
@@ -211,6 +230,7 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await page.get_by_role("link", name="Forget…").click()
     await expect(page.locator("main")).to_contain_text("Its text will be refused from then on")
     await accessible(page)
+    await document(page, "forget")
     await page.get_by_role("button", name="Forget it").click()
     await expect(page.locator(".notice")).to_contain_text("The memory is forgotten")
     refused = await page.context.request.get(f"{memories}/{proposed['id']}")
@@ -230,6 +250,7 @@ async def test_indonesian_by_browser_language_and_by_the_switcher(
     await expect(page.locator("h1")).to_have_text("Ringkasan default")
     await accessible(page)
     await browser_pages.shot(page, "overview-indonesian")
+    await document(page, "overview-indonesian")
 
     # The switcher's choice is remembered over the browser's language.
     await page.get_by_label("Bahasa").select_option("en")
@@ -260,6 +281,7 @@ async def test_a_viewer_cannot_approve_and_the_owner_uses_the_queue_on_a_phone(
     await expect(viewer.locator(".readonly")).to_contain_text("your role: viewer")
     await expect(viewer.get_by_role("button", name="Approve")).to_have_count(0)
     await accessible(viewer)
+    await document(viewer, "review-viewer")
     me = await (await viewer.context.request.get(f"{base}/api/v1/me")).json()
     forged = await viewer.context.request.post(
         f"{base}/dashboard/default/review",
@@ -277,6 +299,7 @@ async def test_a_viewer_cannot_approve_and_the_owner_uses_the_queue_on_a_phone(
     assert await owner.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     await accessible(owner)
     await browser_pages.shot(owner, "review-queue-phone")
+    await document(owner, "review-phone")
     for label in await owner.get_by_role("checkbox", name="Proposal").all():
         await label.check()
     await owner.get_by_role("button", name="Approve ticked", exact=True).click()

@@ -152,3 +152,77 @@ async def test_static_files_and_the_language_switcher(start_gateway: StartGatewa
     unknown = await browser.http.post("/dashboard/language", data={"csrf_token": csrf, "language": "xx"})
     assert unknown.status_code == 400
     await browser.close()
+
+
+async def test_members_service_tokens_and_guide_versions(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    admin_name, _ = await gateway.create_user(admin=True)
+    owner = Browser(gateway)
+    assert (await owner.sign_in(admin_name)).status_code == 303
+    vault = (await owner.http.get("/dashboard")).headers["location"].removeprefix("/dashboard/")
+    csrf = await owner.csrf()
+
+    # A new account, given a role here, with its setup link shown once; then its role changed, then removed.
+    newcomer = "new-" + vault[-8:]
+    made = await owner.http.post(
+        f"/dashboard/{vault}/members/new-account", data={"csrf_token": csrf, "username": newcomer, "role": "editor"}
+    )
+    assert made.status_code == 201, made.text
+    assert re.search(rf"{re.escape(gateway.url)}/setup/mvsetup_\w+", made.text)
+    members = (await owner.api("GET", f"/api/v1/vaults/{vault}/members")).json()["members"]
+    assert {m["subject"]: m["role"] for m in members}[newcomer] == "editor"
+    changed = await owner.http.post(
+        f"/dashboard/{vault}/members", data={"csrf_token": csrf, "subject": newcomer, "role": "viewer"}
+    )
+    assert changed.status_code == 303
+    page = await owner.http.get(changed.headers["location"])
+    assert "Role saved." in page.text
+    members = (await owner.api("GET", f"/api/v1/vaults/{vault}/members")).json()["members"]
+    assert {m["subject"]: m["role"] for m in members}[newcomer] == "viewer"
+    removed = await owner.http.post(
+        f"/dashboard/{vault}/members/remove", data={"csrf_token": csrf, "subject": newcomer}
+    )
+    assert removed.status_code == 303
+    members = (await owner.api("GET", f"/api/v1/vaults/{vault}/members")).json()["members"]
+    assert newcomer not in {m["subject"] for m in members}
+    unknown = await owner.http.post(
+        f"/dashboard/{vault}/members", data={"csrf_token": csrf, "subject": "nobody-at-all", "role": "viewer"}
+    )
+    assert unknown.status_code == 404 and "no account" in unknown.text
+
+    # A service token: shown once, works on the API for what it was given, listed with Revoke.
+    token_page = await owner.http.post(
+        f"/dashboard/{vault}/service-tokens",
+        content=f"csrf_token={csrf}&name=backup+script&scope=read&vault={vault}&expires_in_days=",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert token_page.status_code == 201, token_page.text
+    token = re.search(r'id="new-token" class="secret">([^<]+)<', token_page.text)
+    assert token is not None
+    async with gateway.http() as http:
+        listed = await http.get(
+            f"/api/v1/vaults/{vault}/memories", headers={"Authorization": f"Bearer {token.group(1)}"}
+        )
+        assert listed.status_code == 200, listed.text
+    again = await owner.http.get(f"/dashboard/{vault}/apps")
+    assert "backup script" in again.text and token.group(1) not in again.text
+    no_scope = await owner.http.post(
+        f"/dashboard/{vault}/service-tokens", data={"csrf_token": csrf, "name": "x", "vault": vault}
+    )
+    assert no_scope.status_code == 400 and "scopes" in no_scope.text
+
+    # Guide versions: save one, compare an earlier version with the current one.
+    first = await owner.api("GET", f"/api/v1/vaults/{vault}/guide")
+    saved = await owner.http.post(
+        f"/dashboard/{vault}/guide",
+        data={"csrf_token": csrf, "text": "# Rules\n\nNew line here.", "version": str(first.json()["version"])},
+    )
+    assert saved.status_code == 303
+    stale = await owner.http.post(
+        f"/dashboard/{vault}/guide",
+        data={"csrf_token": csrf, "text": "Lost update.", "version": str(first.json()["version"])},
+    )
+    assert stale.status_code == 409
+    compared = await owner.http.get(f"/dashboard/{vault}/guide", params={"show": first.json()["version"]})
+    assert '<span class="diff-added">+New line here.</span>' in compared.text
+    await owner.close()

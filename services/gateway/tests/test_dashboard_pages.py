@@ -142,6 +142,7 @@ def pages() -> dict[str, dict[str, Any]]:
             },
             "versions": [{"version": 3, "updated_by": "owner", "updated_at": None, "chars": 10, "text": HOSTILE}],
             "shown": {"version": 3, "text": HOSTILE},
+            "diff": [("file", "--- version 3"), ("removed", "-" + HOSTILE), ("added", "+new")],
         },
         "settings.html": {"settings": settings, "saved": True, "fields": ()},
         "audit.html": {
@@ -170,6 +171,14 @@ def pages() -> dict[str, dict[str, Any]]:
                 }
             ],
             "mcp_url": "http://127.0.0.1/mcp",
+            "scopes": ("read", "write", "admin"),
+            "created": {"name": HOSTILE, "token": "mvsvc_x"},
+        },
+        "members.html": {
+            "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],
+            "roles": ("owner", "editor", "viewer"),
+            "is_admin": True,
+            "created": {"username": "new", "role": "viewer", "setup_url": "http://127.0.0.1/setup/x"},
         },
     }
 

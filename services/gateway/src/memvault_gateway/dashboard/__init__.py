@@ -1,5 +1,5 @@
 """The owner's dashboard: server-rendered pages per vault (overview, review, memories, imports, guide,
-settings, apps, audit), calling the vault through the same code as /api/v1.
+settings, members, apps, audit), calling the vault through the same code as /api/v1.
 
 `install(app)` adds its routes; templates, static files and catalogues live beside this module.
 """
@@ -8,10 +8,21 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from memvault_gateway.dashboard import apps, audit, guide, imports, language, memories, overview, review, settings_page
+from memvault_gateway.dashboard import (
+    apps,
+    audit,
+    guide,
+    imports,
+    language,
+    members,
+    memories,
+    overview,
+    review,
+    settings_page,
+)
 
 
 def install(app: FastAPI) -> None:
     """Add the dashboard's pages, its static files and the language switcher to the gateway."""
-    for module in (language, overview, review, memories, imports, guide, settings_page, apps, audit):
+    for module in (language, overview, review, memories, imports, guide, settings_page, members, apps, audit):
         app.include_router(module.router)

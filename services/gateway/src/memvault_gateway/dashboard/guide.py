@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -13,6 +15,15 @@ router = APIRouter(route_class=DashboardRoute)
 
 SAVED = N_("Saved as version %(version)d; agents read it from now on.")
 VERSIONS_SHOWN = 20
+
+
+def _diff(old: str, new: str, old_version: int, new_version: int) -> list[tuple[str, str]]:
+    """The lines of a unified diff from an earlier version to the current one, each with its kind."""
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), f"version {old_version}", f"version {new_version}", lineterm=""
+    )
+    kinds = {"+": "added", "-": "removed", "@": "hunk"}
+    return [(kinds.get(line[:1], "same") if not line.startswith(("+++", "---")) else "file", line) for line in lines]
 
 
 @router.get(PREFIX + "/{vault}/guide")
@@ -29,12 +40,14 @@ async def guide(
         vault, person.caller, gw, limit=VERSIONS_SHOWN, before_version=0, include_text=True
     )
     shown = next((v for v in versions["versions"] if v["version"] == show), None) if show else None
+    diff = _diff(shown["text"], current["text"], shown["version"], current["version"]) if shown else []
     return person.render(
         "guide.html",
         "guide",
         guide=current,
         versions=versions["versions"],
         shown=shown,
+        diff=diff,
         notice=person.gettext(SAVED) % {"version": saved} if saved > 0 else "",
     )
 

@@ -35,3 +35,17 @@ document.addEventListener("keydown", (event) => {
   };
   if (keys[event.key]) { event.preventDefault(); keys[event.key](); }
 });
+
+// Copy buttons (shown only with script): copy the text of the element they name.
+for (const button of document.querySelectorAll("button[data-copy]")) {
+  button.addEventListener("click", async () => {
+    const source = document.getElementById(button.dataset.copy);
+    if (!source) return;
+    try {
+      await navigator.clipboard.writeText(source.textContent.trim());
+      button.textContent = button.dataset.copied || "✓";
+    } catch {
+      window.getSelection().selectAllChildren(source);
+    }
+  });
+}

@@ -226,3 +226,35 @@ async def test_members_service_tokens_and_guide_versions(start_gateway: StartGat
     compared = await owner.http.get(f"/dashboard/{vault}/guide", params={"show": first.json()["version"]})
     assert '<span class="diff-added">+New line here.</span>' in compared.text
     await owner.close()
+
+
+async def test_replacing_a_memory_supersedes_it_and_keeps_it_as_history(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await signed_in(gateway)
+    stored = await browser.api(
+        "POST", f"/api/v1/vaults/{vault}/memories", json={"content": "Lunch at 12.", "key": "lunch"}
+    )
+    old_id = stored.json()["id"]
+    await browser.api("POST", f"/api/v1/vaults/{vault}/memories/{old_id}/approve", json={})
+    page = await browser.http.get(f"/dashboard/{vault}/memories/{old_id}")
+    version = re.search(r'name="version" value="(\d+)"', page.text)
+    assert version is not None
+    csrf = await browser.csrf()
+    replaced = await browser.http.post(
+        f"/dashboard/{vault}/memories/{old_id}/replace",
+        data={"csrf_token": csrf, "version": version.group(1), "content": "Lunch at 13.", "tags": "food, daily"},
+    )
+    assert replaced.status_code == 303, replaced.text
+    new_page = await browser.http.get(replaced.headers["location"])
+    assert "This memory replaces the previous one" in new_page.text and "Lunch at 13." in new_page.text
+    new_id = replaced.headers["location"].split("/")[-1].split("?")[0]
+    new = (await browser.api("GET", f"/api/v1/vaults/{vault}/memories/{new_id}")).json()["memory"]
+    assert new["tags"] == ["food", "daily"] and new["key"] == "lunch" and new["supersedes"] == old_id
+    old = (await browser.api("GET", f"/api/v1/vaults/{vault}/memories/{old_id}")).json()["memory"]
+    assert old["status"] == "superseded"
+    stale = await browser.http.post(
+        f"/dashboard/{vault}/memories/{old_id}/replace",
+        data={"csrf_token": csrf, "version": version.group(1), "content": "Lunch at 14."},
+    )
+    assert stale.status_code in (400, 409) and stale.headers["content-type"].startswith("text/html")
+    await browser.close()

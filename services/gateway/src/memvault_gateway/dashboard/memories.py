@@ -18,7 +18,12 @@ router = APIRouter(route_class=DashboardRoute)
 PAGE_SIZE = 25
 STATUSES = list(api_memories.StatusName.__args__)  # type: ignore[attr-defined]
 TYPES = list(api_memories.MemoryType.__args__)  # type: ignore[attr-defined]
-DONE = {"invalidated": N_("The memory is invalidated."), "reviewed": N_("Marked as reviewed.")}
+DONE = {
+    "invalidated": N_("The memory is invalidated."),
+    "reviewed": N_("Marked as reviewed."),
+    "replaced": N_("This memory replaces the previous one, which is kept as superseded."),
+    "proposed": N_("The replacement waits in the review queue; this memory stays until it is approved."),
+}
 FORGOTTEN = N_("The memory is forgotten; its text will be refused from now on.")
 
 
@@ -142,3 +147,30 @@ async def forget(vault: str, memory_id: str, request: Request, gw: GatewayDep) -
     await person.form()
     await api_memories.forget(vault, memory_id[:100], person.caller, gw)
     return redirect(f"{person.url('memories')}?forgotten=true")
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/replace")
+async def replace(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    """A changed fact: a new memory supersedes this one (kept in history), with the text and tags given."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    old = explained["memory"]
+    tags = [t.strip() for t in str(form.get("tags") or "").split(",") if t.strip()]
+    body = api_memories.SupersedeIn.model_validate(
+        {
+            "replacement": {
+                "content": str(form.get("content") or "").replace("\r\n", "\n"),
+                "type": old["type"],
+                "key": old["key"] or "",
+                "scope": old["scope"] or "",
+                "tags": tags,
+                "source": "dashboard",
+            },
+            "expected_version": form_number(form, "version"),
+        }
+    )
+    answer = await api_memories.supersede(vault, memory_id[:100], body, person.caller, gw)
+    if answer["applied"] and answer["id"]:
+        return redirect(f"{person.url('memories')}/{answer['id']}?done=replaced")
+    return redirect(f"{person.url('memories')}/{memory_id}?done=proposed")

@@ -6,7 +6,7 @@ settings, members, apps, audit), calling the vault through the same code as /api
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from memvault_gateway.dashboard import (
     apps,
@@ -20,9 +20,14 @@ from memvault_gateway.dashboard import (
     review,
     settings_page,
 )
+from memvault_gateway.signin import forward_auth
 
 
 def install(app: FastAPI) -> None:
-    """Add the dashboard's pages, its static files and the language switcher to the gateway."""
+    """Add the dashboard's pages, its static files and the language switcher to the gateway.
+
+    Pages read the browser's session, so a trusted forward-auth proxy's person is signed in (and up,
+    on first sight) before they run, as for /account and /api/v1."""
+    app.include_router(language.static_files)
     for module in (language, overview, review, memories, imports, guide, settings_page, members, apps, audit):
-        app.include_router(module.router)
+        app.include_router(module.router, dependencies=[Depends(forward_auth.sign_in)])

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from memvault_core.identity import SCOPES
-from memvault_gateway import api
+from memvault_gateway.api import manage
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, Owner, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
@@ -22,7 +22,7 @@ REVOKED = N_("Access revoked: %(name)s can no longer use your vaults.")
 async def _page(
     person: Owner, gw: GatewayDep, *, notice: str = "", created: dict[str, Any] | None = None
 ) -> HTMLResponse:
-    grants = await api.list_grants(person.session, gw)
+    grants = await manage.list_grants(person.session, gw)
     return person.render(
         "apps.html",
         "apps",
@@ -44,7 +44,7 @@ async def apps(vault: str, request: Request, gw: GatewayDep, revoked: str = "") 
 async def revoke(vault: str, grant_id: str, request: Request, gw: GatewayDep) -> Response:
     person = await owner(request, gw, vault)
     await person.form()
-    answer = await api.revoke_grant(grant_id, person.session, gw)
+    answer = await manage.revoke_grant(grant_id, person.session, gw)
     return redirect(f"{person.url('apps')}?revoked={quote(answer['revoked']['name'])}")
 
 
@@ -54,7 +54,7 @@ async def create_service_token(vault: str, request: Request, gw: GatewayDep) -> 
     person = await owner(request, gw, vault)
     form = await person.form()
     days = str(form.get("expires_in_days") or "").strip()
-    body = api.ServiceTokenRequest.model_validate(
+    body = manage.ServiceTokenRequest.model_validate(
         {
             "name": str(form.get("name") or ""),
             "scopes": form.getlist("scope"),
@@ -62,7 +62,7 @@ async def create_service_token(vault: str, request: Request, gw: GatewayDep) -> 
             "expires_in_days": int(days) if days.isdigit() and len(days) < 6 else (days or None),
         }
     )
-    answer = await api.create_service_token(body, person.session, gw)
+    answer = await manage.create_service_token(body, person.session, gw)
     created: dict[str, Any] = json.loads(bytes(answer.body))
     response = await _page(person, gw, created=created)
     response.status_code = 201

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument
-from memvault_gateway import api_memories
+from memvault_gateway.api import vault_settings as api_vault_settings
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner
 
 router = APIRouter(route_class=DashboardRoute)
@@ -42,7 +42,7 @@ async def audit(
     before: Annotated[int, Query(ge=0, le=limits.MAX_INT64)] = 0,
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    answer = await api_memories.vault_audit(
+    answer = await api_vault_settings.vault_audit(
         vault,
         person.caller,
         gw,

@@ -1,7 +1,7 @@
 """What every dashboard page shares: the signed-in owner, the vault in the path, forms, errors.
 
-Pages act as the signed-in person through the same code as /api/v1 (`api_memories`' route
-functions and the gateway's `VaultClient`), so the vault applies the same rules as for the API: a
+Pages act as the signed-in person through the same code as /api/v1 (the route functions of
+`api.memories`, `api.imports`, `api.vault_settings` and `api.manage`, and the gateway's `VaultClient`), so the vault applies the same rules as for the API: a
 viewer's approve is refused by the vault, whatever the page showed. Errors become pages in the
 dashboard's layout, never JSON and never a 500.
 """
@@ -25,8 +25,8 @@ from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.errors import InvalidArgument, MemvaultError, NotFound
 from memvault_core.identity import SCOPES
 from memvault_core.validation import describe
-from memvault_gateway import sessions
-from memvault_gateway.bearer import Principal
+from memvault_gateway.auth import sessions
+from memvault_gateway.auth.bearer import Principal
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.dashboard import i18n, render
 from memvault_gateway.store import Session

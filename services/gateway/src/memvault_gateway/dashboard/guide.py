@@ -7,7 +7,8 @@ import difflib
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from memvault_gateway import api_memories
+from memvault_gateway.api import shapes as api_shapes
+from memvault_gateway.api import vault_settings as api_vault_settings
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
@@ -35,8 +36,8 @@ async def guide(
     show: int = 0,
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    current = await api_memories.get_guide(vault, person.caller, gw, include_default=False)
-    versions = await api_memories.guide_versions(
+    current = await api_vault_settings.get_guide(vault, person.caller, gw, include_default=False)
+    versions = await api_vault_settings.guide_versions(
         vault, person.caller, gw, limit=VERSIONS_SHOWN, before_version=0, include_text=True
     )
     shown = next((v for v in versions["versions"] if v["version"] == show), None) if show else None
@@ -59,10 +60,10 @@ async def save(vault: str, request: Request, gw: GatewayDep) -> Response:
     form = await person.form()
     version = form_number(form, "version")
     if form.get("adopt_default"):
-        answer = await api_memories.adopt_default_guide(
-            vault, api_memories.VersionIn(expected_version=version), person.caller, gw
+        answer = await api_vault_settings.adopt_default_guide(
+            vault, api_shapes.VersionIn(expected_version=version), person.caller, gw
         )
     else:
-        body = api_memories.GuideIn(text=str(form.get("text") or "").replace("\r\n", "\n"), expected_version=version)
-        answer = await api_memories.put_guide(vault, body, person.caller, gw)
+        body = api_shapes.GuideIn(text=str(form.get("text") or "").replace("\r\n", "\n"), expected_version=version)
+        answer = await api_vault_settings.put_guide(vault, body, person.caller, gw)
     return redirect(f"{person.url('guide')}?saved={answer['version']}")

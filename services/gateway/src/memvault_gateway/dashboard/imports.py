@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from memvault_core import limits
-from memvault_gateway import api_memories
+from memvault_gateway.api import imports as api_imports
+from memvault_gateway.api import shapes as api_shapes
 from memvault_gateway.context import Gateway
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
@@ -29,7 +30,7 @@ async def _page(
     text: str = "",
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    history = await api_memories.batches(vault, person.caller, gw, limit=PAGE_SIZE, cursor=cursor)
+    history = await api_imports.batches(vault, person.caller, gw, limit=PAGE_SIZE, cursor=cursor)
     return person.render(
         "imports.html",
         "imports",
@@ -38,7 +39,7 @@ async def _page(
         result=result,
         notice=notice,
         text=text,
-        types=list(api_memories.MemoryType.__args__),  # type: ignore[attr-defined]
+        types=list(api_shapes.MemoryType.__args__),  # type: ignore[attr-defined]
     )
 
 
@@ -66,7 +67,7 @@ async def paste(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
     if upload is not None and not isinstance(upload, str) and upload.filename:
         raw = await upload.read(limits.MAX_IMPORT_TEXT_CHARS * 4 + 1)
         text = raw.decode("utf-8", errors="replace")
-    body = api_memories.BulkIn.model_validate(
+    body = api_shapes.BulkIn.model_validate(
         {
             "vault": vault,
             "text": text,
@@ -74,7 +75,7 @@ async def paste(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
             "source": str(form.get("source") or "dashboard import"),
         }
     )
-    result = await api_memories.bulk(body, person.caller, gw)
+    result = await api_imports.bulk(body, person.caller, gw)
     return await _page(vault, request, gw, result=result)
 
 
@@ -82,5 +83,5 @@ async def paste(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
 async def undo(vault: str, batch_id: str, request: Request, gw: GatewayDep) -> Response:
     person = await owner(request, gw, vault)
     await person.form()
-    answer = await api_memories.undo(vault, batch_id[:100], person.caller, gw)
+    answer = await api_imports.undo(vault, batch_id[:100], person.caller, gw)
     return redirect(f"{person.url('imports')}?removed={answer['removed']}&restored={answer['restored']}")

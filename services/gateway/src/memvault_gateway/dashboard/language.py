@@ -8,11 +8,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from memvault_core.errors import InvalidArgument, NotFound
-from memvault_gateway import sessions, web
+from memvault_gateway.auth import sessions
 from memvault_gateway.dashboard import i18n
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, redirect
+from memvault_gateway.web import http
 
 router = APIRouter(route_class=DashboardRoute)
+static_files = APIRouter()
 
 ONE_YEAR = 365 * 24 * 3600
 _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
@@ -25,12 +27,12 @@ async def choose_language(request: Request, gw: GatewayDep) -> Response:
     chosen = str(form.get("language") or "")
     if chosen not in i18n.LANGUAGES:
         raise InvalidArgument(f"language must be one of: {', '.join(i18n.LANGUAGES)}", field="language")
-    answer = redirect(web.safe_next(str(form.get("next") or PREFIX)))
+    answer = redirect(http.safe_next(str(form.get("next") or PREFIX)))
     sessions.set_cookie(gw, answer, i18n.LANGUAGE_COOKIE, chosen, ONE_YEAR)
     return answer
 
 
-@router.get("/static/dashboard/{name}")
+@static_files.get("/static/dashboard/{name}")
 async def static(name: str) -> Response:
     """A file of the dashboard's static folder (no subfolders, known types only)."""
     suffix = name[name.rfind(".") :] if "." in name else ""

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from memvault_core.errors import InvalidArgument
-from memvault_gateway import api
+from memvault_gateway.api import manage
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, Owner, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
@@ -23,7 +23,7 @@ DONE = {"set": N_("Role saved."), "removed": N_("Member removed.")}
 async def _page(
     person: Owner, gw: GatewayDep, *, notice: str = "", created: dict[str, Any] | None = None
 ) -> HTMLResponse:
-    members = await api.list_members(person.vault_name, person.session, gw)
+    members = await manage.list_members(person.vault_name, person.session, gw)
     return person.render(
         "members.html",
         "members",
@@ -56,8 +56,8 @@ async def set_member(vault: str, request: Request, gw: GatewayDep) -> Response:
     subject = str(form.get("subject") or "").strip()
     if not subject:
         raise InvalidArgument("name the account to add (its user name)", field="subject")
-    body = api.MemberRequest.model_validate({"role": _role(form.get("role"))})
-    await api.set_member(vault, subject[:200], body, person.session, gw)
+    body = manage.MemberRequest.model_validate({"role": _role(form.get("role"))})
+    await manage.set_member(vault, subject[:200], body, person.session, gw)
     return redirect(f"{person.url('members')}?done=set")
 
 
@@ -65,7 +65,7 @@ async def set_member(vault: str, request: Request, gw: GatewayDep) -> Response:
 async def remove_member(vault: str, request: Request, gw: GatewayDep) -> Response:
     person = await owner(request, gw, vault)
     form = await person.form()
-    await api.remove_member(vault, str(form.get("subject") or "")[:200], person.session, gw)
+    await manage.remove_member(vault, str(form.get("subject") or "")[:200], person.session, gw)
     return redirect(f"{person.url('members')}?done=removed")
 
 
@@ -75,11 +75,11 @@ async def new_account(vault: str, request: Request, gw: GatewayDep) -> HTMLRespo
     person = await owner(request, gw, vault)
     form = await person.form()
     role = _role(form.get("role"))
-    body = api.AccountRequest.model_validate({"username": str(form.get("username") or "")})
-    answer = await api.create_account(body, person.session, gw)
+    body = manage.AccountRequest.model_validate({"username": str(form.get("username") or "")})
+    answer = await manage.create_account(body, person.session, gw)
     created: dict[str, Any] = json.loads(bytes(answer.body))
-    await api.set_member(
-        vault, created["subject"], api.MemberRequest.model_validate({"role": role}), person.session, gw
+    await manage.set_member(
+        vault, created["subject"], manage.MemberRequest.model_validate({"role": role}), person.session, gw
     )
     response = await _page(person, gw, created={**created, "role": role})
     response.status_code = 201

@@ -9,15 +9,16 @@ from fastapi.responses import HTMLResponse, Response
 
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument
-from memvault_gateway import api_memories
+from memvault_gateway.api import memories as api_memories
+from memvault_gateway.api import shapes as api_shapes
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
 router = APIRouter(route_class=DashboardRoute)
 
 PAGE_SIZE = 25
-STATUSES = list(api_memories.StatusName.__args__)  # type: ignore[attr-defined]
-TYPES = list(api_memories.MemoryType.__args__)  # type: ignore[attr-defined]
+STATUSES = list(api_shapes.StatusName.__args__)  # type: ignore[attr-defined]
+TYPES = list(api_shapes.MemoryType.__args__)  # type: ignore[attr-defined]
 DONE = {
     "invalidated": N_("The memory is invalidated."),
     "reviewed": N_("Marked as reviewed."),
@@ -119,7 +120,7 @@ async def memory(
 async def invalidate(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
     person = await owner(request, gw, vault)
     form = await person.form()
-    body = api_memories.ReasonIn(reason=str(form.get("reason") or ""), expected_version=form_number(form, "version"))
+    body = api_shapes.ReasonIn(reason=str(form.get("reason") or ""), expected_version=form_number(form, "version"))
     await api_memories.invalidate(vault, memory_id[:100], body, person.caller, gw)
     return redirect(f"{person.url('memories')}/{memory_id}?done=invalidated")
 
@@ -128,7 +129,7 @@ async def invalidate(vault: str, memory_id: str, request: Request, gw: GatewayDe
 async def reviewed(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
     person = await owner(request, gw, vault)
     form = await person.form()
-    body = api_memories.VersionIn(expected_version=form_number(form, "version"))
+    body = api_shapes.VersionIn(expected_version=form_number(form, "version"))
     await api_memories.mark_reviewed(vault, memory_id[:100], body, person.caller, gw)
     return redirect(f"{person.url('memories')}/{memory_id}?done=reviewed")
 
@@ -157,7 +158,7 @@ async def replace(vault: str, memory_id: str, request: Request, gw: GatewayDep) 
     explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
     old = explained["memory"]
     tags = [t.strip() for t in str(form.get("tags") or "").split(",") if t.strip()]
-    body = api_memories.SupersedeIn.model_validate(
+    body = api_shapes.SupersedeIn.model_validate(
         {
             "replacement": {
                 "content": str(form.get("content") or "").replace("\r\n", "\n"),

@@ -6,7 +6,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_gateway import api_memories
+from memvault_gateway.api import imports as api_imports
+from memvault_gateway.api import memories as api_memories
+from memvault_gateway.api import vault_settings as api_vault_settings
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, section_url
 
 router = APIRouter(route_class=DashboardRoute)
@@ -30,8 +32,8 @@ async def overview(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse
     person = await owner(request, gw, vault)
     stats = await gw.vault.memories_call("GetStats", vpb.GetStatsRequest(vault=vault), person.caller.identity())
     queue = await api_memories.review_queue(vault, person.caller, gw, limit=1)
-    imports = await api_memories.batches(vault, person.caller, gw, limit=5)
-    settings = await api_memories.get_settings(vault, person.caller, gw)
+    imports = await api_imports.batches(vault, person.caller, gw, limit=5)
+    settings = await api_vault_settings.get_settings(vault, person.caller, gw)
     counts = dict(stats.memories)
     return person.render(
         "overview.html",

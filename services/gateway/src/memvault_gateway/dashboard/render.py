@@ -14,8 +14,8 @@ from typing import Any
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from memvault_gateway import pages
 from memvault_gateway.dashboard import i18n
+from memvault_gateway.web import pages
 
 HEADERS = pages.security_headers(style_src="'self'", script_src="'self'")
 

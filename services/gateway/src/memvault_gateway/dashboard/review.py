@@ -9,7 +9,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument, MemvaultError
-from memvault_gateway import api_memories
+from memvault_gateway.api import memories as api_memories
+from memvault_gateway.api import shapes as api_shapes
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
@@ -84,10 +85,10 @@ async def decide(vault: str, request: Request, gw: GatewayDep) -> Response:
     for memory_id in chosen:
         try:
             if decision == "reject":
-                reason = api_memories.ReasonIn(reason=str(form.get("reason") or "rejected in the dashboard"))
+                reason = api_shapes.ReasonIn(reason=str(form.get("reason") or "rejected in the dashboard"))
                 await api_memories.reject(vault, memory_id, reason, person.caller, gw)
             else:
-                body = api_memories.ApproveIn(replace_similar=decision == "replace")
+                body = api_shapes.ApproveIn(replace_similar=decision == "replace")
                 await api_memories.approve(vault, memory_id, body, person.caller, gw)
             done += 1
         except MemvaultError as error:

@@ -6,7 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from memvault_core.errors import InvalidArgument
-from memvault_gateway import api_memories
+from memvault_gateway.api import shapes as api_shapes
+from memvault_gateway.api import vault_settings as api_vault_settings
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
 
 router = APIRouter(route_class=DashboardRoute)
@@ -17,7 +18,7 @@ RETENTION_FIELDS = ("superseded_retention_days", "rejected_retention_days", "aud
 @router.get(PREFIX + "/{vault}/settings")
 async def settings(vault: str, request: Request, gw: GatewayDep, saved: bool = False) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    current = await api_memories.get_settings(vault, person.caller, gw)
+    current = await api_vault_settings.get_settings(vault, person.caller, gw)
     return person.render("settings.html", "settings", settings=current, saved=saved, fields=RETENTION_FIELDS)
 
 
@@ -28,8 +29,8 @@ async def save(vault: str, request: Request, gw: GatewayDep) -> Response:
     mode = str(form.get("approval_mode") or "")
     if mode not in ("review", "auto"):
         raise InvalidArgument("approval_mode must be review or auto", field="approval_mode")
-    body = api_memories.SettingsIn.model_validate(
+    body = api_shapes.SettingsIn.model_validate(
         {"approval_mode": mode, **{name: form_number(form, name) for name in RETENTION_FIELDS}}
     )
-    await api_memories.put_settings(vault, body, person.caller, gw)
+    await api_vault_settings.put_settings(vault, body, person.caller, gw)
     return redirect(f"{person.url('settings')}?saved=true")

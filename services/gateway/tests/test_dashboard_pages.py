@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_gateway.dashboard import i18n, render
+from memvault_gateway.web.pages import GrantRow
 
 pytestmark = pytest.mark.unit
 
@@ -173,6 +174,14 @@ def pages() -> dict[str, dict[str, Any]]:
             "mcp_url": "http://127.0.0.1/mcp",
             "scopes": ("read", "write", "admin"),
             "created": {"name": HOSTILE, "token": "mvsvc_x"},
+        },
+        "account.html": {
+            "account_name": HOSTILE,
+            "mcp_url": "http://127.0.0.1/mcp",
+            "grants": [GrantRow("g", "oauth", HOSTILE, "read", "default", "2026-12-01", "never")],
+            "dev_subject": "",
+            "signed_in_by_proxy": False,
+            "email_section": "",
         },
         "members.html": {
             "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],

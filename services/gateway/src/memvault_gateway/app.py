@@ -229,7 +229,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         vault_settings.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])
-    dashboard.install(app)
+    dashboard.install(app, dependencies=[Depends(forward_auth.sign_in)])
 
     FastAPIInstrumentor.instrument_app(
         app,

@@ -6,7 +6,10 @@ settings, members, apps, audit), calling the vault through the same code as /api
 
 from __future__ import annotations
 
-from fastapi import Depends, FastAPI
+from collections.abc import Sequence
+
+from fastapi import FastAPI
+from fastapi.params import Depends
 
 from memvault_gateway.dashboard import (
     apps,
@@ -20,14 +23,13 @@ from memvault_gateway.dashboard import (
     review,
     settings_page,
 )
-from memvault_gateway.signin import forward_auth
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
     """Add the dashboard's pages, its static files and the language switcher to the gateway.
 
-    Pages read the browser's session, so a trusted forward-auth proxy's person is signed in (and up,
-    on first sight) before they run, as for /account and /api/v1."""
+    `dependencies` run before every page: the app passes `signin.forward_auth.sign_in`, so a trusted
+    forward-auth proxy's person is signed in (and up, on first sight) as for /account and /api/v1."""
     app.include_router(language.static_files)
     for module in (language, overview, review, memories, imports, guide, settings_page, members, apps, audit):
-        app.include_router(module.router, dependencies=[Depends(forward_auth.sign_in)])
+        app.include_router(module.router, dependencies=list(dependencies))

@@ -215,6 +215,15 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await expect(page.locator("table.audit")).to_contain_text("batch.undo")
     await accessible(page)
 
+    # /account is part of the dashboard: same layout and navigation, the agent listed.
+    await page.get_by_role("link", name="Account").click()
+    await expect(page.get_by_role("row", name=re.compile("Deploy agent"))).to_contain_text("read write")
+    await expect(page.get_by_role("navigation").get_by_role("link", name="Review")).to_be_visible()
+    await accessible(page)
+    await document(page, "account")
+    await page.get_by_role("link", name="Open the dashboard of default").click()
+    await expect(page.locator("h1")).to_have_text("Overview of default")
+
     # Apps: revoke the agent, its token stops working at once.
     await page.goto(f"{base}/dashboard/default/apps")
     row = page.get_by_role("row", name=re.compile("Deploy agent"))
@@ -274,6 +283,7 @@ async def test_a_viewer_cannot_approve_and_the_owner_uses_the_queue_on_a_phone(
     memories = f"{base}/api/v1/vaults/default/memories"
     first = await api(owner, "POST", memories, {"content": "The cat is called Miso.", "propose": True})
     second = await api(owner, "POST", memories, {"content": "The dog is called Rex.", "propose": True})
+    third = await api(owner, "POST", memories, {"content": "The fish is called Nemo.", "propose": True})
 
     # The viewer sees the queue, with no buttons to decide, and a forged decision is refused.
     await viewer.goto(f"{base}/dashboard/default/review")
@@ -291,22 +301,29 @@ async def test_a_viewer_cannot_approve_and_the_owner_uses_the_queue_on_a_phone(
     assert forged.status == 403
     assert "Not allowed" in await forged.text()
     queue = await api(owner, "GET", f"{base}/api/v1/vaults/default/review-queue")
-    assert sorted(i["memory"]["id"] for i in queue["items"]) == sorted([first["id"], second["id"]])
+    assert sorted(i["memory"]["id"] for i in queue["items"]) == sorted([first["id"], second["id"], third["id"]])
 
     # The owner, on a phone: tick both, approve at once; nothing needs scrolling sideways.
     await owner.goto(f"{base}/dashboard/default/review")
-    await expect(owner.locator(".proposal")).to_have_count(2)
+    await expect(owner.locator(".proposal")).to_have_count(3)
     assert await owner.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     await accessible(owner)
     await browser_pages.shot(owner, "review-queue-phone")
     await document(owner, "review-phone")
-    for label in await owner.get_by_role("checkbox", name="Proposal").all():
-        await label.check()
+    for text in ("The cat is called Miso.", "The dog is called Rex."):
+        await owner.locator(".proposal", has_text=text).get_by_role("checkbox", name="Proposal").check()
     await owner.get_by_role("button", name="Approve ticked", exact=True).click()
     await expect(owner.locator(".notice")).to_have_text("Approved: 2.")
-    await expect(owner.locator("main")).to_contain_text("Nothing is waiting for review.")
+    await expect(owner.locator(".proposal")).to_have_count(1)
     for memory in (first, second):
         assert (await api(owner, "GET", f"{memories}/{memory['id']}"))["memory"]["status"] == "active"
+    # The keys: j moves to the first proposal, d rejects it.
+    await owner.keyboard.press("j")
+    await expect(owner.locator(".proposal.current")).to_contain_text("The fish is called Nemo.")
+    await owner.keyboard.press("d")
+    await expect(owner.locator(".notice")).to_have_text("Rejected: 1.")
+    await expect(owner.locator("main")).to_contain_text("Nothing is waiting for review.")
+    assert (await api(owner, "GET", f"{memories}/{third['id']}"))["memory"]["status"] == "rejected"
     # Pages the owner opens on the phone: overview and memories fit too.
     for path in ("", "/memories", "/imports", "/guide", "/settings", "/members", "/audit", "/apps"):
         await owner.goto(f"{base}/dashboard/default{path}")

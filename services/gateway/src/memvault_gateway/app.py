@@ -23,6 +23,7 @@ from starlette.routing import Match
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_core.validation import describe
+from memvault_gateway import dashboard
 from memvault_gateway.api import access, imports, manage, memories, reference, vault_settings
 from memvault_gateway.auth import people, sessions
 from memvault_gateway.context import Gateway
@@ -228,6 +229,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         vault_settings.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])
+    dashboard.install(app, dependencies=[Depends(forward_auth.sign_in)])
 
     FastAPIInstrumentor.instrument_app(
         app,

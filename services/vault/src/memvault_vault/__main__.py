@@ -8,17 +8,29 @@ import contextlib
 import logging
 import sys
 
-from memvault.vault.v1 import accounts_pb2_grpc, index_feed_pb2, index_feed_pb2_grpc, vault_pb2, vault_pb2_grpc
+from memvault.vault.v1 import (
+    accounts_pb2_grpc,
+    backup_pb2,
+    backup_pb2_grpc,
+    index_feed_pb2,
+    index_feed_pb2_grpc,
+    vault_pb2,
+    vault_pb2_grpc,
+)
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault import retention
+from memvault_vault.backup import commands as backup_commands
+from memvault_vault.backup.service import BackupService
+from memvault_vault.backup.store import BackupStore
 from memvault_vault.database import address, database_error, is_connection_failure, report_readiness
 from memvault_vault.index_client import IndexClient
 from memvault_vault.relay import OutboxRelay
 from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
@@ -66,7 +78,12 @@ async def serve(settings: Settings) -> None:
             else None
         )
         server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
-        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store, index), signer), server)
+        memories = MemoryService(store, index)
+        backups = await BackupStore.connect(dsn)
+        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(memories, signer), server)
+        backup_pb2_grpc.add_BackupServiceServicer_to_server(
+            BackupServicer(BackupService(backups, memories, index), signer), server
+        )
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer), server)
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)
         background = []
@@ -88,6 +105,7 @@ async def serve(settings: Settings) -> None:
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
+            backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(store.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
@@ -97,6 +115,7 @@ async def serve(settings: Settings) -> None:
                 await task
         if index is not None:
             await index.close()
+        await backups.close()
     finally:
         await store.close()
 
@@ -151,7 +170,10 @@ def main(argv: list[str] | None = None) -> None:
         "period (the vault service also does this every MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS)",
     )
     purge_parser.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
+    backup_commands.add_parsers(commands)
     args = parser.parse_args(argv)
+    if args.command in backup_commands.COMMANDS:
+        raise SystemExit(backup_commands.run(args))
 
     if args.command in ("migrate", "rollback", "create-owner", "retention"):
         migrate_settings = load_settings(MigrateSettings)

@@ -15,7 +15,7 @@ import pytest_asyncio
 import uvicorn
 from gateway_helpers import SECRET, RunningGateway, StartGateway, free_port, serve_asgi, stop_asgi
 
-from memvault.vault.v1 import accounts_pb2_grpc, vault_pb2_grpc
+from memvault.vault.v1 import accounts_pb2_grpc, backup_pb2_grpc, vault_pb2_grpc
 from memvault_core.grpc import build_server
 from memvault_core.identity import IdentitySigner
 from memvault_core.settings import IdentitySettings, PostgresSettings
@@ -24,7 +24,10 @@ from memvault_gateway.settings import GatewayGroup, Settings
 from memvault_gateway.store import apply_migrations as apply_gateway_migrations
 from memvault_mcp.app import build_app as build_mcp_app
 from memvault_mcp.vault_client import VaultClient as McpVaultClient
+from memvault_vault.backup.service import BackupService
+from memvault_vault.backup.store import BackupStore
 from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.service import MemoryService
 from memvault_vault.store import Store as VaultStore
@@ -46,15 +49,21 @@ async def vault_store(gateway_dsn: str) -> AsyncIterator[VaultStore]:
 
 
 @pytest_asyncio.fixture(scope="session")
-async def vault_address(vault_store: VaultStore) -> AsyncIterator[str]:
+async def vault_address(vault_store: VaultStore, gateway_dsn: str) -> AsyncIterator[str]:
     address = f"127.0.0.1:{free_port()}"
     signer = IdentitySigner(SECRET)
     server, _ = build_server(address)
-    vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(vault_store), signer), server)
+    memories = MemoryService(vault_store)
+    backups = await BackupStore.connect(gateway_dsn)
+    vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(memories, signer), server)
     accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(vault_store, signer), server)
+    backup_pb2_grpc.add_BackupServiceServicer_to_server(
+        BackupServicer(BackupService(backups, memories, None), signer), server
+    )
     await server.start()
     yield address
     await server.stop(None)
+    await backups.close()
 
 
 @pytest_asyncio.fixture(scope="session")

@@ -27,6 +27,7 @@ from memvault_gateway import (
     account,
     account_email,
     api,
+    api_backup,
     api_memories,
     authorize,
     body_limit,
@@ -230,6 +231,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         oidc.router,
         api.router,
         api_memories.router,
+        api_backup.router,
         mcp_route.router,
     ):
         app.include_router(router)

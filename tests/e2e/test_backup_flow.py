@@ -19,6 +19,7 @@ from memvault.vault.v1 import accounts_pb2, accounts_pb2_grpc, backup_pb2, backu
 from memvault_core.grpc import client_channel
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
 from memvault_devstack.fixtures import StackStarter
+from memvault_vault.backup import format as backup_format
 
 pytestmark = pytest.mark.e2e
 
@@ -29,6 +30,18 @@ FACTS = [
     "Prefers dark roast coffee in the morning.",
     "The office printer is a Brother HL-L2350DW.",
 ]
+
+
+def aged(data: bytes, created_at: str) -> bytes:
+    """The same backup with every memory written at `created_at`, and a manifest that fits again."""
+    writer = backup_format.BackupWriter()
+    lines = []
+    for line in data.splitlines()[:-1]:
+        record = json.loads(line)
+        if record["kind"] == "memory":
+            record |= {"created_at": created_at, "updated_at": created_at, "valid_from": created_at}
+        lines.append(writer.line(record))
+    return b"".join(lines) + writer.manifest()
 
 
 def owner(stack: Any) -> tuple[tuple[str, str], ...]:
@@ -106,12 +119,20 @@ async def test_embeddings_round_trip_and_the_index_is_rebuilt_without_them(stack
     # Without them: every memory goes through the outbox to the indexer again.
     plain = await backup(stack, "default", embeddings=False)
     assert not [line for line in plain.splitlines() if b'"kind":"embedding"' in line]
+    # memories written last year, so recall cannot score them from their text as it does recent writes
+    plain = aged(plain, "2025-01-15T09:00:00+00:00")
+    await asyncio.to_thread(stack.stop_service, "indexer")  # so the restored copy waits for it
     rebuilt = await restore(stack, "rebuilt", plain)
     assert rebuilt.embeddings_kept == 0 and rebuilt.reembedding == len(FACTS)
     assert any("keyword" in notice for notice in rebuilt.notices)
+    waiting = await recall(stack, "rebuilt", "Synology NAS drives")
+    assert waiting.hits[0].memory.content == FACTS[1]  # found by its words
+    assert any(f"{len(FACTS)} memories are not in the search index yet" in w for w in waiting.warnings)
+    await asyncio.to_thread(stack.start_services)
     await eventually(lambda: indexed("rebuilt", len(FACTS)))
     found = await recall(stack, "rebuilt", "kubernetes hardware")
     assert found.mode == "hybrid" and found.hits[0].memory.content == FACTS[2]
+    assert not any("not in the search index" in w for w in found.warnings)
 
     # The commands, straight on the database: the same vault out, and back into a new one.
     environment = {

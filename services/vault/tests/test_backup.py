@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -430,3 +434,37 @@ async def test_export_groups_active_memories_by_type(here: Deployment) -> None:
     assert list(exported["types"]) == ["fact", "preference", "decision", "constraint"]
     assert exported["types"]["preference"][0]["tags"] == ["home", "coffee"]
     assert content_hash("The home router runs OpenWrt 23.05 firmware") not in json.dumps(exported)  # not a backup
+
+
+async def test_the_backup_command_keeps_the_newest_n_and_restore_refuses_a_cut_file(
+    here: Deployment, vault_dsn: str, tmp_path: Path
+) -> None:
+    caller = await here.caller()
+    await _fill(caller)
+    folder = tmp_path / caller.vault
+    folder.mkdir()
+    for old in ("20240101T000000Z", "20250101T000000Z", "20250601T000000Z"):
+        (folder / f"memvault-{caller.vault}-{old}.jsonl").write_text("an older backup\n")
+    environment = {**os.environ, "MEMVAULT_POSTGRES__DSN": vault_dsn}
+    command = [sys.executable, "-m", "memvault_vault", "backup", "--no-embeddings"]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*command, "--vault", caller.vault, "--dir", str(tmp_path), "--keep", "2"],
+        env=environment,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    kept = sorted(p.name for p in folder.iterdir())
+    assert len(kept) == 2 and kept[0] == f"memvault-{caller.vault}-20250601T000000Z.jsonl"
+    newest = folder / kept[1]
+    assert json.loads(newest.read_bytes().splitlines()[-1])["counts"]["memory"] == 7
+
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(newest.read_bytes()[:-100])
+    target = await here.caller()
+    restore = [sys.executable, "-m", "memvault_vault", "restore", "--vault", target.vault, "--input", str(cut)]
+    done = await asyncio.to_thread(subprocess.run, restore, env=environment, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("memvault-vault restore: backup refused")
+    assert len((await _state(target))["memories"]) == 0

@@ -11,6 +11,7 @@ import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -35,9 +36,15 @@ def add_parsers(commands: Any) -> None:
         "backup",
         help="write one vault's backup file (docs/backup-format.md); progress on stderr",
     )
-    backup.add_argument("--vault", required=True, help="the vault's name")
+    which = backup.add_mutually_exclusive_group(required=True)
+    which.add_argument("--vault", help="the vault's name")
+    which.add_argument("--all", action="store_true", help="every vault, each into DIR/<vault>/ (needs --dir)")
     backup.add_argument(
-        "--output", required=True, help="file to write ('-' for stdout); written as FILE.partial, renamed when whole"
+        "--output", help="with --vault: file to write ('-' for stdout); written as FILE.partial, renamed when whole"
+    )
+    backup.add_argument("--dir", help="write memvault-<vault>-<time>.jsonl into DIR/<vault>/ (for scheduled backups)")
+    backup.add_argument(
+        "--keep", type=int, default=0, metavar="N", help="with --dir: keep the newest N backups of each vault (0: all)"
     )
     backup.add_argument(
         "--no-embeddings",
@@ -81,6 +88,11 @@ async def _run(args: argparse.Namespace, settings: BackupSettings) -> int:
         return 1
     store = await BackupStore.connect(settings.postgres.dsn, max_size=2)
     try:
+        if args.command == "backup" and (args.all or args.dir):
+            return await _backup_to_dir(BackupService(store, None, index), store, args)
+        if args.command == "backup" and not args.output:
+            print("memvault-vault backup: give --output FILE (or --dir DIR)", file=sys.stderr)
+            return 1
         vault = await store.vault_named(args.vault)
         if vault is None:
             print(f"memvault-vault {args.command}: no vault named {args.vault!r}", file=sys.stderr)
@@ -120,6 +132,32 @@ async def _backup(service: BackupService, vault: VaultRef, output: str, *, embed
         stream.close()
         partial.replace(target)
         print(f"memvault-vault backup: wrote {target}", file=sys.stderr)
+    return 0
+
+
+async def _backup_to_dir(service: BackupService, store: BackupStore, args: argparse.Namespace) -> int:
+    if not args.dir:
+        print("memvault-vault backup: --all needs --dir DIR", file=sys.stderr)
+        return 1
+    if args.keep < 0:
+        print("memvault-vault backup: --keep must be 0 or more", file=sys.stderr)
+        return 1
+    names = await store.vault_names() if args.all else [args.vault]
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for name in names:
+        vault = await store.vault_named(name)
+        if vault is None:
+            print(f"memvault-vault backup: no vault named {name!r}", file=sys.stderr)
+            return 1
+        folder = Path(args.dir) / vault.name
+        await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
+        await _backup(
+            service, vault, str(folder / f"memvault-{vault.name}-{stamp}.jsonl"), embeddings=not args.no_embeddings
+        )
+        if args.keep:
+            old = sorted(folder.glob(f"memvault-{vault.name}-*.jsonl"))[: -args.keep]
+            for path in old:
+                await asyncio.to_thread(path.unlink)
     return 0
 
 

@@ -357,6 +357,9 @@ class BackupStore:
         row = await self._pool.fetchrow("SELECT id::text, name FROM vault WHERE name = $1", name)
         return None if row is None else VaultRef(row[0], row[1])
 
+    async def vault_names(self) -> list[str]:
+        return [row[0] for row in await self._pool.fetch("SELECT name FROM vault ORDER BY name")]
+
     @asynccontextmanager
     async def snapshot(self, vault_id: str) -> AsyncIterator[Snapshot]:
         async with (

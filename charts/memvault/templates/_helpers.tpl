@@ -244,7 +244,7 @@ topologySpreadConstraints:
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
 {{- /* Maintenance commands each image has today; extend when source sync and backup land. */}}
-{{- $commands := dict "vault" (list "migrate" "retention") "indexer" (list "reconcile" "reindex") }}
+{{- $commands := dict "vault" (list "migrate" "retention" "backup") "indexer" (list "reconcile" "reindex") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}
 {{- if not (has (first $job.args) $available) }}

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +93,55 @@ async def test_backup_restore_and_export_with_a_service_token(start_gateway: Sta
         assert (await script.get(f"/api/v1/vaults/{vault}/export")).status_code == 200
         hidden = await script.get(f"/api/v1/vaults/{copy}/backup", params={"embeddings": 0})
         assert hidden.status_code == 404
+
+
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "backup.sh"
+
+
+async def run_script(*args: str, token: str = "", **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "MEMVAULT_TOKEN": token, **env}
+    return await asyncio.to_thread(
+        subprocess.run, ["bash", str(SCRIPT), *args], env=environment, capture_output=True, text=True
+    )
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.iterdir()) if folder.exists() else []
+
+
+def read(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
+def write(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+async def test_backup_script_downloads_checks_and_keeps_the_newest(start_gateway: StartGateway, tmp_path: Path) -> None:
+    gateway = await start_gateway()
+    browser, (vault,) = await owner_with_vaults(gateway, 1)
+    await ok(await browser.api("POST", f"/api/v1/vaults/{vault}/memories", json={"content": "Prefers tea."}), 201)
+    admin = await token(browser, ["read", "admin"], [vault])
+    made = []
+    for _ in range(3):
+        done = await run_script(gateway.url, vault, str(tmp_path), "2", token=admin, MEMVAULT_EMBEDDINGS="0")
+        assert done.returncode == 0, done.stderr
+        made.append(done.stdout.strip())
+    assert files(tmp_path) == made[1:]  # the newest two
+    newest = read(made[-1])
+    manifest_checks(newest)
+    assert (await run_script("--check", str(made[-1]))).returncode == 0
+
+    refused = await run_script("--check", write(tmp_path / "cut.jsonl", newest[:-30]))
+    assert refused.returncode == 1 and "truncated" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    refused = await run_script("--check", write(tmp_path / "edited.jsonl", newest.replace(b"tea.", b"tee.")))
+    assert refused.returncode == 1 and "sha256" in refused.stderr
+
+    wrong = await run_script(gateway.url, vault, str(tmp_path / "x"), token="not-a-token")
+    assert wrong.returncode == 1 and len(wrong.stderr.splitlines()) == 1
+    assert wrong.stderr.startswith("backup.sh: the gateway answered 401")
+    reader = await token(browser, ["read"], [vault])
+    denied = await run_script(gateway.url, vault, str(tmp_path / "x"), token=reader)
+    assert denied.returncode == 1 and "403" in denied.stderr and "'admin' scope" in denied.stderr
+    assert files(tmp_path / "x") == []

@@ -62,8 +62,8 @@ class BackupService:
 
     async def owned_vault(self, identity: Identity, vault_name: str) -> VaultRef:
         """The vault, if this identity is one of its owners acting with the admin scope."""
+        identity.require("admin")  # first: this is what a token without it should hear about
         vault = await self._access().access(identity, vault_name, write=True)
-        identity.require("admin")
         if vault.role != "owner":
             raise PermissionDenied(
                 f"only an owner of vault '{vault.name}' can back it up or restore it (your role: {vault.role})"

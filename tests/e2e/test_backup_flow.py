@@ -32,6 +32,9 @@ FACTS = [
 ]
 
 
+QUERIES = ["food allergy", "kubernetes hardware", "storage at home", "morning drink", "printer model"]
+
+
 def aged(data: bytes, created_at: str) -> bytes:
     """The same backup with every memory written at `created_at`, and a manifest that fits again."""
     writer = backup_format.BackupWriter()
@@ -59,7 +62,7 @@ async def backup(stack: Any, vault: str, *, embeddings: bool) -> bytes:
         await channel.close()
 
 
-async def restore(stack: Any, vault: str, data: bytes) -> backup_pb2.RestoreResponse:
+async def restore(stack: Any, vault: str, data: bytes, *, create: bool = True) -> backup_pb2.RestoreResponse:
     channel = client_channel(stack.vault_address)
 
     async def requests() -> AsyncIterator[backup_pb2.RestoreRequest]:
@@ -68,9 +71,10 @@ async def restore(stack: Any, vault: str, data: bytes) -> backup_pb2.RestoreResp
             yield backup_pb2.RestoreRequest(data=data[start : start + 64 * 1024])
 
     try:
-        await accounts_pb2_grpc.AccountServiceStub(channel).CreateVault(
-            accounts_pb2.CreateVaultRequest(name=vault), metadata=owner(stack)
-        )
+        if create:
+            await accounts_pb2_grpc.AccountServiceStub(channel).CreateVault(
+                accounts_pb2.CreateVaultRequest(name=vault), metadata=owner(stack)
+            )
         reply: backup_pb2.RestoreResponse = await backup_pb2_grpc.BackupServiceStub(channel).Restore(
             requests(), metadata=owner(stack)
         )
@@ -90,8 +94,8 @@ async def recall(stack: Any, vault: str, query: str) -> vault_pb2.RecallResponse
         await channel.close()
 
 
-async def test_embeddings_round_trip_and_the_index_is_rebuilt_without_them(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_embeddings_round_trip_and_the_index_is_rebuilt_without_them(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     async with mcp_session(stack.mcp_url) as client:
         for fact in FACTS:
             await call(client, "remember", content=fact)
@@ -159,3 +163,11 @@ async def test_embeddings_round_trip_and_the_index_is_rebuilt_without_them(stack
     assert f"{len(FACTS)} embeddings kept" in done.stdout
     again = await asyncio.to_thread(subprocess.run, command, env=environment, capture_output=True, text=True)
     assert again.returncode == 1 and "--replace" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+
+    # Another deployment: the same answers to the same questions, at once (the embeddings came along).
+    answers = [[h.memory.content for h in (await recall(stack, "default", q)).hits] for q in QUERIES]
+    await asyncio.to_thread(stack.stop)
+    other = await asyncio.to_thread(fresh_stack)
+    moved = await restore(other, "default", data, create=False)
+    assert moved.embeddings_kept == len(FACTS)
+    assert [[h.memory.content for h in (await recall(other, "default", q)).hits] for q in QUERIES] == answers

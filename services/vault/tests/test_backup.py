@@ -32,15 +32,15 @@ from memvault.vault.v1 import memory_pb2 as mpb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
+from memvault_vault.accounts.store import AccountStore
 from memvault_vault.backup import format as backup_format
 from memvault_vault.backup import service as backup_service
-from memvault_vault.backup.service import BackupService
-from memvault_vault.backup.store import BackupStore
+from memvault_vault.database import Database
 from memvault_vault.domain.memory import content_hash
 from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.servicer import VaultServicer
-from memvault_vault.service import MemoryService
-from memvault_vault.store import Store, apply_migrations
+from memvault_vault.schema import apply_migrations
+from memvault_vault.services import VaultServices
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ QUERIES = ["coffee order", "router firmware", "deploy friday", "tailscale remote
 class Deployment:
     """A vault service (VaultService and BackupService) over one database."""
 
-    store: Store
+    database: Database
     vaults: vault_pb2_grpc.VaultServiceStub
     backups: backup_pb2_grpc.BackupServiceStub
     address: str
@@ -59,35 +59,37 @@ class Deployment:
     async def caller(self) -> Caller:
         suffix = uuid.uuid4().hex[:10]
         subject, vault = f"user-{suffix}", f"vault-{suffix}"
-        assert await self.store.ensure_owner(subject, vault)
+        assert await self.ensure_owner(subject, vault)
         return Caller(self.vaults, IdentitySigner(SECRET), subject, vault)
+
+    async def ensure_owner(self, subject: str, vault: str) -> bool:
+        return await AccountStore(self.database).ensure_owner(subject, vault)
+
+    async def fetchval(self, query: str, *args: object) -> object:
+        return await self.database.pool.fetchval(query, *args)
 
 
 async def _deploy(dsn: str) -> AsyncIterator[Deployment]:
-    store = await Store.connect(dsn, 1, 5)
-    backups = await BackupStore.connect(dsn)
+    database = await Database.connect(dsn, 1, 5)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server, _ = build_server(f"127.0.0.1:{port}")
-    memories = MemoryService(store)
+    services = VaultServices.build(database)
     signer = IdentitySigner(SECRET)
-    vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(memories, signer), server)
-    backup_pb2_grpc.add_BackupServiceServicer_to_server(
-        BackupServicer(BackupService(backups, memories, None), signer), server
-    )
+    vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
+    backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
     await server.start()
     channel = client_channel(f"127.0.0.1:{port}")
     yield Deployment(
-        store,
+        database,
         vault_pb2_grpc.VaultServiceStub(channel),
         backup_pb2_grpc.BackupServiceStub(channel),
         f"127.0.0.1:{port}",
     )
     await channel.close()
     await server.stop(None)
-    await backups.close()
-    await store.close()
+    await database.close()
 
 
 @pytest_asyncio.fixture
@@ -256,7 +258,7 @@ async def test_round_trip_into_another_deployment_gives_the_same_answers(
     data = await _backup(source, here.backups, omit_embeddings=True)
 
     target = Caller(elsewhere.vaults, source.signer, source.subject, source.vault)
-    assert await elsewhere.store.ensure_owner(source.subject, source.vault)
+    assert await elsewhere.ensure_owner(source.subject, source.vault)
     report = await _restore(target, elsewhere.backups, data)
     counts = {c.kind: c.count for c in report.counts}
     assert counts["memory"] == 7 and counts["exclusion"] == 1 and counts["guide_version"] == 3
@@ -270,7 +272,7 @@ async def test_round_trip_into_another_deployment_gives_the_same_answers(
     )
     assert reply.result.outcome == vpb.WRITE_OUTCOME_EXCLUDED
     # every restored memory waits for the indexer through the outbox
-    pending = await elsewhere.store._pool.fetchval("SELECT count(*) FROM outbox WHERE subject LIKE '%memory.created'")
+    pending = await elsewhere.fetchval("SELECT count(*) FROM outbox WHERE subject LIKE '%memory.created'")
     assert pending >= 7
 
 
@@ -336,7 +338,7 @@ async def test_bad_files_are_refused_with_nothing_written(here: Deployment) -> N
     }
     target = await here.caller()
     empty = await _state(target)
-    audit_rows = await here.store._pool.fetchval(
+    audit_rows = await here.fetchval(
         "SELECT count(*) FROM audit_log a JOIN vault v ON v.id = a.vault_id WHERE v.name = $1", target.vault
     )
     for name, (bad, reason) in bad_files.items():
@@ -346,7 +348,7 @@ async def test_bad_files_are_refused_with_nothing_written(here: Deployment) -> N
         assert reason in (caught.value.details() or ""), (name, caught.value.details())
         assert "nothing was restored" in (caught.value.details() or ""), name
         assert await _state(target) == empty, name
-    assert audit_rows == await here.store._pool.fetchval(
+    assert audit_rows == await here.fetchval(
         "SELECT count(*) FROM audit_log a JOIN vault v ON v.id = a.vault_id WHERE v.name = $1", target.vault
     )
     # the same file, whole, restores

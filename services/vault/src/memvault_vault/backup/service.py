@@ -15,10 +15,10 @@ from typing import Any
 
 from memvault_core.errors import Conflict, InvalidArgument, PermissionDenied, Unavailable
 from memvault_core.identity import Identity
+from memvault_vault.accounts.service import AccountService
 from memvault_vault.backup import format as backup_format
 from memvault_vault.backup.store import BackupStore, ExportRow, RestoreSession, VaultRef
 from memvault_vault.index_client import IndexClient
-from memvault_vault.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,9 @@ class RestoreReport:
 
 
 class BackupService:
-    def __init__(self, store: BackupStore, memories: MemoryService | None, index: IndexClient | None) -> None:
+    def __init__(self, store: BackupStore, accounts: AccountService | None, index: IndexClient | None) -> None:
         self._store = store
-        self._memories = memories
+        self._accounts = accounts
         self._index = index
 
     async def owned_vault(self, identity: Identity, vault_name: str) -> VaultRef:
@@ -70,10 +70,10 @@ class BackupService:
             )
         return VaultRef(vault.id, vault.name)
 
-    def _access(self) -> MemoryService:
-        if self._memories is None:  # the maintenance commands act on vaults by name, never for a caller
+    def _access(self) -> AccountService:
+        if self._accounts is None:  # the maintenance commands act on vaults by name, never for a caller
             raise PermissionDenied("this backup service acts for no caller")
-        return self._memories
+        return self._accounts
 
     # --- backup ----------------------------------------------------------------------------------------
 

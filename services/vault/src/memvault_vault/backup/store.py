@@ -19,7 +19,8 @@ from typing import Any
 import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument
-from memvault_vault import events
+from memvault_vault.database import lock_vault
+from memvault_vault.outbox import events
 
 FETCH = 500
 """Rows per round trip of a cursor, and memories per batch of a backup."""
@@ -382,7 +383,7 @@ class BackupStore:
     async def restore_session(self, vault: VaultRef) -> AsyncIterator[RestoreSession]:
         """A transaction holding the vault's write lock, with an empty staging table; commits on a clean exit."""
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", vault.id)
+            await lock_vault(conn, vault.id)
             await conn.execute(
                 "CREATE TEMP TABLE restore_record (seq bigserial PRIMARY KEY, kind text NOT NULL, body jsonb NOT NULL)"
                 " ON COMMIT DROP"

@@ -1,0 +1,128 @@
+"""/api/v1 backup, restore and export of a vault: each route is one streamed BackupService call.
+
+A backup or export is sent on as the vault produces it, and a restore's upload is passed on as it
+arrives, so the gateway holds a chunk at a time however large the vault. Backup and restore are
+for the vault's owners with the admin scope (the owner's session, or a service token with
+`admin`); the vault checks that, as for every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import grpc
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.requests import ClientDisconnect
+
+from memvault.vault.v1 import backup_pb2 as pb
+from memvault.vault.v1 import backup_pb2_grpc
+from memvault_core.errors import InvalidArgument
+from memvault_core.grpc import error_from_rpc
+from memvault_core.identity import GRPC_METADATA_KEY
+from memvault_core.validation import Between
+from memvault_gateway.api.access import Caller, GatewayDep, Vault
+from memvault_gateway.auth.bearer import Principal
+from memvault_gateway.context import Gateway
+
+log = logging.getLogger("memvault_gateway")
+
+router = APIRouter(prefix="/api/v1")
+
+Flag = Annotated[int, Query(), Between(0, 1)]
+
+_MEDIA = {"md": "text/markdown; charset=utf-8", "json": "application/json"}
+_EXPORT_FORMATS = {"md": pb.EXPORT_FORMAT_MARKDOWN, "json": pb.EXPORT_FORMAT_JSON}
+
+
+def _stub(gw: Gateway) -> backup_pb2_grpc.BackupServiceStub:
+    return backup_pb2_grpc.BackupServiceStub(gw.vault.channel)
+
+
+def _metadata(gw: Gateway, caller: Principal) -> tuple[tuple[str, str], ...]:
+    return ((GRPC_METADATA_KEY, gw.signer.sign(caller.identity())),)
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+async def _stream(call: Any, what: str) -> AsyncIterator[bytes]:
+    """The call's chunks; the first is awaited here, so a refusal is an HTTP error, not an empty file."""
+    try:
+        first = await call.read()
+    except grpc.aio.AioRpcError as error:
+        raise error_from_rpc(error) from None
+
+    async def body() -> AsyncIterator[bytes]:
+        message = first
+        while message is not grpc.aio.EOF:
+            yield message.data
+            try:
+                message = await call.read()
+            except grpc.aio.AioRpcError as error:
+                # Headers are sent: the client gets a cut-off file, which its manifest check refuses.
+                log.error(f"{what} stopped part-way", extra={"error": error_from_rpc(error).kind})
+                raise
+
+    return body()
+
+
+@router.get("/vaults/{vault}/backup")
+async def backup(vault: Vault, caller: Caller, gw: GatewayDep, embeddings: Flag = 1) -> StreamingResponse:
+    """The vault's backup file (docs/backup-format.md), streamed; `embeddings=0` leaves out the vectors."""
+    request = pb.BackupRequest(vault=vault, omit_embeddings=not embeddings)
+    call = _stub(gw).Backup(request, metadata=_metadata(gw, caller))
+    body = await _stream(call, "backup")
+    return StreamingResponse(
+        body,
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="memvault-{vault}-{_stamp()}.jsonl"'},
+    )
+
+
+@router.post("/vaults/{vault}/restore")
+async def restore(request: Request, vault: Vault, caller: Caller, gw: GatewayDep, replace: Flag = 0) -> dict[str, Any]:
+    """Restore a backup file sent as the request body: all of it in one transaction, or nothing."""
+
+    async def messages() -> AsyncIterator[pb.RestoreRequest]:
+        yield pb.RestoreRequest(options=pb.RestoreOptions(vault=vault, replace=bool(replace)))
+        try:
+            async for chunk in request.stream():
+                if chunk:
+                    yield pb.RestoreRequest(data=chunk)
+        except ClientDisconnect:
+            return  # the vault sees a cut-off file and refuses it
+
+    try:
+        reply = await _stub(gw).Restore(messages(), metadata=_metadata(gw, caller))
+    except grpc.aio.AioRpcError as error:
+        raise error_from_rpc(error) from None
+    return {
+        "vault": reply.vault,
+        "restored": {c.kind: c.count for c in reply.counts},
+        "embeddings_kept": reply.embeddings_kept,
+        "reembedding": reply.reembedding,
+        "notices": list(reply.notices),
+    }
+
+
+@router.get("/vaults/{vault}/export")
+async def export(
+    vault: Vault, caller: Caller, gw: GatewayDep, format: Literal["md", "json"] = "md"
+) -> StreamingResponse:
+    """The vault's active memories grouped by type, as markdown or JSON: readable, not a backup."""
+    if format not in _EXPORT_FORMATS:  # FastAPI checks the Literal; this keeps the mapping honest
+        raise InvalidArgument("format must be md or json", field="format")
+    call = _stub(gw).Export(
+        pb.ExportRequest(vault=vault, format=_EXPORT_FORMATS[format]), metadata=_metadata(gw, caller)
+    )
+    body = await _stream(call, "export")
+    return StreamingResponse(
+        body,
+        media_type=_MEDIA[format],
+        headers={"Content-Disposition": f'attachment; filename="memvault-{vault}-{_stamp()}.{format}"'},
+    )

@@ -134,8 +134,13 @@ async def test_embeddings_round_trip_and_the_index_is_rebuilt_without_them(fresh
     assert any(f"{len(FACTS)} memories are not in the search index yet" in w for w in waiting.warnings)
     await asyncio.to_thread(stack.start_services)
     await eventually(lambda: indexed("rebuilt", len(FACTS)))
-    found = await recall(stack, "rebuilt", "kubernetes hardware")
-    assert found.mode == "hybrid" and found.hits[0].memory.content == FACTS[2]
+
+    async def hybrid() -> vault_pb2.RecallResponse | None:  # once the vault has reconnected to the indexer
+        answer = await recall(stack, "rebuilt", "kubernetes hardware")
+        return answer if answer.mode == "hybrid" else None
+
+    found = await eventually(hybrid)
+    assert found.hits[0].memory.content == FACTS[2]
     assert not any("not in the search index" in w for w in found.warnings)
 
     # The commands, straight on the database: the same vault out, and back into a new one.

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import grpc
+import jsonschema
 import pytest
 import pytest_asyncio
 from vault_helpers import SECRET, Caller, rpc_error_kind
@@ -44,6 +45,7 @@ from memvault_vault.services import VaultServices
 
 pytestmark = pytest.mark.integration
 
+SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "backup.schema.json"
 QUERIES = ["coffee order", "router firmware", "deploy friday", "tailscale remote access", "python version"]
 
 
@@ -246,6 +248,54 @@ async def test_backup_holds_every_kind_and_a_manifest_that_checks(here: Deployme
     reader = backup_format.BackupReader()
     assert [r.kind for r in reader.feed(data)] == kinds
     reader.finish()
+    # every line matches the documented schema
+    schema = json.loads(SCHEMA.read_text())  # noqa: ASYNC240 (a small local file)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    for record in records:
+        errors = [e.message for e in validator.iter_errors(record)]
+        assert not errors, (record["kind"], errors[:3])
+
+
+def read_whole(data: bytes) -> None:
+    reader = backup_format.BackupReader()
+    list(reader.feed(data))
+    reader.finish()
+
+
+@pytest.mark.unit
+def test_a_reader_fed_a_byte_at_a_time_reads_the_same_and_checks_the_manifest() -> None:
+    writer = backup_format.BackupWriter()
+    memory = {
+        "kind": "memory",
+        "id": str(uuid.uuid4()),
+        "content": "Tea, no sugar",
+        "content_hash": content_hash("Tea, no sugar"),
+        "type": "preference",
+        "trust": "stated",
+        "status": "active",
+        "version": 1,
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "updated_at": "2026-01-01T00:00:00+00:00",
+    }
+    data = (
+        writer.line(backup_format.header("home", "2026-01-02T00:00:00+00:00", embeddings=False))
+        + writer.line(memory)
+        + writer.line({"kind": "audit", "actor": "user:me", "action": "memory.remember", "at": "2026-01-01T00:00:00Z"})
+        + writer.manifest()
+    )
+    reader = backup_format.BackupReader()
+    kinds = [record.kind for i in range(len(data)) for record in reader.feed(data[i : i + 1])]
+    reader.finish()
+    assert kinds == ["memory", "audit"] and reader.header is not None and reader.header["vault"] == "home"
+    for bad, reason in [
+        (data.replace(b"Tea, no sugar", b"Tea, no honey"), "does not match its text"),
+        (data.replace(b'"version":1,"vault"', b'"version":9,"vault"'), "newer than this memvault reads"),
+        (data.replace(b"memory.remember", b"memory.forget"), "sha256 does not match"),
+        (data[:-1], "truncated"),
+        (data + b'{"kind":"audit"}\n', "after the manifest"),
+    ]:
+        with pytest.raises(backup_format.BackupRefused, match=reason):
+            read_whole(bad)
 
 
 async def test_round_trip_into_another_deployment_gives_the_same_answers(

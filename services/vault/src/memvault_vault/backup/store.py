@@ -19,6 +19,7 @@ from typing import Any
 import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument
+from memvault_core.postgres import create_pool
 from memvault_vault.database import lock_vault
 from memvault_vault.outbox import events
 
@@ -347,8 +348,8 @@ class BackupStore:
 
     @classmethod
     async def connect(cls, dsn: str, max_size: int = 4) -> BackupStore:
-        """A pool of its own: a long backup or restore holds a connection, and must not starve the vault's."""
-        return cls(await asyncpg.create_pool(dsn, min_size=0, max_size=max_size, server_settings={"jit": "off"}))
+        """A pool of its own, for the maintenance commands."""
+        return cls(await create_pool(dsn, 0, max_size, server_settings={"jit": "off"}))
 
     async def close(self) -> None:
         await self._pool.close()

@@ -71,7 +71,13 @@ async def _stream(call: Any, what: str) -> AsyncIterator[bytes]:
     return body()
 
 
-@router.get("/vaults/{vault}/backup")
+_BACKUP_FILE = {
+    "description": "The backup file: JSON Lines ending in a manifest (docs/backup-format.md, docs/backup.schema.json)",
+    "content": {"application/x-ndjson": {"schema": {"type": "string", "format": "binary"}}},
+}
+
+
+@router.get("/vaults/{vault}/backup", response_class=StreamingResponse, responses={200: _BACKUP_FILE})
 async def backup(vault: Vault, caller: Caller, gw: GatewayDep, embeddings: Flag = 1) -> StreamingResponse:
     """The vault's backup file (docs/backup-format.md), streamed; `embeddings=0` leaves out the vectors."""
     request = pb.BackupRequest(vault=vault, omit_embeddings=not embeddings)
@@ -84,7 +90,10 @@ async def backup(vault: Vault, caller: Caller, gw: GatewayDep, embeddings: Flag 
     )
 
 
-@router.post("/vaults/{vault}/restore")
+@router.post(
+    "/vaults/{vault}/restore",
+    openapi_extra={"requestBody": {"required": True, "content": _BACKUP_FILE["content"]}},
+)
 async def restore(request: Request, vault: Vault, caller: Caller, gw: GatewayDep, replace: Flag = 0) -> dict[str, Any]:
     """Restore a backup file sent as the request body: all of it in one transaction, or nothing."""
 
@@ -110,7 +119,16 @@ async def restore(request: Request, vault: Vault, caller: Caller, gw: GatewayDep
     }
 
 
-@router.get("/vaults/{vault}/export")
+@router.get(
+    "/vaults/{vault}/export",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "Active memories grouped by type",
+            "content": {"text/markdown": {"schema": {"type": "string"}}, "application/json": {"schema": {}}},
+        }
+    },
+)
 async def export(
     vault: Vault, caller: Caller, gw: GatewayDep, format: Literal["md", "json"] = "md"
 ) -> StreamingResponse:

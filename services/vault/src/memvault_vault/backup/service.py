@@ -91,7 +91,10 @@ class BackupService:
                     "no indexer is configured, so there are no embeddings to back up; ask for embeddings=0 "
                     "(restore embeds the memories again)"
                 )
-            model, dimension = await self._index.model()
+            try:
+                model, dimension = await self._index.model()
+            except Unavailable as error:
+                raise Unavailable(f"{error.message}; back up without embeddings (embeddings=0) or try again") from None
         writer = backup_format.BackupWriter()
         out = bytearray()
         done = 0

@@ -133,6 +133,7 @@ for kube in $KUBE_VERSIONS; do
     grep -q '^  name: mv-memvault-backup$' "$WORK/rendered/$name-$kube.yaml" || fail "$name ($kube): no backup CronJob"
   done
   ! grep -q '^  name: mv-memvault-backup$' "$WORK/rendered/minimal-$kube.yaml" || fail "minimal ($kube): backup is on by default"
+  grep -q '^  name: mv-memvault-retention$' "$WORK/rendered/minimal-$kube.yaml" || fail "minimal ($kube): no retention CronJob"
 done
 # Canary: the minimal render with a root container and a literal DSN must be caught.
 "$VENV/bin/python" - "$WORK/rendered/minimal-${KUBE_VERSIONS##* }.yaml" "$WORK/canary-rendered.yaml" <<'PY'

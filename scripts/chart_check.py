@@ -269,6 +269,28 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
                 target = args[args.index("--dir") + 1]
                 mounts = {m.get("mountPath") for m in container.get("volumeMounts") or []}
                 checks.check(target in mounts, f"{file_name}: CronJob {name} writes to {target}, which is not mounted")
+    retention_jobs = [
+        c
+        for c in kinds.get("CronJob", [])
+        if not dig(c, ("spec", "suspend"))
+        and any(
+            (container.get("args") or [])[:1] == ["retention"]
+            for container in dig(c, POD_TEMPLATE_PATHS["CronJob"] + ("containers",)) or []
+        )
+    ]
+    vault = deployments.get("vault")
+    if vault is not None:
+        env = {
+            e.get("name"): e.get("value")
+            for container in dig(vault, POD_TEMPLATE_PATHS["Deployment"] + ("containers",)) or []
+            for e in container.get("env") or []
+        }
+        in_process = env.get("MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS") != "0"
+        checks.check(
+            in_process != bool(retention_jobs),
+            f"{file_name}: retention runs {'in the vault and ' if in_process else ''}"
+            f"{'as a CronJob' if retention_jobs else 'nowhere'}",
+        )
     for job in kinds.get("Job", []):
         if label(job, "app.kubernetes.io/component") == "migrate":
             hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")

@@ -226,6 +226,13 @@ topologySpreadConstraints:
 {{ include "memvault.env.identity" . }}
 {{- end }}
 
+{{/* Non-empty when a maintenance CronJob runs `retention` (then the vault's in-process loop is off). */}}
+{{- define "memvault.retentionCronJob" -}}
+{{- range $name, $job := .Values.maintenance.cronJobs }}
+{{- if and (eq $job.component "vault") (eq (first $job.args) "retention") (not $job.suspend) }}{{ $name }}{{ end }}
+{{- end }}
+{{- end }}
+
 {{/* Configuration the schema cannot express; fails with the value to set. */}}
 {{- define "memvault.validate" -}}
 {{- if not .Values.gateway.publicUrl }}

@@ -520,3 +520,40 @@ async def test_the_backup_command_keeps_the_newest_n_and_restore_refuses_a_cut_f
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("memvault-vault restore: backup refused")
     assert len((await _state(target))["memories"]) == 0
+
+
+async def test_a_restore_command_killed_half_way_leaves_the_vault_as_it_was(here: Deployment, vault_dsn: str) -> None:
+    source = await here.caller()
+    await _fill(source)
+    data = await _backup(source, here.backups, omit_embeddings=True)
+    target = await here.caller()
+    draft = mpb.MemoryDraft(content="Written before the killed restore")
+    await target.stub.Remember(vpb.RememberRequest(vault=target.vault, memory=draft), metadata=target.metadata())
+    before = await _state(target)
+    command = [sys.executable, "-m", "memvault_vault", "restore", "--vault", target.vault, "--input", "-", "--replace"]
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "MEMVAULT_POSTGRES__DSN": vault_dsn},
+    )
+    assert process.stdin is not None
+    process.stdin.write(data[: len(data) // 2])
+    await process.stdin.drain()
+
+    async def restoring() -> bool:  # its transaction is open: the vault locked, the staging table made
+        sessions = await here.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state = 'idle in transaction' AND query LIKE '%restore%'"
+        )
+        return bool(sessions)
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await restoring():
+        assert asyncio.get_running_loop().time() < deadline, "the restore never started"
+        await asyncio.sleep(0.1)
+    process.kill()  # SIGKILL: no cleanup of its own; Postgres drops the connection and rolls back
+    await process.wait()
+    assert await _state(target) == before
+    await asyncio.wait_for(_restore(target, here.backups, data, replace=True), 30)
+    assert len((await _state(target))["memories"]) == 7

@@ -351,6 +351,12 @@ def _tamper(data: bytes, old: bytes, new: bytes) -> bytes:
     return data.replace(old, new, 1)
 
 
+def _replaced(lines: list[bytes], at: int, **fields: object) -> list[bytes]:
+    """The file's lines but the manifest, with fields of line `at` changed."""
+    record = json.loads(lines[at]) | fields
+    return [*lines[:at], json.dumps(record).encode() + b"\n", *lines[at + 1 : -1]]
+
+
 def _with_manifest(data: bytes, lines: list[bytes]) -> bytes:
     """Lines rewritten, with a manifest that matches them (a careful forger)."""
     writer = backup_format.BackupWriter()
@@ -382,6 +388,14 @@ async def test_bad_files_are_refused_with_nothing_written(here: Deployment) -> N
         "edited text, hash kept": (
             _with_manifest(data, [*lines[:memory_at], json.dumps(edited).encode() + b"\n", *lines[memory_at + 1 : -1]]),
             "does not match its text",
+        ),
+        "a link to a memory not in the file": (
+            _with_manifest(data, _replaced(lines, memory_at, superseded_by=str(uuid.uuid4()))),
+            "does not fit",
+        ),
+        "a memory type that does not exist": (
+            _with_manifest(data, _replaced(lines, memory_at, type="rumour")),
+            "does not fit",
         ),
         "not a backup": (b'{"hello": "world"}\n', "not a memvault backup"),
         "empty": (b"", "empty"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -115,6 +116,8 @@ class Record:
     line: int
     raw: str
     """The line as it was in the file (what a restore stages)."""
+    ref: uuid.UUID | None = None
+    """The memory (memory, embedding, history) or batch (batch) the record is about."""
 
 
 def _check_fields(kind: str, body: dict[str, Any], line: int) -> None:
@@ -134,6 +137,19 @@ def _check_fields(kind: str, body: dict[str, Any], line: int) -> None:
             isinstance(x, int | float) and not isinstance(x, bool) for x in vector
         ):
             raise BackupRefused(f"line {line}: embedding of {body['memory_id']} is not {body['dimension']} numbers")
+
+
+_REF_FIELD = {"memory": "id", "batch": "id", "embedding": "memory_id", "history": "memory_id"}
+
+
+def _ref(kind: str, body: dict[str, Any], line: int) -> uuid.UUID | None:
+    name = _REF_FIELD.get(kind)
+    if name is None:
+        return None
+    try:
+        return uuid.UUID(body[name])
+    except ValueError:
+        raise BackupRefused(f"line {line}: {kind} {name} {body[name][:40]!r} is not a UUID") from None
 
 
 class BackupReader:
@@ -211,7 +227,7 @@ class BackupReader:
             raise BackupRefused(f"line {self._line}: unknown record kind {kind[:40]!r}")
         _check_fields(kind, body, self._line)
         self._counts[kind] += 1
-        return Record(kind, body, self._line, data.decode())
+        return Record(kind, body, self._line, data.decode(), _ref(kind, body, self._line))
 
     def _check_header(self, body: object) -> None:
         if not isinstance(body, dict) or body.get("kind") != HEADER or body.get("format") != FORMAT:

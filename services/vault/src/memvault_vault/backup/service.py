@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -171,10 +172,10 @@ class BackupService:
                     field="replace",
                 )
             reader = backup_format.BackupReader()
-            staged: list[tuple[str, str]] = []
+            staged: list[tuple[str, uuid.UUID | None, str]] = []
             async for chunk in chunks:
                 for record in reader.feed(chunk):
-                    staged.append((record.kind, record.raw))
+                    staged.append((record.kind, record.ref, record.raw))
                     if len(staged) >= STAGE_RECORDS:
                         await session.stage(staged)
                         staged.clear()

@@ -10,6 +10,7 @@ the caller going away, rolls everything back.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -115,14 +116,32 @@ def _ids(expression: str) -> str:
 
 
 # A memory's links (and a batch's id) as the restored vault knows them: the same ids, unless they are
-# taken by another vault of this deployment, then new ones.
-_MEMORY_BODY = (
-    "r.body || jsonb_build_object('vault_id', $1::uuid, 'id', pg_temp.restored_id(r.body->>'id'),"
-    " 'supersedes', pg_temp.restored_id(r.body->>'supersedes'),"
-    " 'superseded_by', pg_temp.restored_id(r.body->>'superseded_by'),"
-    " 'batch_id', pg_temp.restored_id(r.body->>'batch_id'),"
-    " 'depends_on', " + _ids("r.body->'depends_on'") + ", 'similar_to', " + _ids("r.body->'similar_to'") + ")"
-)
+# taken by another vault of this deployment, then new ones (`remap`).
+def _memory_body(source: str, remap: bool) -> str:
+    if not remap:
+        return f"{source} || jsonb_build_object('vault_id', $1::uuid)"
+    return (
+        f"{source} || jsonb_build_object('vault_id', $1::uuid, 'id', pg_temp.restored_id({source}->>'id'),"
+        f" 'supersedes', pg_temp.restored_id({source}->>'supersedes'),"
+        f" 'superseded_by', pg_temp.restored_id({source}->>'superseded_by'),"
+        f" 'batch_id', pg_temp.restored_id({source}->>'batch_id'),"
+        " 'depends_on', " + _ids(source + "->'depends_on'") + ", 'similar_to', " + _ids(source + "->'similar_to'") + ")"
+    )
+
+
+def _history_snapshot(remap: bool) -> str:
+    """A history entry's snapshot of the memory, with the restored vault and (when remapped) ids."""
+    if not remap:
+        return "p.snapshot || jsonb_build_object('vault_id', $1::uuid)"
+    return (
+        "p.snapshot || (SELECT jsonb_build_object('vault_id', $1::uuid, 'id', m.id, 'supersedes', m.supersedes,"  # noqa: S608
+        " 'superseded_by', m.superseded_by, 'batch_id', m.batch_id, 'depends_on', m.depends_on,"
+        f" 'similar_to', m.similar_to) FROM jsonb_populate_record(NULL::memory, {_memory_body('p.snapshot', True)}) m)"
+    )
+
+
+def _ref(remap: bool, column: str = "r.ref") -> str:
+    return f"pg_temp.restored_id({column}::text)" if remap else column
 
 
 class RestoreSession:
@@ -131,45 +150,48 @@ class RestoreSession:
     def __init__(self, conn: asyncpg.Connection, vault: VaultRef) -> None:
         self._conn = conn
         self._vault = vault
+        self._remap = False
 
     async def holds_memories(self) -> bool:
         return bool(
             await self._conn.fetchval("SELECT EXISTS (SELECT 1 FROM memory WHERE vault_id = $1)", self._vault.id)
         )
 
-    async def stage(self, records: Sequence[tuple[str, str]]) -> None:
-        """(kind, line of JSON) in file order."""
-        await self._conn.copy_records_to_table("restore_record", records=list(records), columns=["kind", "body"])
+    async def stage(self, records: Sequence[tuple[str, uuid.UUID | None, str]]) -> None:
+        """(kind, the memory or batch id it is about, line of JSON) in file order."""
+        await self._conn.copy_records_to_table("restore_record", records=list(records), columns=["kind", "ref", "body"])
 
     async def apply(self, *, replace: bool) -> dict[str, int]:
         """Write the staged records into the vault (after emptying it when `replace`); counts by kind."""
         conn, vault_id = self._conn, self._vault.id
+        await conn.execute("CREATE INDEX ON restore_record (ref, kind)")
         await conn.execute("ANALYZE restore_record")
-        restored_ids = await conn.fetch("SELECT (body->>'id')::uuid FROM restore_record WHERE kind = 'memory'")
         gone: list[str] = []
         if replace:
             gone = [
                 r[0]
                 for r in await conn.fetch(
-                    "DELETE FROM memory WHERE vault_id = $1 AND id <> ALL($2::uuid[]) RETURNING id::text",
+                    "DELETE FROM memory m WHERE m.vault_id = $1 AND NOT EXISTS (SELECT 1 FROM restore_record r"
+                    " WHERE r.ref = m.id AND r.kind = 'memory') RETURNING m.id::text",
                     vault_id,
-                    [r[0] for r in restored_ids],
                 )
             ]
             await conn.execute("DELETE FROM memory WHERE vault_id = $1", vault_id)
             for table in ("memory_history", "exclusion", "operating_guide_history", "audit_log"):
                 await conn.execute(f"DELETE FROM {table} WHERE vault_id = $1", vault_id)  # noqa: S608 (constant names)
             await conn.execute("DELETE FROM import_batch WHERE vault_id = $1", vault_id)
-        taken = await conn.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM memory WHERE id IN (SELECT (body->>'id')::uuid FROM restore_record"
-            " WHERE kind = 'memory')) OR EXISTS (SELECT 1 FROM import_batch WHERE id IN"
-            " (SELECT (body->>'id')::uuid FROM restore_record WHERE kind = 'batch'))"
+        remap = bool(
+            await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM restore_record r JOIN memory m ON m.id = r.ref WHERE r.kind = 'memory')"
+                " OR EXISTS (SELECT 1 FROM restore_record r JOIN import_batch b ON b.id = r.ref WHERE r.kind = 'batch')"
+            )
         )
-        if taken:  # another vault here holds these ids (a copy of a vault of this deployment): new ids
+        if remap:  # another vault here holds these ids (a copy of a vault of this deployment): new ids
             await conn.execute(
-                "INSERT INTO restore_id (old, new) SELECT DISTINCT (body->>'id')::uuid, gen_random_uuid()"
+                "INSERT INTO restore_id (old, new) SELECT DISTINCT ref, gen_random_uuid()"
                 " FROM restore_record WHERE kind IN ('memory', 'batch')"
             )
+        self._remap = remap
         counts: dict[str, int] = {}
         # The guide's history is the file's (a new vault's first version would collide with it).
         await conn.execute("DELETE FROM operating_guide_history WHERE vault_id = $1", vault_id)
@@ -190,7 +212,7 @@ class RestoreSession:
                 f"INSERT INTO import_batch ({', '.join(batch_columns)})"  # noqa: S608 (column names from the catalogue)
                 f" SELECT {', '.join('p.' + c for c in batch_columns)} FROM restore_record r,"
                 " jsonb_populate_record(NULL::import_batch, r.body || jsonb_build_object('vault_id', $1::uuid,"
-                " 'id', pg_temp.restored_id(r.body->>'id'))) p WHERE r.kind = 'batch' ORDER BY r.seq",
+                f" 'id', {_ref(remap)})) p WHERE r.kind = 'batch' ORDER BY r.seq",
                 vault_id,
             )
         )
@@ -208,19 +230,16 @@ class RestoreSession:
             await conn.execute(
                 f"INSERT INTO memory ({', '.join(memory_columns)})"  # noqa: S608 (column names from the catalogue)
                 f" SELECT {', '.join('p.' + c for c in memory_columns)} FROM restore_record r,"
-                f" jsonb_populate_record(NULL::memory, {_MEMORY_BODY}) p WHERE r.kind = 'memory' ORDER BY r.seq",
+                f" jsonb_populate_record(NULL::memory, {_memory_body('r.body', remap)}) p"
+                " WHERE r.kind = 'memory' ORDER BY r.seq",
                 vault_id,
             )
         )
         counts["history"] = _count(
             await conn.execute(
                 "INSERT INTO memory_history (memory_id, vault_id, version, change, snapshot, actor, changed_at, cause)"  # noqa: S608
-                " SELECT pg_temp.restored_id(r.body->>'memory_id'), $1, p.version, p.change,"
-                f" p.snapshot || (SELECT jsonb_build_object('vault_id', $1::uuid, 'id', m.id, 'supersedes', m.supersedes,"
-                " 'superseded_by', m.superseded_by, 'batch_id', m.batch_id, 'depends_on', m.depends_on,"
-                " 'similar_to', m.similar_to) FROM jsonb_populate_record(NULL::memory,"
-                f" {_MEMORY_BODY.replace('r.body', 'p.snapshot')}) m),"
-                " p.actor, p.changed_at, pg_temp.restored_id(r.body->>'cause')"
+                f" SELECT {_ref(remap)}, $1, p.version, p.change, {_history_snapshot(remap)},"
+                f" p.actor, p.changed_at, {_ref(remap, 'p.cause')}"
                 " FROM restore_record r, jsonb_populate_record(NULL::memory_history, r.body) p"
                 " WHERE r.kind = 'history' ORDER BY r.seq",
                 vault_id,
@@ -295,7 +314,8 @@ class RestoreSession:
         batch: list[tuple[str, str, list[float]]] = []
         query = (
             "SELECT m.id::text, m.index_hash, r.body->'vector' FROM restore_record r"
-            " JOIN memory m ON m.id = pg_temp.restored_id(r.body->>'memory_id') AND m.vault_id = $1"
+            " LEFT JOIN restore_id i ON i.old = r.ref"
+            " JOIN memory m ON m.id = coalesce(i.new, r.ref) AND m.vault_id = $1"
             " WHERE r.kind = 'embedding' AND r.body->>'model' = $2 AND (r.body->>'dimension')::int = $3"
             " AND r.body->>'content_hash' = m.index_hash"
         )
@@ -386,7 +406,7 @@ class BackupStore:
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_vault(conn, vault.id)
             await conn.execute(
-                "CREATE TEMP TABLE restore_record (seq bigserial PRIMARY KEY, kind text NOT NULL, body jsonb NOT NULL)"
+                "CREATE TEMP TABLE restore_record (seq bigserial PRIMARY KEY, kind text NOT NULL, ref uuid, body jsonb NOT NULL)"
                 " ON COMMIT DROP"
             )
             await conn.execute("CREATE TEMP TABLE restore_id (old uuid PRIMARY KEY, new uuid NOT NULL) ON COMMIT DROP")
@@ -396,7 +416,7 @@ class BackupStore:
             )
             try:
                 yield RestoreSession(conn, vault)
-            except asyncpg.PostgresError as error:
+            except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as error:
                 raise _refused(error) from None
 
     async def export_rows(self, vault_id: str) -> AsyncIterator[ExportRow]:

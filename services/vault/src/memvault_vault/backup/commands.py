@@ -21,8 +21,9 @@ from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
+from memvault_vault.backup.records import VaultRef
 from memvault_vault.backup.service import BackupService
-from memvault_vault.backup.store import BackupStore, VaultRef
+from memvault_vault.backup.store import BackupStore
 from memvault_vault.index_client import IndexClient
 from memvault_vault.settings import BackupSettings
 

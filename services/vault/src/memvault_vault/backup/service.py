@@ -10,7 +10,6 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +17,8 @@ from memvault_core.errors import Conflict, InvalidArgument, PermissionDenied, Un
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.backup import format as backup_format
-from memvault_vault.backup.store import BackupStore, ExportRow, RestoreSession, VaultRef
+from memvault_vault.backup.records import BackupChunk, ExportRow, RestoreReport, VaultRef
+from memvault_vault.backup.store import BackupStore, RestoreSession
 from memvault_vault.index_client import IndexClient
 
 log = logging.getLogger(__name__)
@@ -37,22 +37,6 @@ TYPE_TITLES = {
     "observation": "Observations",
     "instruction": "Instructions",
 }
-
-
-@dataclass(frozen=True)
-class BackupChunk:
-    data: bytes
-    memories_done: int
-    memories_total: int
-
-
-@dataclass(frozen=True)
-class RestoreReport:
-    vault: str
-    counts: dict[str, int]
-    embeddings_kept: int
-    reembedding: int
-    notices: list[str] = field(default_factory=list)
 
 
 class BackupService:

@@ -13,14 +13,13 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument
 from memvault_core.postgres import create_pool
+from memvault_vault.backup.records import ExportRow, VaultRef
 from memvault_vault.database import lock_vault
 from memvault_vault.outbox import events
 
@@ -50,29 +49,6 @@ _MEMORIES = (
     " (jsonb_build_object('kind', 'memory') || (to_jsonb(m) - 'vault_id' - 'search' - 'index_hash'))::text"
     " FROM memory m WHERE m.vault_id = $1 ORDER BY m.created_at, m.id"
 )
-
-
-@dataclass(frozen=True)
-class VaultRef:
-    id: str
-    name: str
-
-
-@dataclass(frozen=True)
-class ExportRow:
-    type: str
-    content: str
-    key: str | None
-    scope: str | None
-    tags: list[str]
-    source: str
-    client: str
-    trust: str
-    created_at: datetime
-    updated_at: datetime
-    valid_from: datetime
-    valid_to: datetime | None
-    id: str
 
 
 class Snapshot:

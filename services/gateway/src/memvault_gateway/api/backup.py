@@ -22,10 +22,9 @@ from memvault.vault.v1 import backup_pb2 as pb
 from memvault.vault.v1 import backup_pb2_grpc
 from memvault_core.errors import InvalidArgument
 from memvault_core.grpc import error_from_rpc
-from memvault_core.identity import GRPC_METADATA_KEY
+from memvault_core.identity import GRPC_METADATA_KEY, Identity
 from memvault_core.validation import Between
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
-from memvault_gateway.auth.bearer import Principal
 from memvault_gateway.context import Gateway
 
 log = logging.getLogger("memvault_gateway")
@@ -42,12 +41,13 @@ def _stub(gw: Gateway) -> backup_pb2_grpc.BackupServiceStub:
     return backup_pb2_grpc.BackupServiceStub(gw.vault.channel)
 
 
-def _metadata(gw: Gateway, caller: Principal) -> tuple[tuple[str, str], ...]:
-    return ((GRPC_METADATA_KEY, gw.signer.sign(caller.identity())),)
+def _metadata(gw: Gateway, identity: Identity) -> tuple[tuple[str, str], ...]:
+    return ((GRPC_METADATA_KEY, gw.signer.sign(identity)),)
 
 
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+def file_name(vault: str, extension: str) -> str:
+    """`memvault-<vault>-<UTC time>.<extension>`: what a download is saved as."""
+    return f"memvault-{vault}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.{extension}"
 
 
 async def _stream(call: Any, what: str) -> AsyncIterator[bytes]:
@@ -71,6 +71,48 @@ async def _stream(call: Any, what: str) -> AsyncIterator[bytes]:
     return body()
 
 
+# The calls behind the routes, for any page of the gateway that offers the same (the owner's dashboard):
+# each acts as `identity`, and the vault checks roles and scopes as for every call.
+
+
+async def backup_chunks(gw: Gateway, identity: Identity, vault: str, *, embeddings: bool) -> AsyncIterator[bytes]:
+    """The vault's backup file in chunks; a refusal is raised before the first chunk."""
+    request = pb.BackupRequest(vault=vault, omit_embeddings=not embeddings)
+    return await _stream(_stub(gw).Backup(request, metadata=_metadata(gw, identity)), "backup")
+
+
+async def export_chunks(gw: Gateway, identity: Identity, vault: str, export_format: str) -> AsyncIterator[bytes]:
+    """Active memories grouped by type, `md` or `json`, in chunks; a refusal is raised before the first."""
+    if export_format not in _EXPORT_FORMATS:
+        raise InvalidArgument("format must be md or json", field="format")
+    request = pb.ExportRequest(vault=vault, format=_EXPORT_FORMATS[export_format])
+    return await _stream(_stub(gw).Export(request, metadata=_metadata(gw, identity)), "export")
+
+
+async def restore_file(
+    gw: Gateway, identity: Identity, vault: str, chunks: AsyncIterator[bytes], *, replace: bool
+) -> dict[str, Any]:
+    """Restore a backup file from its chunks, in one transaction; what it wrote, as the API answers it."""
+
+    async def messages() -> AsyncIterator[pb.RestoreRequest]:
+        yield pb.RestoreRequest(options=pb.RestoreOptions(vault=vault, replace=replace))
+        async for chunk in chunks:
+            if chunk:
+                yield pb.RestoreRequest(data=chunk)
+
+    try:
+        reply = await _stub(gw).Restore(messages(), metadata=_metadata(gw, identity))
+    except grpc.aio.AioRpcError as error:
+        raise error_from_rpc(error) from None
+    return {
+        "vault": reply.vault,
+        "restored": {c.kind: c.count for c in reply.counts},
+        "embeddings_kept": reply.embeddings_kept,
+        "reembedding": reply.reembedding,
+        "notices": list(reply.notices),
+    }
+
+
 _BACKUP_FILE = {
     "description": "The backup file: JSON Lines ending in a manifest (docs/backup-format.md, docs/backup.schema.json)",
     "content": {"application/x-ndjson": {"schema": {"type": "string", "format": "binary"}}},
@@ -80,13 +122,11 @@ _BACKUP_FILE = {
 @router.get("/vaults/{vault}/backup", response_class=StreamingResponse, responses={200: _BACKUP_FILE})
 async def backup(vault: Vault, caller: Caller, gw: GatewayDep, embeddings: Flag = 1) -> StreamingResponse:
     """The vault's backup file (docs/backup-format.md), streamed; `embeddings=0` leaves out the vectors."""
-    request = pb.BackupRequest(vault=vault, omit_embeddings=not embeddings)
-    call = _stub(gw).Backup(request, metadata=_metadata(gw, caller))
-    body = await _stream(call, "backup")
+    body = await backup_chunks(gw, caller.identity(), vault, embeddings=bool(embeddings))
     return StreamingResponse(
         body,
         media_type="application/x-ndjson",
-        headers={"Content-Disposition": f'attachment; filename="memvault-{vault}-{_stamp()}.jsonl"'},
+        headers={"Content-Disposition": f'attachment; filename="{file_name(vault, "jsonl")}"'},
     )
 
 
@@ -97,26 +137,14 @@ async def backup(vault: Vault, caller: Caller, gw: GatewayDep, embeddings: Flag 
 async def restore(request: Request, vault: Vault, caller: Caller, gw: GatewayDep, replace: Flag = 0) -> dict[str, Any]:
     """Restore a backup file sent as the request body: all of it in one transaction, or nothing."""
 
-    async def messages() -> AsyncIterator[pb.RestoreRequest]:
-        yield pb.RestoreRequest(options=pb.RestoreOptions(vault=vault, replace=bool(replace)))
+    async def body() -> AsyncIterator[bytes]:
         try:
             async for chunk in request.stream():
-                if chunk:
-                    yield pb.RestoreRequest(data=chunk)
+                yield chunk
         except ClientDisconnect:
             return  # the vault sees a cut-off file and refuses it
 
-    try:
-        reply = await _stub(gw).Restore(messages(), metadata=_metadata(gw, caller))
-    except grpc.aio.AioRpcError as error:
-        raise error_from_rpc(error) from None
-    return {
-        "vault": reply.vault,
-        "restored": {c.kind: c.count for c in reply.counts},
-        "embeddings_kept": reply.embeddings_kept,
-        "reembedding": reply.reembedding,
-        "notices": list(reply.notices),
-    }
+    return await restore_file(gw, caller.identity(), vault, body(), replace=bool(replace))
 
 
 @router.get(
@@ -133,14 +161,9 @@ async def export(
     vault: Vault, caller: Caller, gw: GatewayDep, format: Literal["md", "json"] = "md"
 ) -> StreamingResponse:
     """The vault's active memories grouped by type, as markdown or JSON: readable, not a backup."""
-    if format not in _EXPORT_FORMATS:  # FastAPI checks the Literal; this keeps the mapping honest
-        raise InvalidArgument("format must be md or json", field="format")
-    call = _stub(gw).Export(
-        pb.ExportRequest(vault=vault, format=_EXPORT_FORMATS[format]), metadata=_metadata(gw, caller)
-    )
-    body = await _stream(call, "export")
+    body = await export_chunks(gw, caller.identity(), vault, format)
     return StreamingResponse(
         body,
         media_type=_MEDIA[format],
-        headers={"Content-Disposition": f'attachment; filename="memvault-{vault}-{_stamp()}.{format}"'},
+        headers={"Content-Disposition": f'attachment; filename="{file_name(vault, format)}"'},
     )

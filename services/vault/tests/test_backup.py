@@ -571,3 +571,10 @@ async def test_a_restore_command_killed_half_way_leaves_the_vault_as_it_was(here
     assert await _state(target) == before
     await asyncio.wait_for(_restore(target, here.backups, data, replace=True), 30)
     assert len((await _state(target))["memories"]) == 7
+
+
+@pytest.mark.unit
+def test_vectors_move_in_calls_that_fit_a_grpc_message() -> None:
+    assert backup_service.vectors_per_call(384) == 500
+    large = backup_service.vectors_per_call(3072)  # text-embedding-3-large
+    assert 1 <= large < 500 and large * 3072 * 4 <= backup_service.VECTOR_BYTES_PER_CALL

@@ -28,6 +28,15 @@ CHUNK_BYTES = 256 * 1024
 STAGE_RECORDS = 1000
 """Records of a restore staged per round trip."""
 EXPORT_FORMATS = ("md", "json")
+VECTOR_BYTES_PER_CALL = 2 * 1024 * 1024
+"""Vectors moved per call to the indexer, in bytes: half of what one gRPC message may carry."""
+
+
+def vectors_per_call(dimension: int) -> int:
+    """How many vectors of this dimension one GetVectors or PutVectors call carries (at most 500)."""
+    return max(1, min(500, VECTOR_BYTES_PER_CALL // (4 * max(1, dimension))))
+
+
 TYPE_TITLES = {
     "fact": "Facts",
     "preference": "Preferences",
@@ -121,7 +130,10 @@ class BackupService:
     ) -> list[dict[str, Any]]:
         assert self._index is not None
         current = {memory_id: index_hash for memory_id, index_hash, _ in batch}
-        _, _, vectors = await self._index.vectors(vault.id, list(current))
+        ids, per_call = list(current), vectors_per_call(dimension)
+        vectors = []
+        for start in range(0, len(ids), per_call):
+            vectors += (await self._index.vectors(vault.id, ids[start : start + per_call]))[2]
         return [
             {
                 "kind": "embedding",
@@ -191,7 +203,7 @@ class BackupService:
             async def put(vectors: list[tuple[str, str, list[float]]]) -> None:
                 await index.put_vectors(vault.id, model, vectors)
 
-            return await session.keep_embeddings(model, dimension, put), []
+            return await session.keep_embeddings(model, dimension, put, batch_size=vectors_per_call(dimension)), []
         except Unavailable as error:
             return 0, [f"the file's embeddings were not used ({error.message}); the indexer embeds the memories again"]
 

@@ -283,6 +283,8 @@ class RestoreSession:
         model: str,
         dimension: int,
         put: Callable[[list[tuple[str, str, list[float]]]], Awaitable[None]],
+        *,
+        batch_size: int = FETCH,
     ) -> int:
         """Hand the file's embeddings that were made by `model` from the text the memory now has to `put`, and
         record those memories as indexed; returns how many. The others are embedded again by the indexer."""
@@ -297,7 +299,7 @@ class RestoreSession:
         )
         async for row in self._conn.cursor(query, self._vault.id, model, dimension, prefetch=FETCH):
             batch.append((row[0], row[1], json.loads(row[2])))
-            if len(batch) >= FETCH:
+            if len(batch) >= batch_size:
                 kept += await self._keep(batch, model, put)
                 batch = []
         if batch:

@@ -198,6 +198,21 @@ async def test_scan_lists_every_point_across_pages(store: VectorStore) -> None:
 
 
 @pytest.mark.integration
+async def test_vectors_come_back_as_stored_and_unknown_ids_are_left_out(store: VectorStore) -> None:
+    memories = [memory("v1", unit(1, i / 10), content_hash=f"hash-{i}") for i in range(3)]
+    await store.upsert(memories)
+    missing = uuid.uuid4()
+    points = await store.vectors([m.memory_id for m in memories] + [missing])
+    by_id = {p.memory_id: p for p in points}
+    assert set(by_id) == {str(m.memory_id) for m in memories}
+    for m in memories:
+        point = by_id[str(m.memory_id)]
+        assert (point.vault_id, point.content_hash, point.model) == ("v1", m.content_hash, MODEL)
+        assert np.allclose(point.vector, np.asarray(m.vector), atol=1e-6)
+    assert await store.vectors([]) == []
+
+
+@pytest.mark.integration
 async def test_drop_collection_loses_every_point_and_ensure_recreates_it(store: VectorStore) -> None:
     await store.upsert([memory("v1", unit(1, 0))])
     await store.drop_collection()

@@ -108,6 +108,35 @@ class StoredPoint:
     model: str
 
 
+@dataclass(frozen=True, slots=True)
+class PointVector:
+    """A point's vector with what identifies the text it was made from (a backup carries these)."""
+
+    memory_id: str
+    vault_id: str
+    content_hash: str
+    model: str
+    vector: list[float]
+
+
+def _named_vector(vector: Any) -> list[float]:
+    """A point's vector as a plain list, whether the backend returns it named or not."""
+    if isinstance(vector, dict):
+        vector = vector.get(VECTOR_NAME, [])
+    return [float(x) for x in (vector or [])]
+
+
+def _point_vector(record: Any) -> PointVector:
+    payload = record.payload or {}
+    return PointVector(
+        memory_id=str(record.id),
+        vault_id=str(payload.get("vault_id", "")),
+        content_hash=str(payload.get("content_hash", "")),
+        model=str(payload.get("model", "")),
+        vector=_named_vector(record.vector),
+    )
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """A Qdrant collection of memory vectors, one per embedding model."""
@@ -153,6 +182,10 @@ class VectorStore(Protocol):
 
     def scan(self, vault_id: str | None = None, page_size: int = 1000) -> AsyncIterator[StoredPoint]:
         """Every point's id, vault, content hash and model (for reconcile), page by page."""
+        ...
+
+    async def vectors(self, memory_ids: Sequence[str | uuid.UUID]) -> list[PointVector]:
+        """The stored points of these memories with their vectors; ids without a point are left out."""
         ...
 
     async def drop_collection(self) -> None:
@@ -409,6 +442,15 @@ class EdgeVectorStore:
                 )
             if offset is None:
                 return
+
+    async def vectors(self, memory_ids: Sequence[str | uuid.UUID]) -> list[PointVector]:
+        if not memory_ids:
+            return []
+        shard = self._require()
+        records = await asyncio.to_thread(
+            shard.retrieve, [_point_id(i) for i in memory_ids], with_payload=True, with_vector=True
+        )
+        return [_point_vector(record) for record in records]
 
     async def optimize(self) -> bool:
         """Build HNSW indexes and merge segments (Qdrant Edge runs no background optimizer).
@@ -668,6 +710,14 @@ class QdrantServerStore:
             if offset is None:
                 return
 
+    async def vectors(self, memory_ids: Sequence[str | uuid.UUID]) -> list[PointVector]:
+        if not memory_ids:
+            return []
+        records = await self._client.retrieve(
+            self._collection, ids=[_point_id(i) for i in memory_ids], with_payload=True, with_vectors=True
+        )
+        return [_point_vector(record) for record in records]
+
     async def drop_collection(self) -> None:
         if await self._client.collection_exists(self._collection):
             await self._client.delete_collection(self._collection)
@@ -717,6 +767,7 @@ __all__ = [
     "EdgeVectorStore",
     "Hit",
     "IndexedMemory",
+    "PointVector",
     "QdrantServerStore",
     "SearchFilters",
     "StoredPoint",

@@ -8,7 +8,15 @@ import contextlib
 import logging
 import sys
 
-from memvault.vault.v1 import accounts_pb2_grpc, index_feed_pb2, index_feed_pb2_grpc, vault_pb2, vault_pb2_grpc
+from memvault.vault.v1 import (
+    accounts_pb2_grpc,
+    backup_pb2,
+    backup_pb2_grpc,
+    index_feed_pb2,
+    index_feed_pb2_grpc,
+    vault_pb2,
+    vault_pb2_grpc,
+)
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
@@ -16,12 +24,14 @@ from memvault_core.postgres import address, database_error, is_connection_failur
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
 from memvault_vault.outbox.relay import OutboxRelay
 from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.schema import (
@@ -77,6 +87,7 @@ async def serve(settings: Settings) -> None:
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(
             AccountServicer(services.accounts, services.audit, signer), server
         )
+        backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
         background = []
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
@@ -98,6 +109,7 @@ async def serve(settings: Settings) -> None:
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
+            backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
@@ -161,7 +173,10 @@ def main(argv: list[str] | None = None) -> None:
         "period (the vault service also does this every MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS)",
     )
     purge_parser.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
+    backup_commands.add_parsers(commands)
     args = parser.parse_args(argv)
+    if args.command in backup_commands.COMMANDS:
+        raise SystemExit(backup_commands.run(args))
 
     if args.command in ("migrate", "rollback", "create-owner", "retention"):
         migrate_settings = load_settings(MigrateSettings)

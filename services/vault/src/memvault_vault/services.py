@@ -8,6 +8,8 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.audit.service import AuditService
 from memvault_vault.audit.store import AuditStore
+from memvault_vault.backup.service import BackupService
+from memvault_vault.backup.store import BackupStore
 from memvault_vault.database import Database
 from memvault_vault.domain import duplicates
 from memvault_vault.guide.service import GuideService
@@ -38,6 +40,7 @@ class VaultServices:
     guide: GuideService
     audit: AuditService
     index_feed: IndexFeedService
+    backup: BackupService
 
     @classmethod
     def build(
@@ -62,4 +65,5 @@ class VaultServices:
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
             index_feed=IndexFeedService(feed),
+            backup=BackupService(BackupStore(database.pool), accounts, index),
         )

@@ -93,6 +93,11 @@ class RecallService:
             )
         elif self._index is None:
             warnings.append("no indexer is configured: only memories sharing words with the query were searched")
+        if self._index is not None and (waiting := await self._feed.unindexed_older(vault)):
+            warnings.append(
+                f"{waiting} memories are not in the search index yet (after a restore or reindex it is catching up); "
+                "until they are, only their words are searched"
+            )
         if not ranked and offset == 0 and not await self._store.has_search_terms(query) and mode == KEYWORD_ONLY:
             warnings.append("the query has only common words (like 'what' or 'the'); add the specific terms you want")
         next_cursor = cursor.encode("recall", request, {"offset": offset + len(hits)}) if more else ""

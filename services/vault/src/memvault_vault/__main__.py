@@ -17,6 +17,7 @@ from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault import retention
 from memvault_vault.database import address, database_error, is_connection_failure, report_readiness
 from memvault_vault.index_client import IndexClient
+from memvault_vault.index_progress import IndexProgress
 from memvault_vault.relay import OutboxRelay
 from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
@@ -66,8 +67,10 @@ async def serve(settings: Settings) -> None:
             else None
         )
         server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
-        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(store, index), signer), server)
-        index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer), server)
+        progress = IndexProgress()
+        service = MemoryService(store, index, index_progress=progress)
+        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(service, signer), server)
+        index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer, progress), server)
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)
         background = []
         if settings.vault.relay:

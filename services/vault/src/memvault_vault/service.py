@@ -46,6 +46,7 @@ from memvault_vault.domain.memory import (
     validate_query,
 )
 from memvault_vault.index_client import IndexClient
+from memvault_vault.index_progress import IndexProgress
 from memvault_vault.store import (
     AuditRecord,
     BatchInfo,
@@ -147,10 +148,12 @@ class MemoryService:
         index: IndexClient | None = None,
         *,
         index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
+        index_progress: IndexProgress | None = None,
     ) -> None:
         self.store = store
         self.index = index
         self.index_catch_up_seconds = index_catch_up_seconds
+        self.index_progress = index_progress or IndexProgress()
 
     async def vaults(self, identity: Identity) -> list[VaultAccess]:
         identity.require("read")
@@ -509,15 +512,18 @@ class MemoryService:
         """The newest memories the index does not hold yet (compared from their text), and how many more
         there are. When more are waiting than can be sent as text, an import first waits
         (briefly) for the index to catch up, so that every memory is compared; otherwise it goes on at once,
-        and the indexer indexes the last import while this one is checked."""
+        and the indexer indexes the last import while this one is checked.
+
+        The wait is explicit: it happens only when memories would go uncompared, it first asks the indexer
+        whether it answers at all (a stopped indexer will not catch up), and it then wakes on each
+        progress report of the indexer (`IndexProgress`)."""
         assert self.index is not None
         pending, total = await self._unindexed(vault, budget)
-        # One tiny call first: a stopped indexer answers Unavailable at once, and will not catch up.
-        await self.index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
-        if wait:
+        if wait and total > len(pending):
+            await self.index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
             deadline = time.monotonic() + self.index_catch_up_seconds
-            while total > len(pending) and time.monotonic() < deadline:
-                await asyncio.sleep(0.2)
+            while total > len(pending) and (left := deadline - time.monotonic()) > 0:
+                await self.index_progress.wait(left)
                 pending, total = await self._unindexed(vault, budget)
         return pending, max(total - len(pending), 0)
 
@@ -618,37 +624,26 @@ class MemoryService:
             )
             return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
         index = self.index
-        # Full-text search runs beside the vector search (and the lookup of recent writes it needs);
-        # the keyword hits the vector search did not return are scored afterwards (the indexer keeps
-        # the query's embedding, so that is cheap).
-        keyword_search = asyncio.ensure_future(
-            self.store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters)
+        # Full-text search runs beside the lookup of recent writes the index does not hold yet; then one
+        # indexer call embeds the query, finds the nearest memories and scores the keyword hits.
+        keyword, pending = await asyncio.gather(
+            self.store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters),
+            self.store.unindexed_recent(vault, fusion.PENDING_TO_SCORE),
         )
-
-        async def dense() -> dict[str, float]:
-            pending = await self.store.unindexed_recent(vault, fusion.PENDING_TO_SCORE)
-            return await index.search(vault.id, query, limit=fusion.DENSE_CANDIDATES, score_ids=(), pending=pending)
-
-        dense_search = asyncio.ensure_future(dense())
         try:
-            keyword = await keyword_search
-        except BaseException:
-            dense_search.cancel()
-            raise
-        try:
-            cosines = await dense_search
-            known = {found.id for found in keyword}
-            unscored = [found.id for found in keyword if found.id not in cosines]
-            dense_only = [i for i in cosines if i not in known]
-            # Scoring the keyword-only hits and reading the vector-only ones are independent: side by side.
-            scored, extra = await asyncio.gather(
-                index.search(vault.id, query, limit=0, score_ids=unscored, pending=()),
-                self.store.memories_by_ids(vault, dense_only, query, **filters),
+            cosines = await index.search(
+                vault.id,
+                query,
+                limit=fusion.DENSE_CANDIDATES,
+                score_ids=[found.id for found in keyword],
+                pending=pending,
             )
-            cosines.update(scored)
         except Unavailable as error:
             log.warning("recall fell back to keyword-only", extra={"reason": error.message})
             return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
+        known = {found.id for found in keyword}
+        dense_only = [i for i in cosines if i not in known]
+        extra = await self.store.memories_by_ids(vault, dense_only, query, **filters)
         return fusion.fuse([*keyword, *extra], cosines), HYBRID
 
     async def stats(self, identity: Identity, vault_name: str) -> tuple[VaultAccess, dict[str, Any]]:

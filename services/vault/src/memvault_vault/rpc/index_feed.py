@@ -11,6 +11,7 @@ from memvault_core.errors import InvalidArgument
 from memvault_core.grpc import identity_token
 from memvault_core.identity import IdentitySigner
 from memvault_vault.domain.memory import parse_memory_id
+from memvault_vault.index_progress import IndexProgress
 from memvault_vault.store import Store
 
 MAX_DOCUMENTS = 1000
@@ -32,9 +33,10 @@ def _document(row: object) -> pb.IndexDocument:
 
 
 class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
-    def __init__(self, store: Store, signer: IdentitySigner) -> None:
+    def __init__(self, store: Store, signer: IdentitySigner, progress: IndexProgress | None = None) -> None:
         self._store = store
         self._signer = signer
+        self._progress = progress or IndexProgress()
 
     def _check(self, context: grpc.aio.ServicerContext) -> None:
         self._signer.verify_service(identity_token(context), "indexer")
@@ -76,4 +78,5 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
                 )
             )
         await self._store.report_indexed(reports)
+        self._progress.reported()
         return pb.ReportIndexedResponse()

@@ -31,8 +31,10 @@ from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import Stack
 from memvault_indexer.indexing import OPTIMIZE_WHEN_IDLE_SECONDS
 from memvault_indexer.store import OPTIMIZING_SUFFIX
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.database import Database
 from memvault_vault.domain.memory import RECALLABLE_BY_DEFAULT
-from memvault_vault.store import Store
+from memvault_vault.recall.store import RecallStore
 from tests.bench import corpus, report
 from tests.e2e.e2e_helpers import call, mcp_session, vault_stats
 
@@ -74,8 +76,9 @@ async def foundation(stack: Stack, size: int, calls: int) -> str:
         )
     await channel.close()
 
-    store = await Store.connect(stack.postgres_dsn, 1, 2)
-    vault = await store.vault_of("owner", "default")
+    database = await Database.connect(stack.postgres_dsn, 1, 2)
+    store = RecallStore(database)
+    vault = await AccountStore(database).vault_of("owner", "default")
     assert vault is not None
     sql_recall: list[float] = []
 
@@ -87,7 +90,7 @@ async def foundation(stack: Stack, size: int, calls: int) -> str:
 
     for query in queries:
         await timed(sql_recall, lambda query=query: keyword_recall(query))  # type: ignore[misc]
-    await store.close()
+    await database.close()
 
     rss = {name: report.peak_rss_mib(stack.process(name).pid) for name in stack.services}
     lines = [
@@ -215,8 +218,8 @@ async def in_process_recall(stack: Stack, queries: list[str]) -> dict[str, list[
     embedder = OnnxMiniLMEmbedder(threads=1)
     store = EdgeVectorStore(stack.data_dir / "qdrant", model=embedder.name, dimension=embedder.dimension)
     await store.ensure_collection()
-    database = await Store.connect(stack.postgres_dsn, 1, 2)
-    vault = await database.vault_of("owner", "default")
+    database = await Database.connect(stack.postgres_dsn, 1, 2)
+    vault = await AccountStore(database).vault_of("owner", "default")
     assert vault is not None
     connection = await asyncpg.connect(stack.postgres_dsn)
     vault_id = await connection.fetchval("SELECT id::text FROM vault WHERE name = 'default'")
@@ -228,7 +231,7 @@ async def in_process_recall(stack: Stack, queries: list[str]) -> dict[str, list[
         embedded = time.perf_counter()
         await store.search(vector, vault_id, 50)
         searched = time.perf_counter()
-        await database.keyword_search(
+        await RecallStore(database).keyword_search(
             vault, query, statuses=RECALLABLE_BY_DEFAULT, types=(), tags=(), limit=50, offset=0
         )
         done = time.perf_counter()

@@ -34,7 +34,8 @@ from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, Identity
 from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import Stack
 from memvault_indexer.embedder import OnnxMiniLMEmbedder
-from memvault_vault.store import Store
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.database import Database
 from tests.bench import report
 from tests.eval import locomo
 from tests.eval.experiment import embed_cached, paired_bootstrap, table
@@ -124,11 +125,11 @@ async def run_track(
     stack: Stack, vault: Vault, track: str, conversations: list[locomo.Conversation], embedder: OnnxMiniLMEmbedder
 ) -> dict[str, list[Judged]]:
     judged: dict[str, list[Judged]] = {"bm25": [], "dense": [], "memvault": []}
-    database = await Store.connect(stack.postgres_dsn, 1, 2)
+    database = await Database.connect(stack.postgres_dsn, 1, 2)
     try:
         for number, conversation in enumerate(conversations):
             name = f"eval-{number}-{track}"
-            if not await database.ensure_owner(OWNER, name):
+            if not await AccountStore(database).ensure_owner(OWNER, name):
                 raise RuntimeError(f"vault {name} exists and belongs to someone else")
             if track == "turns":
                 docs = [t.dia_id for t in conversation.turns]

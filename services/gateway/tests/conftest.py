@@ -24,11 +24,11 @@ from memvault_gateway.settings import GatewayGroup, Settings
 from memvault_gateway.store import apply_migrations as apply_gateway_migrations
 from memvault_mcp.app import build_app as build_mcp_app
 from memvault_mcp.vault_client import VaultClient as McpVaultClient
+from memvault_vault.database import Database as VaultDatabase
 from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.servicer import VaultServicer
-from memvault_vault.service import MemoryService
-from memvault_vault.store import Store as VaultStore
-from memvault_vault.store import apply_migrations as apply_vault_migrations
+from memvault_vault.schema import apply_migrations as apply_vault_migrations
+from memvault_vault.services import VaultServices
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -39,19 +39,22 @@ async def gateway_dsn(postgres_dsn: str) -> str:
 
 
 @pytest_asyncio.fixture(scope="session")
-async def vault_store(gateway_dsn: str) -> AsyncIterator[VaultStore]:
-    store = await VaultStore.connect(gateway_dsn, 1, 5)
-    yield store
-    await store.close()
+async def vault_store(gateway_dsn: str) -> AsyncIterator[VaultDatabase]:
+    database = await VaultDatabase.connect(gateway_dsn, 1, 5)
+    yield database
+    await database.close()
 
 
 @pytest_asyncio.fixture(scope="session")
-async def vault_address(vault_store: VaultStore) -> AsyncIterator[str]:
+async def vault_address(vault_store: VaultDatabase) -> AsyncIterator[str]:
     address = f"127.0.0.1:{free_port()}"
     signer = IdentitySigner(SECRET)
     server, _ = build_server(address)
-    vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(MemoryService(vault_store), signer), server)
-    accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(vault_store, signer), server)
+    services = VaultServices.build(vault_store)
+    vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
+    accounts_pb2_grpc.add_AccountServiceServicer_to_server(
+        AccountServicer(services.accounts, services.audit, signer), server
+    )
     await server.start()
     yield address
     await server.stop(None)

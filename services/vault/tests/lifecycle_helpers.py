@@ -21,17 +21,18 @@ from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.errors import Unavailable
 from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.database import Database
 from memvault_vault.domain.memory import normalize
 from memvault_vault.rpc.servicer import VaultServicer
-from memvault_vault.service import MemoryService
-from memvault_vault.store import Store
+from memvault_vault.services import VaultServices
 
 
 class FakeIndex:
     """Cosine 0 for every pair of texts unless a test set it; `down` makes every call fail."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, database: Database) -> None:
+        self.database = database
         self.cosines: dict[frozenset[str], float] = {}
         self.down = False
         self.similar_calls = 0
@@ -61,7 +62,7 @@ class FakeIndex:
         if self.down:
             raise Unavailable("the fake indexer is down")
         self.similar_calls += 1
-        rows = await self.store._pool.fetch("SELECT id::text, content FROM memory WHERE vault_id = $1", vault_id)
+        rows = await self.database.pool.fetch("SELECT id::text, content FROM memory WHERE vault_id = $1", vault_id)
         results = []
         for position, text in enumerate(texts):
             memories = {r["id"]: c for r in rows if (c := self.cosine(text, r["content"])) >= min_cosine}
@@ -72,14 +73,14 @@ class FakeIndex:
 
 
 @pytest_asyncio.fixture(scope="session")
-async def fake_index_and_stub(store: Store) -> AsyncIterator[tuple[FakeIndex, vault_pb2_grpc.VaultServiceStub]]:
-    index = FakeIndex(store)
+async def fake_index_and_stub(database: Database) -> AsyncIterator[tuple[FakeIndex, vault_pb2_grpc.VaultServiceStub]]:
+    index = FakeIndex(database)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server, _ = build_server(f"127.0.0.1:{port}")
     # Nothing indexes here, so imports must not wait for the index to catch up.
-    service = MemoryService(store, index, index_catch_up_seconds=0)  # type: ignore[arg-type]
+    service = VaultServices.build(database, index, index_catch_up_seconds=0)  # type: ignore[arg-type]
     vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(service, IdentitySigner(SECRET)), server)
     await server.start()
     channel = client_channel(f"127.0.0.1:{port}")
@@ -89,14 +90,14 @@ async def fake_index_and_stub(store: Store) -> AsyncIterator[tuple[FakeIndex, va
 
 
 @pytest_asyncio.fixture
-async def owner(store: Store, fake_index_and_stub: tuple[FakeIndex, vault_pb2_grpc.VaultServiceStub]) -> Caller:
+async def owner(database: Database, fake_index_and_stub: tuple[FakeIndex, vault_pb2_grpc.VaultServiceStub]) -> Caller:
     """A fresh vault (review mode) on the service with the stand-in indexer; cosines reset."""
     index, stub = fake_index_and_stub
     index.cosines.clear()
     index.down = False
     suffix = uuid.uuid4().hex[:10]
     subject, vault = f"user-{suffix}", f"vault-{suffix}"
-    assert await store.ensure_owner(subject, vault)
+    assert await AccountStore(database).ensure_owner(subject, vault)
     return Caller(stub, IdentitySigner(SECRET), subject, vault)
 
 

@@ -27,10 +27,11 @@ from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
 from memvault_devstack.ports import free_port
 from memvault_devstack.postgres import EmbeddedPostgres, create_database, psql
-from memvault_vault.database import database_error, report_readiness
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.database import Database, database_error, report_readiness
 from memvault_vault.rpc.servicer import VaultServicer
-from memvault_vault.service import MemoryService
-from memvault_vault.store import NewerDatabaseError, Store, apply_migrations
+from memvault_vault.schema import NewerDatabaseError, apply_migrations
+from memvault_vault.services import VaultServices
 
 pytestmark = pytest.mark.integration
 
@@ -54,17 +55,17 @@ def own_postgres() -> Iterator[EmbeddedPostgres]:
 async def served(own_postgres: EmbeddedPostgres) -> AsyncIterator[tuple[Caller, health_pb2_grpc.HealthStub]]:
     dsn = own_postgres.dsn
     await asyncio.to_thread(apply_migrations, dsn)
-    store = await Store.connect(dsn, 1, 2)
+    database = await Database.connect(dsn, 1, 2)
     port = free_port()
     server, health = build_server(f"127.0.0.1:{port}", translate_error=database_error(dsn))
     vault_pb2_grpc.add_VaultServiceServicer_to_server(
-        VaultServicer(MemoryService(store), IdentitySigner(SECRET)), server
+        VaultServicer(VaultServices.build(database), IdentitySigner(SECRET)), server
     )
     await server.start()
-    readiness = asyncio.create_task(report_readiness(store.ping, health, [SERVICE], dsn, interval=0.2))
+    readiness = asyncio.create_task(report_readiness(database.ping, health, [SERVICE], dsn, interval=0.2))
     channel = client_channel(f"127.0.0.1:{port}")
     subject = f"user-{uuid.uuid4().hex[:8]}"
-    assert await store.ensure_owner(subject, "home")
+    assert await AccountStore(database).ensure_owner(subject, "home")
     try:
         yield (
             Caller(vault_pb2_grpc.VaultServiceStub(channel), IdentitySigner(SECRET), subject, "home"),
@@ -76,7 +77,7 @@ async def served(own_postgres: EmbeddedPostgres) -> AsyncIterator[tuple[Caller, 
             await readiness
         await channel.close()
         await server.stop(None)
-        await store.close()
+        await database.close()
 
 
 async def health_becomes(stub: health_pb2_grpc.HealthStub, status: int, deadline: float = 20.0) -> None:

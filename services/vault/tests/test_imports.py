@@ -12,24 +12,24 @@ from vault_helpers import Caller
 
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_vault.store import Store
+from memvault_vault.database import Database
 
 pytestmark = pytest.mark.integration
 __all__ = ["fake_index", "fake_index_and_stub", "owner"]  # fixtures used here
 
 
-async def vault_state(store: Store, caller: Caller) -> dict[str, Any]:
+async def vault_state(database: Database, caller: Caller) -> dict[str, Any]:
     """Every memory row and history row of the vault, exactly, plus exclusions."""
-    vault_id = await store._pool.fetchval("SELECT id FROM vault WHERE name = $1", caller.vault)
-    memories = await store._pool.fetch(
+    vault_id = await database.pool.fetchval("SELECT id FROM vault WHERE name = $1", caller.vault)
+    memories = await database.pool.fetch(
         "SELECT (to_jsonb(m) - 'search')::text AS row FROM memory m WHERE vault_id = $1 ORDER BY id", vault_id
     )
-    history = await store._pool.fetch(
+    history = await database.pool.fetch(
         "SELECT memory_id::text, version, change, snapshot::text, actor, coalesce(cause::text, '') AS cause"
         " FROM memory_history WHERE vault_id = $1 ORDER BY id",
         vault_id,
     )
-    exclusions = await store._pool.fetch("SELECT content_hash FROM exclusion WHERE vault_id = $1", vault_id)
+    exclusions = await database.pool.fetch("SELECT content_hash FROM exclusion WHERE vault_id = $1", vault_id)
     return {
         "memories": [json.loads(r["row"]) for r in memories],
         "history": [dict(r) for r in history],
@@ -86,14 +86,14 @@ async def test_items_or_text_not_both_and_text_limits(owner: Caller) -> None:
 
 
 async def test_undo_restores_exactly_the_state_before_the_import(
-    owner: Caller, fake_index: FakeIndex, store: Store
+    owner: Caller, fake_index: FakeIndex, database: Database
 ) -> None:
     await set_mode(owner, "auto")
     speed = await remember(owner, "The internet connection is 1 Gbps.")
     budget = await remember(owner, "The campaign budget is $50,000.")
     plan = await remember(owner, "Paid search gets 40% of the budget.", depends_on=[budget.result.memory_id])
     await set_mode(owner, "review")
-    before = await vault_state(store, owner)
+    before = await vault_state(database, owner)
 
     fake_index.set("The internet connection is 1 Gbps.", "The internet connection is 2 Gbps.", 0.96)
     imported = await bulk(
@@ -130,7 +130,7 @@ async def test_undo_restores_exactly_the_state_before_the_import(
     assert undone.removed == 3
     assert undone.restored == 1  # the 1 Gbps memory, superseded only because of the import
     assert list(undone.kept_changes) == [later.result.memory_id]  # written after the import; its link is dropped
-    after = await vault_state(store, owner)
+    after = await vault_state(database, owner)
     speed_row = next(m for m in after["memories"] if m["id"] == speed.result.memory_id)
     assert speed_row == next(m for m in before["memories"] if m["id"] == speed.result.memory_id)
     assert speed_row["status"] == "active"
@@ -151,10 +151,10 @@ async def test_undo_restores_exactly_the_state_before_the_import(
     assert "already undone" in (error.value.details() or "")
 
 
-async def test_undo_of_an_untouched_import_is_exact(owner: Caller, fake_index: FakeIndex, store: Store) -> None:
+async def test_undo_of_an_untouched_import_is_exact(owner: Caller, fake_index: FakeIndex, database: Database) -> None:
     await set_mode(owner, "auto")
     old = await remember(owner, "The router runs OpenWrt 23.05.")
-    before = await vault_state(store, owner)
+    before = await vault_state(database, owner)
     fake_index.set("The router runs OpenWrt 23.05.", "The router runs OpenWrt 24.10.", 0.97)
     imported = await bulk(
         owner, "The router runs OpenWrt 24.10.", "The printer is a Brother.", "token: ghp_" + "x1Y2z3" * 6
@@ -168,7 +168,7 @@ async def test_undo_of_an_untouched_import_is_exact(owner: Caller, fake_index: F
     await owner.stub.UndoImportBatch(
         vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=imported.batch_id), metadata=owner.metadata()
     )
-    assert await vault_state(store, owner) == before
+    assert await vault_state(database, owner) == before
 
 
 async def test_undo_needs_a_reviewer_and_a_real_batch(owner: Caller) -> None:

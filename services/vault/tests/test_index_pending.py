@@ -8,36 +8,50 @@ import asyncpg
 import pytest
 from vault_helpers import filled_vault
 
-from memvault_vault.store import Store
+from memvault_vault.database import Database
+from memvault_vault.index_feed.records import IndexReport
+from memvault_vault.index_feed.store import IndexFeedStore
 
 pytestmark = pytest.mark.integration
 
 
-async def test_a_memory_is_pending_until_its_current_text_is_reported_indexed(store: Store) -> None:
-    vault = await filled_vault(store, [("router in the attic", 3)])
-    pending = await store.unindexed_recent(vault, 10)
+async def test_a_memory_is_pending_until_its_current_text_is_reported_indexed(database: Database) -> None:
+    vault = await filled_vault(database, [("router in the attic", 3)])
+    pending = await IndexFeedStore(database).unindexed_recent(vault, 10)
     assert sorted(text for _, text in pending) == [f"router in the attic item{n}" for n in (1, 2, 3)]
     first, hashes = (
         pending[0][0],
-        dict(await store._pool.fetch("SELECT id::text, index_hash FROM memory WHERE vault_id = $1", vault.id)),
+        dict(await database.pool.fetch("SELECT id::text, index_hash FROM memory WHERE vault_id = $1", vault.id)),
     )
 
-    await store.report_indexed([(first, "some older text's hash", "minilm", "indexed", "")])
-    assert first in {i for i, _ in await store.unindexed_recent(vault, 10)}  # not the text it has now
-    await store.report_indexed([(first, hashes[first], "minilm", "failed", "embedder crashed")])
-    assert first in {i for i, _ in await store.unindexed_recent(vault, 10)}
-    await store.report_indexed([(first, hashes[first], "minilm", "indexed", "")])
-    assert first not in {i for i, _ in await store.unindexed_recent(vault, 10)}
+    await IndexFeedStore(database).report_indexed(
+        [IndexReport(first, "some older text's hash", "minilm", "indexed", "")]
+    )
+    assert first in {
+        i for i, _ in await IndexFeedStore(database).unindexed_recent(vault, 10)
+    }  # not the text it has now
+    await IndexFeedStore(database).report_indexed(
+        [IndexReport(first, hashes[first], "minilm", "failed", "embedder crashed")]
+    )
+    assert first in {i for i, _ in await IndexFeedStore(database).unindexed_recent(vault, 10)}
+    await IndexFeedStore(database).report_indexed([IndexReport(first, hashes[first], "minilm", "indexed", "")])
+    assert first not in {i for i, _ in await IndexFeedStore(database).unindexed_recent(vault, 10)}
 
-    await store._pool.execute("UPDATE memory SET content = 'switch in the attic' WHERE id = $1::uuid", first)
-    assert (first, "switch in the attic") in await store.unindexed_recent(vault, 10)  # changed text: pending again
-    await store._pool.execute("UPDATE memory SET status = 'superseded' WHERE id = $1::uuid", first)
-    assert first not in {i for i, _ in await store.unindexed_recent(vault, 10)}  # only what recall can return
+    await database.pool.execute("UPDATE memory SET content = 'switch in the attic' WHERE id = $1::uuid", first)
+    assert (first, "switch in the attic") in await IndexFeedStore(database).unindexed_recent(
+        vault, 10
+    )  # changed text: pending again
+    await database.pool.execute("UPDATE memory SET status = 'superseded' WHERE id = $1::uuid", first)
+    assert first not in {
+        i for i, _ in await IndexFeedStore(database).unindexed_recent(vault, 10)
+    }  # only what recall can return
 
 
-async def test_a_report_for_a_memory_being_deleted_skips_it_instead_of_failing(store: Store, vault_dsn: str) -> None:
-    vault = await filled_vault(store, [("router in the attic", 2)])
-    (gone, gone_hash), (kept, kept_hash) = await store._pool.fetch(
+async def test_a_report_for_a_memory_being_deleted_skips_it_instead_of_failing(
+    database: Database, vault_dsn: str
+) -> None:
+    vault = await filled_vault(database, [("router in the attic", 2)])
+    (gone, gone_hash), (kept, kept_hash) = await database.pool.fetch(
         "SELECT id::text, index_hash FROM memory WHERE vault_id = $1 ORDER BY id", vault.id
     )
     deleting = await asyncpg.connect(vault_dsn)
@@ -47,8 +61,11 @@ async def test_a_report_for_a_memory_being_deleted_skips_it_instead_of_failing(s
         await deleting.execute("DELETE FROM memory WHERE id = $1::uuid", gone)  # a forget, not yet committed
         # Waiting for the delete would end in a foreign-key error (or a deadlock with it): skipped at once.
         await asyncio.wait_for(
-            store.report_indexed(
-                [(gone, gone_hash, "minilm", "indexed", ""), (kept, kept_hash, "minilm", "indexed", "")]
+            IndexFeedStore(database).report_indexed(
+                [
+                    IndexReport(gone, gone_hash, "minilm", "indexed", ""),
+                    IndexReport(kept, kept_hash, "minilm", "indexed", ""),
+                ]
             ),
             timeout=5,
         )
@@ -56,7 +73,7 @@ async def test_a_report_for_a_memory_being_deleted_skips_it_instead_of_failing(s
     finally:
         await deleting.close()
     states = dict(
-        await store._pool.fetch("SELECT memory_id::text, state FROM index_state WHERE vault_id = $1", vault.id)
+        await database.pool.fetch("SELECT memory_id::text, state FROM index_state WHERE vault_id = $1", vault.id)
     )
     assert states == {kept: "indexed"}
-    assert {i for i, _ in await store.unindexed_recent(vault, 10)} == set()
+    assert {i for i, _ in await IndexFeedStore(database).unindexed_recent(vault, 10)} == set()

@@ -24,9 +24,13 @@ from yoyo.migrations import MigrationList, topological_sort
 from memvault_core.identity import Identity
 from memvault_devstack.ports import free_port, port_accepts
 from memvault_devstack.postgres import create_database, drop_database
+from memvault_vault.audit.store import AuditStore
+from memvault_vault.database import Database
 from memvault_vault.domain.memory import Draft, MemoryType, Status, content_hash
-from memvault_vault.service import MemoryService
-from memvault_vault.store import MIGRATIONS, Store, apply_migrations, migration_backend
+from memvault_vault.guide.store import GuideStore
+from memvault_vault.memories.store import MemoryStore
+from memvault_vault.schema import MIGRATIONS, apply_migrations, migration_backend, missing_migrations
+from memvault_vault.services import VaultServices
 
 pytestmark = pytest.mark.integration
 
@@ -317,15 +321,16 @@ def _lexeme_counts_are_exact(dsn: str) -> None:
 
 
 async def _check_usable(dsn: str, ids: dict[str, str], seeded_at: list[str]) -> None:
-    store = await Store.connect(dsn, 1, 2)
+    database = await Database.connect(dsn, 1, 2)
     try:
-        assert await store.missing_migrations() == []
-        service = MemoryService(store)
-        vault = await service.access(OWNER, VAULT, write=True)
+        assert await missing_migrations(database.pool) == []
+        services = VaultServices.build(database)
+        memories, guide, audit_log = MemoryStore(database), GuideStore(database), AuditStore(database)
+        vault = await services.accounts.access(OWNER, VAULT, write=True)
         assert (vault.role, vault.approval_mode) == ("owner", "auto")
-        assert (await store.settings(vault))["rejected_retention_days"] == 45
+        assert (await guide.settings(vault))["rejected_retention_days"] == 45
 
-        old = await store.get_memory(vault, ids["old"])
+        old = await memories.get_memory(vault, ids["old"])
         assert old is not None
         assert (old.content, old.status, old.superseded_by, old.version) == (
             OLD_STAGING,
@@ -333,57 +338,57 @@ async def _check_usable(dsn: str, ids: dict[str, str], seeded_at: list[str]) -> 
             ids["new"],
             2,
         )
-        history = await store.history(vault, ids["old"], 10)
+        history = await memories.history(vault, ids["old"], 10)
         assert [(h.version, h.change) for h in history] == [(1, "created"), (2, "superseded")]
         assert [h.snapshot["status"] for h in history] == ["active", "superseded"]
         assert history[0].snapshot["content"] == OLD_STAGING
         assert history[1].cause == (ids["new"] if "0004_lifecycle" in seeded_at else "")
 
-        _, page = await service.recall(OWNER, VAULT, "where is the staging database host")
+        _, page = await services.recall.recall(OWNER, VAULT, "where is the staging database host")
         assert page.mode.startswith("keyword")
         assert [hit.memory.id for hit in page.hits][:1] == [ids["new"]]
-        _, page = await service.recall(OWNER, VAULT, "tabs in Makefiles")
+        _, page = await services.recall.recall(OWNER, VAULT, "tabs in Makefiles")
         assert ids["imported"] in [hit.memory.id for hit in page.hits]
-        _, page = await service.recall(OWNER, VAULT, "staging orchid", statuses=[Status.SUPERSEDED])
+        _, page = await services.recall.recall(OWNER, VAULT, "staging orchid", statuses=[Status.SUPERSEDED])
         assert [hit.memory.id for hit in page.hits] == [ids["old"]]
 
-        guide_record = await store.guide_record(vault)
+        guide_record = await guide.guide_record(vault)
         assert (guide_record.text, guide_record.version) == (GUIDE_V2, 2)
-        assert [v[0] for v in await store.guide_versions(vault, 10, 0)] == [2, 1]
+        assert [v[0] for v in await guide.guide_versions(vault, 10, 0)] == [2, 1]
 
-        audit = await store.vault_audit(
+        audit = await audit_log.vault_audit(
             vault, actor="", action="memory.", target="", since=None, until=None, limit=10, before_id=0
         )
         assert [a.action for a in audit] == ["memory.import", "memory.supersede", "memory.remember"]
-        account_actions = [a.action for a in await store.account_audit(SUBJECT, 20, 0)]
+        account_actions = [a.action for a in await audit_log.account_audit(SUBJECT, 20, 0)]
         assert "guide.update" in account_actions
         assert ("grant.create" in account_actions) == ("0002_account_audit" in seeded_at)
 
         # Written through today's code on the migrated schema: a new memory, a duplicate, a forgotten text,
         # approving the old proposal, and undoing the old import.
-        _, summary = await service.remember(
+        _, summary = await services.memories.remember(
             OWNER, VAULT, Draft("Deploys need two approvals.", MemoryType.CONSTRAINT), propose=False
         )
         assert summary.results[0].outcome.value == "stored"
-        _, summary = await service.remember(OWNER, VAULT, Draft(NEW_STAGING.upper()), propose=False)
+        _, summary = await services.memories.remember(OWNER, VAULT, Draft(NEW_STAGING.upper()), propose=False)
         assert summary.results[0].outcome.value == "duplicate"
-        _, summary = await service.remember(OWNER, VAULT, Draft(FORGOTTEN), propose=False)
+        _, summary = await services.memories.remember(OWNER, VAULT, Draft(FORGOTTEN), propose=False)
         assert summary.results[0].outcome.value == "excluded"
-        await service.approve(OWNER, VAULT, ids["proposed"])
-        approved = await store.get_memory(vault, ids["proposed"])
+        await services.review.approve(OWNER, VAULT, ids["proposed"])
+        approved = await memories.get_memory(vault, ids["proposed"])
         assert approved is not None and approved.status is Status.ACTIVE and approved.depends_on == (ids["new"],)
 
-        _, batches, _ = await service.batches(OWNER, VAULT)
+        _, batches, _ = await services.imports.batches(OWNER, VAULT)
         assert [(b.id, b.item_count, b.stored_count) for b in batches] == [(ids["batch"], 2, 1)]
-        _, undo = await service.undo_batch(OWNER, VAULT, ids["batch"])
+        _, undo = await services.imports.undo_batch(OWNER, VAULT, ids["batch"])
         assert undo.removed == 1
-        assert await store.get_memory(vault, ids["imported"]) is None
+        assert await memories.get_memory(vault, ids["imported"]) is None
 
         # Memories the indexer saw under the old index text are queued again for the new one.
-        pending = {row["memory_id"] for row in await store._pool.fetch("SELECT memory_id::text FROM index_pending")}
+        pending = {row["memory_id"] for row in await database.pool.fetch("SELECT memory_id::text FROM index_pending")}
         assert {ids["old"], ids["new"]} <= pending
     finally:
-        await store.close()
+        await database.close()
 
 
 @pytest.mark.parametrize("version", migration_order()[:-1])

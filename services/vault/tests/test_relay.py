@@ -22,8 +22,8 @@ from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.settings import NatsSettings
 from memvault_devstack.nats import EmbeddedNats
 from memvault_devstack.ports import free_port
-from memvault_vault.relay import OutboxRelay
-from memvault_vault.store import Store
+from memvault_vault.database import Database
+from memvault_vault.outbox.relay import OutboxRelay
 
 pytestmark = pytest.mark.integration
 
@@ -74,23 +74,23 @@ async def published_ids(settings: NatsSettings, vault_id: str) -> list[str]:
 
 
 async def test_writes_survive_nats_outage_and_drain_once_it_returns(
-    caller: Caller, store: Store, vault_dsn: str, nats_server: EmbeddedNats
+    caller: Caller, database: Database, vault_dsn: str, nats_server: EmbeddedNats
 ) -> None:
     url = nats_server.url
-    vault_id = await store._pool.fetchval("SELECT id::text FROM vault WHERE name = $1", caller.vault)
+    vault_id = await database.pool.fetchval("SELECT id::text FROM vault WHERE name = $1", caller.vault)
     settings = NatsSettings(url=url, namespace=f"t{uuid.uuid4().hex[:8]}")
     relay = OutboxRelay(vault_dsn, settings, poll_seconds=0.2)
     task = asyncio.create_task(relay.run())
     try:
         before = await remember_many(caller, "Written while NATS is up", 5)
-        await until(lambda: _published(store, before))
+        await until(lambda: _published(database, before))
 
         nats_server.stop()
         during = await remember_many(caller, "Written while NATS is down", 20)  # writes still succeed
-        assert not await _published(store, during)
+        assert not await _published(database, during)
 
         nats_server.start()  # same port, same JetStream store
-        await until(lambda: _published(store, during), deadline=60)
+        await until(lambda: _published(database, during), deadline=60)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -104,9 +104,9 @@ async def test_writes_survive_nats_outage_and_drain_once_it_returns(
     assert info.config.duplicate_window and info.config.duplicate_window >= 60
 
 
-async def _published(store: Store, ids: list[str]) -> bool:
+async def _published(database: Database, ids: list[str]) -> bool:
     """Whether every one of these memories' created events has been published."""
-    count = await store._pool.fetchval(
+    count = await database.pool.fetchval(
         "SELECT count(*) FROM outbox o WHERE o.published_at IS NOT NULL AND EXISTS ("
         " SELECT 1 FROM unnest($1::text[]) AS m(id) WHERE position(convert_to(m.id, 'UTF8') in o.payload) > 0)",
         ids,
@@ -141,7 +141,7 @@ async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
 
 
 async def test_a_nats_outage_and_recovery_log_no_error(
-    caller: Caller, store: Store, vault_dsn: str, nats_server: EmbeddedNats, caplog: pytest.LogCaptureFixture
+    caller: Caller, database: Database, vault_dsn: str, nats_server: EmbeddedNats, caplog: pytest.LogCaptureFixture
 ) -> None:
     """NATS goes away while the relay is idle, a write's event fails to publish, NATS comes back:
     warnings tell the outage, and nothing is logged as an error (before, closing the NATS client
@@ -153,15 +153,15 @@ async def test_a_nats_outage_and_recovery_log_no_error(
     task = asyncio.create_task(relay.run())
     try:
         before = await remember_many(caller, "Written while NATS is up", 2)
-        await until(lambda: _published(store, before))
+        await until(lambda: _published(database, before))
 
         nats_server.stop()
         await until(lambda: _logged(caplog, "disconnected from NATS"))
         during = await remember_many(caller, "Written while NATS is down", 2)
-        await until(lambda: _failed_once(store, during), deadline=30)
+        await until(lambda: _failed_once(database, during), deadline=30)
 
         nats_server.start()
-        await until(lambda: _published(store, during), deadline=60)
+        await until(lambda: _published(database, during), deadline=60)
         gc.collect()  # asyncio reports an abandoned task when it is collected
     finally:
         task.cancel()
@@ -172,9 +172,9 @@ async def test_a_nats_outage_and_recovery_log_no_error(
     assert [r.getMessage()[:200] for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
-async def _failed_once(store: Store, ids: list[str]) -> bool:
+async def _failed_once(database: Database, ids: list[str]) -> bool:
     """Whether the relay has tried, and failed, to publish one of these memories' events."""
-    count = await store._pool.fetchval(
+    count = await database.pool.fetchval(
         "SELECT count(*) FROM outbox o WHERE o.published_at IS NULL AND o.attempts > 0 AND EXISTS ("
         " SELECT 1 FROM unnest($1::text[]) AS m(id) WHERE position(convert_to(m.id, 'UTF8') in o.payload) > 0)",
         ids,

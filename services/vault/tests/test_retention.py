@@ -12,9 +12,11 @@ from vault_helpers import Caller
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_vault import retention
 from memvault_vault.__main__ import main
-from memvault_vault.store import Store
+from memvault_vault.database import Database
+from memvault_vault.retention import records as retention_records
+from memvault_vault.retention import store as retention
+from memvault_vault.retention.store import RetentionStore
 
 pytestmark = pytest.mark.integration
 __all__ = ["fake_index", "fake_index_and_stub", "owner"]  # fixtures used here
@@ -26,18 +28,18 @@ REJECTED = "Probably likes tabs over spaces."
 LINKED = "Staging and production run the same Kubernetes version."
 
 
-async def age(store: Store, caller: Caller, days: int) -> None:
+async def age(database: Database, caller: Caller, days: int) -> None:
     """Make every memory and audit entry of the caller's vault `days` older."""
-    vault_id = await store._pool.fetchval("SELECT id FROM vault WHERE name = $1", caller.vault)
-    await store._pool.execute(
+    vault_id = await database.pool.fetchval("SELECT id FROM vault WHERE name = $1", caller.vault)
+    await database.pool.execute(
         "UPDATE memory SET updated_at = updated_at - make_interval(days => $2) WHERE vault_id = $1", vault_id, days
     )
-    await store._pool.execute(
+    await database.pool.execute(
         "UPDATE audit_log SET at = at - make_interval(days => $2) WHERE vault_id = $1", vault_id, days
     )
 
 
-def mine(report: list[retention.Purged] | None, caller: Caller) -> retention.Purged | None:
+def mine(report: list[retention_records.Purged] | None, caller: Caller) -> retention_records.Purged | None:
     assert report is not None
     return next((p for p in report if p.vault == caller.vault), None)
 
@@ -75,17 +77,19 @@ async def retire_three(caller: Caller, fake_index: FakeIndex) -> dict[str, str]:
     }
 
 
-async def test_purge_deletes_what_retention_no_longer_keeps(owner: Caller, fake_index: FakeIndex, store: Store) -> None:
+async def test_purge_deletes_what_retention_no_longer_keeps(
+    owner: Caller, fake_index: FakeIndex, database: Database
+) -> None:
     ids = await retire_three(owner, fake_index)
-    assert mine(await store.purge_retention(), owner) is None  # nothing is old enough yet
+    assert mine(await RetentionStore(database).purge(), owner) is None  # nothing is old enough yet
 
-    await age(store, owner, 40)  # past the rejected period (30 days), not the superseded one (365)
-    dry = mine(await store.purge_retention(dry_run=True), owner)
-    assert dry == retention.Purged(owner.vault, rejected=1)
+    await age(database, owner, 40)  # past the rejected period (30 days), not the superseded one (365)
+    dry = mine(await RetentionStore(database).purge(dry_run=True), owner)
+    assert dry == retention_records.Purged(owner.vault, rejected=1)
     assert (await get(owner, ids["rejected"])).status == pb.MEMORY_STATUS_REJECTED  # a dry run deletes nothing
 
-    await age(store, owner, 400)
-    purged = mine(await store.purge_retention(), owner)
+    await age(database, owner, 400)
+    purged = mine(await RetentionStore(database).purge(), owner)
     assert purged is not None
     assert (purged.rejected, purged.superseded, purged.invalidated) == (1, 1, 1)
     assert purged.audit_entries >= 8  # every entry so far (the writes, the settings changes, the reviews)
@@ -94,7 +98,7 @@ async def test_purge_deletes_what_retention_no_longer_keeps(owner: Caller, fake_
         with pytest.raises(grpc.aio.AioRpcError) as error:
             await get(owner, ids[gone])
         assert error.value.code() == grpc.StatusCode.NOT_FOUND
-    history = await store._pool.fetchval(
+    history = await database.pool.fetchval(
         "SELECT count(*) FROM memory_history WHERE memory_id = ANY($1::uuid[])",
         [ids["old"], ids["wrong"], ids["rejected"]],
     )
@@ -102,7 +106,7 @@ async def test_purge_deletes_what_retention_no_longer_keeps(owner: Caller, fake_
     replacement = await get(owner, ids["new"])
     assert replacement.status == pb.MEMORY_STATUS_ACTIVE and not replacement.supersedes
     assert not (await get(owner, ids["linked"])).similar_to  # the link to the deleted memory is dropped
-    rows = await store._pool.fetch("SELECT payload FROM outbox WHERE subject = 'events.v1.memory.forgotten'")
+    rows = await database.pool.fetch("SELECT payload FROM outbox WHERE subject = 'events.v1.memory.forgotten'")
     forgotten = {events_pb.MemoryForgotten.FromString(r["payload"]).memory_id for r in rows}
     assert forgotten >= {ids["old"], ids["wrong"], ids["rejected"]}  # the indexer is told to drop their points
 
@@ -120,7 +124,7 @@ async def test_purge_deletes_what_retention_no_longer_keeps(owner: Caller, fake_
 
 
 async def test_zero_keeps_forever_and_one_purge_runs_at_a_time(
-    owner: Caller, fake_index: FakeIndex, store: Store
+    owner: Caller, fake_index: FakeIndex, database: Database
 ) -> None:
     await owner.stub.UpdateSettings(
         vpb.UpdateSettingsRequest(
@@ -129,14 +133,14 @@ async def test_zero_keeps_forever_and_one_purge_runs_at_a_time(
         metadata=owner.metadata(),
     )
     ids = await retire_three(owner, fake_index)
-    await age(store, owner, 5000)
-    assert mine(await store.purge_retention(), owner) is None
+    await age(database, owner, 5000)
+    assert mine(await RetentionStore(database).purge(), owner) is None
     assert (await get(owner, ids["old"])).status == pb.MEMORY_STATUS_SUPERSEDED
 
-    async with store._pool.acquire() as other:
+    async with database.pool.acquire() as other:
         await other.execute("SELECT pg_advisory_lock($1)", retention.RETENTION_LOCK_KEY)
         try:
-            assert await store.purge_retention() is None
+            assert await RetentionStore(database).purge() is None
         finally:
             await other.execute("SELECT pg_advisory_unlock($1)", retention.RETENTION_LOCK_KEY)
 

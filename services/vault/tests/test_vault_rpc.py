@@ -9,7 +9,7 @@ from vault_helpers import Caller, rpc_error_kind
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits
-from memvault_vault.store import Store
+from memvault_vault.database import Database
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +28,9 @@ async def recall(caller: Caller, query: str, **fields: object) -> vpb.RecallResp
     return await caller.stub.Recall(request, metadata=caller.metadata())
 
 
-async def count_memories(store: Store, vault: str) -> int:
+async def count_memories(database: Database, vault: str) -> int:
     return int(
-        await store._pool.fetchval(
+        await database.pool.fetchval(
             "SELECT count(*) FROM memory m JOIN vault v ON v.id = m.vault_id WHERE v.name = $1", vault
         )
     )
@@ -57,15 +57,15 @@ async def test_stopwords_alone_find_nothing_and_say_why(caller: Caller) -> None:
     assert any("common words" in w for w in found.warnings)
 
 
-async def test_exact_duplicates_ignore_case_and_whitespace(caller: Caller, store: Store) -> None:
+async def test_exact_duplicates_ignore_case_and_whitespace(caller: Caller, database: Database) -> None:
     first = await remember(caller, "Deploys go to the k3s cluster.")
     again = await remember(caller, "  deploys GO to the   k3s cluster. ")
     assert again.result.outcome == vpb.WRITE_OUTCOME_DUPLICATE
     assert again.result.memory_id == first.result.memory_id
-    assert await count_memories(store, caller.vault) == 1
+    assert await count_memories(database, caller.vault) == 1
 
 
-async def test_bulk_skips_duplicates_within_and_across_calls(caller: Caller, store: Store) -> None:
+async def test_bulk_skips_duplicates_within_and_across_calls(caller: Caller, database: Database) -> None:
     await remember(caller, "Uses Tailscale for remote access.")
     request = vpb.BulkRememberRequest(
         vault=caller.vault,
@@ -87,14 +87,14 @@ async def test_bulk_skips_duplicates_within_and_across_calls(caller: Caller, sto
     ]
     assert response.results[2].memory_id == response.results[1].memory_id
     assert response.batch_id
-    assert await count_memories(store, caller.vault) == 3
+    assert await count_memories(database, caller.vault) == 3
     listed = await caller.stub.ListMemories(vpb.ListMemoriesRequest(vault=caller.vault), metadata=caller.metadata())
     imported = [m for m in listed.memories if m.batch_id == response.batch_id]
     assert {m.source for m in imported} == {"chatgpt export"}
     assert {m.trust for m in imported} == {pb.TRUST_IMPORTED}
 
 
-async def test_forget_removes_and_excludes_the_text(caller: Caller, store: Store) -> None:
+async def test_forget_removes_and_excludes_the_text(caller: Caller, database: Database) -> None:
     stored = await remember(caller, "The old VPN password hint is the cat's name.")
     forgotten = await caller.stub.Forget(
         vpb.ForgetRequest(vault=caller.vault, memory_id=stored.result.memory_id), metadata=caller.metadata()
@@ -108,14 +108,14 @@ async def test_forget_removes_and_excludes_the_text(caller: Caller, store: Store
         metadata=caller.metadata(),
     )
     assert bulk.results[0].outcome == vpb.WRITE_OUTCOME_EXCLUDED
-    assert await count_memories(store, caller.vault) == 0
-    history = await store._pool.fetchval(
+    assert await count_memories(database, caller.vault) == 0
+    history = await database.pool.fetchval(
         "SELECT count(*) FROM memory_history WHERE memory_id = $1::uuid", stored.result.memory_id
     )
     assert history == 0
     actions = [
         r["action"]
-        for r in await store._pool.fetch(
+        for r in await database.pool.fetch(
             "SELECT a.action FROM audit_log a JOIN vault v ON v.id = a.vault_id WHERE v.name = $1 ORDER BY a.id",
             caller.vault,
         )
@@ -129,14 +129,14 @@ async def test_forget_removes_and_excludes_the_text(caller: Caller, store: Store
     ]
 
 
-async def test_every_write_leaves_history_and_an_event(caller: Caller, store: Store) -> None:
+async def test_every_write_leaves_history_and_an_event(caller: Caller, database: Database) -> None:
     stored = await remember(caller, "Prefers British spelling in documents.", type=pb.MEMORY_TYPE_PREFERENCE)
-    row = await store._pool.fetchrow(
+    row = await database.pool.fetchrow(
         "SELECT change, snapshot->>'type' AS type FROM memory_history WHERE memory_id = $1::uuid",
         stored.result.memory_id,
     )
     assert row is not None and row["change"] == "created" and row["type"] == "preference"
-    subjects = await store._pool.fetch(
+    subjects = await database.pool.fetch(
         "SELECT subject, payload FROM outbox WHERE published_at IS NULL AND payload IS NOT NULL ORDER BY created_at"
     )
     assert any(r["subject"] == "events.v1.memory.created" for r in subjects)
@@ -165,7 +165,7 @@ async def test_every_write_leaves_history_and_an_event(caller: Caller, store: St
     ],
 )
 async def test_bad_writes_are_refused_and_nothing_is_written(
-    caller: Caller, store: Store, request_: vpb.RememberRequest, kind: str, needle: str
+    caller: Caller, database: Database, request_: vpb.RememberRequest, kind: str, needle: str
 ) -> None:
     if not request_.vault:
         request_.vault = caller.vault
@@ -173,10 +173,10 @@ async def test_bad_writes_are_refused_and_nothing_is_written(
         await caller.stub.Remember(request_, metadata=caller.metadata())
     assert rpc_error_kind(error.value) == kind
     assert needle in (error.value.details() or "")
-    assert await count_memories(store, caller.vault) == 0
+    assert await count_memories(database, caller.vault) == 0
 
 
-async def test_a_bad_item_is_reported_and_an_oversized_bulk_writes_nothing(caller: Caller, store: Store) -> None:
+async def test_a_bad_item_is_reported_and_an_oversized_bulk_writes_nothing(caller: Caller, database: Database) -> None:
     request = vpb.BulkRememberRequest(vault=caller.vault, items=[draft("fine"), draft("  ")])
     response = await caller.stub.BulkRemember(request, metadata=caller.metadata())
     assert [r.outcome for r in response.results] == [vpb.WRITE_OUTCOME_STORED, vpb.WRITE_OUTCOME_INVALID]
@@ -184,7 +184,7 @@ async def test_a_bad_item_is_reported_and_an_oversized_bulk_writes_nothing(calle
     await caller.stub.Forget(
         vpb.ForgetRequest(vault=caller.vault, memory_id=response.results[0].memory_id), metadata=caller.metadata()
     )
-    await store._pool.execute("DELETE FROM import_batch WHERE id = $1::uuid", response.batch_id)
+    await database.pool.execute("DELETE FROM import_batch WHERE id = $1::uuid", response.batch_id)
     too_many = vpb.BulkRememberRequest(
         vault=caller.vault, items=[draft(f"memory {i}") for i in range(limits.MAX_BULK_ITEMS + 1)]
     )
@@ -192,9 +192,9 @@ async def test_a_bad_item_is_reported_and_an_oversized_bulk_writes_nothing(calle
         await caller.stub.BulkRemember(too_many, metadata=caller.metadata())
     assert error.value.code() == grpc.StatusCode.OUT_OF_RANGE
     assert "max_bulk_items" in (error.value.details() or "")
-    assert await count_memories(store, caller.vault) == 0
+    assert await count_memories(database, caller.vault) == 0
     assert (
-        await store._pool.fetchval(
+        await database.pool.fetchval(
             "SELECT count(*) FROM import_batch b JOIN vault v ON v.id = b.vault_id WHERE v.name = $1",
             caller.vault,
         )
@@ -220,7 +220,7 @@ async def test_calls_without_a_valid_identity_are_refused(caller: Caller) -> Non
     assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_one_account_cannot_see_or_touch_another_accounts_vault(caller: Caller, store: Store) -> None:
+async def test_one_account_cannot_see_or_touch_another_accounts_vault(caller: Caller, database: Database) -> None:
     stored = await remember(caller, "The garage code is kept in the password manager.")
     intruder = Caller(caller.stub, caller.signer, "someone-else", caller.vault)
     for call in (
@@ -236,7 +236,7 @@ async def test_one_account_cannot_see_or_touch_another_accounts_vault(caller: Ca
         with pytest.raises(grpc.aio.AioRpcError) as error:
             await call
         assert error.value.code() == grpc.StatusCode.NOT_FOUND
-    assert await count_memories(store, caller.vault) == 1
+    assert await count_memories(database, caller.vault) == 1
 
 
 async def test_scopes_are_enforced(caller: Caller) -> None:
@@ -295,7 +295,9 @@ async def test_guide_and_capabilities(caller: Caller) -> None:
     assert "decision" in caps.memory_types
 
 
-async def test_a_nul_character_is_refused_naming_its_field_and_nothing_is_written(caller: Caller, store: Store) -> None:
+async def test_a_nul_character_is_refused_naming_its_field_and_nothing_is_written(
+    caller: Caller, database: Database
+) -> None:
     calls = {
         "memory.content": caller.stub.Remember(
             vpb.RememberRequest(vault=caller.vault, memory=draft("the code is 12\x0034")), metadata=caller.metadata()
@@ -318,7 +320,7 @@ async def test_a_nul_character_is_refused_naming_its_field_and_nothing_is_writte
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
         assert f"{field} contains a NUL character" in (error.value.details() or ""), field
         assert dict(error.value.trailing_metadata() or ())["memvault-error-field"] == field
-    assert await count_memories(store, caller.vault) == 0
+    assert await count_memories(database, caller.vault) == 0
 
 
 async def test_a_call_over_the_size_limit_is_a_limit_error_naming_it(caller: Caller) -> None:

@@ -9,7 +9,8 @@ import grpc
 
 from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
-from memvault_vault.store import Store, VaultAccess
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.database import Database, VaultAccess
 
 SECRET = "test-secret-" + "x" * 32
 
@@ -34,13 +35,13 @@ def rpc_error_kind(error: grpc.aio.AioRpcError) -> str:
     return dict(error.trailing_metadata() or ()).get("memvault-error-kind", "")
 
 
-async def filled_vault(store: Store, rows: list[tuple[str, int]]) -> VaultAccess:
+async def filled_vault(database: Database, rows: list[tuple[str, int]]) -> VaultAccess:
     """A vault holding `count` memories '<words> <n>' for each (words, count), inserted in one statement."""
     subject, name = f"user-{uuid.uuid4().hex[:10]}", f"vault-{uuid.uuid4().hex[:10]}"
-    assert await store.ensure_owner(subject, name)
-    vault = await store.vault_of(subject, name)
+    assert await AccountStore(database).ensure_owner(subject, name)
+    vault = await AccountStore(database).vault_of(subject, name)
     assert vault is not None
-    await store._pool.execute(
+    await database.pool.execute(
         """
         INSERT INTO memory (vault_id, content, content_hash, type, trust, status)
         SELECT $1, g.words || ' item' || n, md5(g.words || n), 'fact', 'imported', 'active'

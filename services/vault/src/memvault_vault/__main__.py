@@ -14,24 +14,26 @@ from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
-from memvault_vault import retention
-from memvault_vault.database import address, database_error, is_connection_failure, report_readiness
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.database import Database, address, database_error, is_connection_failure, report_readiness
 from memvault_vault.index_client import IndexClient
-from memvault_vault.index_progress import IndexProgress
-from memvault_vault.relay import OutboxRelay
+from memvault_vault.outbox.relay import OutboxRelay
+from memvault_vault.retention.service import run_periodically
+from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
-from memvault_vault.service import MemoryService
-from memvault_vault.settings import MigrateSettings, Settings
-from memvault_vault.store import (
+from memvault_vault.schema import (
     NewerDatabaseError,
     OlderDatabaseError,
-    Store,
     UnknownMigrationError,
     apply_migrations,
+    missing_migrations,
     rollback_migrations,
+    unknown_migrations,
 )
+from memvault_vault.services import VaultServices
+from memvault_vault.settings import MigrateSettings, Settings
 
 log = logging.getLogger("memvault_vault")
 
@@ -48,17 +50,17 @@ def cannot_reach(dsn: str, error: BaseException) -> StartupError:
 async def serve(settings: Settings) -> None:
     dsn = settings.postgres.dsn
     try:
-        store = await Store.connect(dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size)
+        database = await Database.connect(dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size)
     except Exception as error:
         if is_connection_failure(error):
             raise cannot_reach(dsn, error) from None
         raise
     try:
-        if unknown := await store.unknown_migrations():
+        if unknown := await unknown_migrations(database.pool):
             raise StartupError(str(NewerDatabaseError(unknown)))
         # Every query is written for the newest schema: on an older one requests would fail one by one
         # with database errors far from the cause, so refuse at start (docs/operations.md, Upgrade).
-        if missing := await store.missing_migrations():
+        if missing := await missing_migrations(database.pool):
             raise StartupError(str(OlderDatabaseError(missing)))
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         index = (
@@ -67,17 +69,22 @@ async def serve(settings: Settings) -> None:
             else None
         )
         server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
-        progress = IndexProgress()
-        service = MemoryService(store, index, index_progress=progress)
-        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(service, signer), server)
-        index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(IndexFeedServicer(store, signer, progress), server)
-        accounts_pb2_grpc.add_AccountServiceServicer_to_server(AccountServicer(store, signer), server)
+        services = VaultServices.build(database, index)
+        vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
+        index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(
+            IndexFeedServicer(services.index_feed, signer), server
+        )
+        accounts_pb2_grpc.add_AccountServiceServicer_to_server(
+            AccountServicer(services.accounts, services.audit, signer), server
+        )
         background = []
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
         if settings.vault.retention_interval_seconds > 0:
             background.append(
-                asyncio.create_task(retention.run_periodically(store, settings.vault.retention_interval_seconds))
+                asyncio.create_task(
+                    run_periodically(RetentionStore(database), settings.vault.retention_interval_seconds)
+                )
             )
         if index is None:
             log.warning(
@@ -92,7 +99,7 @@ async def serve(settings: Settings) -> None:
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
         ]
-        background.append(asyncio.create_task(report_readiness(store.ping, health, names, dsn)))
+        background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
         for task in background:
             task.cancel()
@@ -101,15 +108,15 @@ async def serve(settings: Settings) -> None:
         if index is not None:
             await index.close()
     finally:
-        await store.close()
+        await database.close()
 
 
 async def purge(settings: MigrateSettings, *, dry_run: bool) -> int:
-    store = await Store.connect(settings.postgres.dsn, 1, 2)
+    database = await Database.connect(settings.postgres.dsn, 1, 2)
     try:
-        report = await store.purge_retention(dry_run=dry_run)
+        report = await RetentionStore(database).purge(dry_run=dry_run)
     finally:
-        await store.close()
+        await database.close()
     if report is None:
         print("memvault-vault: another retention run holds the lock; try again later", file=sys.stderr)
         return 1
@@ -125,11 +132,11 @@ async def purge(settings: MigrateSettings, *, dry_run: bool) -> int:
 
 
 async def create_owner(settings: MigrateSettings, subject: str, vault: str) -> bool:
-    store = await Store.connect(settings.postgres.dsn, 1, 2)
+    database = await Database.connect(settings.postgres.dsn, 1, 2)
     try:
-        return await store.ensure_owner(subject, vault)
+        return await AccountStore(database).ensure_owner(subject, vault)
     finally:
-        await store.close()
+        await database.close()
 
 
 def main(argv: list[str] | None = None) -> None:

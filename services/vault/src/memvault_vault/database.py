@@ -1,4 +1,7 @@
-"""What the vault does when Postgres cannot be reached: calls fail UNAVAILABLE, naming the
+"""The vault's database, shared by every concept: the connection pool, the vault as one account may
+use it, and the per-vault write lock.
+
+And what the vault does when Postgres cannot be reached: calls fail UNAVAILABLE, naming the
 database (never its password), and the gRPC health service reports NOT_SERVING until it is back,
 so the gateway's /readyz and Kubernetes notice."""
 
@@ -7,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -15,6 +19,64 @@ from grpc_health.v1 import health, health_pb2
 from memvault_core.errors import Unavailable
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VaultAccess:
+    """A vault as one account may use it."""
+
+    id: str
+    name: str
+    role: str
+    approval_mode: str
+
+    @property
+    def writable(self) -> bool:
+        return self.role in ("owner", "editor")
+
+
+class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg's classes are untyped
+    """A pool connection handed back without asyncpg's reset query (a round trip on every release).
+
+    The reset undoes session state: session advisory locks, cursors, LISTEN, SET. The vault's pool
+    leaves none behind (its locks are transaction locks, it declares no cursors outside a
+    transaction, the relay listens on a connection of its own), so the reset would only cost time.
+    """
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
+class Database:
+    """The vault's connection pool; each concept's store reads and writes through `pool`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Database:
+        # JIT compiles a plan for a query the planner thinks is costly; recall's full-text query in a large
+        # vault crosses that line and pays tens of milliseconds to compile what runs in a few.
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            server_settings={"jit": "off"},
+            connection_class=_PooledConnection,
+        )
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def ping(self) -> None:
+        await self.pool.fetchval("SELECT 1")
+
+
+async def lock_vault(conn: asyncpg.Connection, vault_id: str) -> None:
+    """Writes to one vault are serialised (so an exact duplicate that slips in between is still caught)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", vault_id)
+
 
 # What asyncpg raises while the server is down, restarting or full: a refused or reset socket
 # (OSError), class 08 (connection), 57P01-57P03 (shut down, crashed, starting up) and 53300.

@@ -6,6 +6,7 @@ import hashlib
 import re
 import unicodedata
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -465,3 +466,15 @@ def check_reason(reason: str) -> str:
     if reason:
         check_secret(reason)
     return reason
+
+
+def fit_page(found: Sequence[tuple[Memory, float]], limit: int) -> tuple[list[tuple[Memory, float]], bool]:
+    """The first `limit` results within the result byte budget, and whether more remain."""
+    page: list[tuple[Memory, float]] = []
+    size = 0
+    for memory, score in found[:limit]:
+        size += len(memory.content.encode())
+        if page and size > limits.MAX_RESULT_BYTES:
+            return page, True
+        page.append((memory, score))
+    return page, len(found) > limit

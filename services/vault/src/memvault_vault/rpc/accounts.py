@@ -17,7 +17,9 @@ from memvault.vault.v1 import accounts_pb2_grpc
 from memvault_core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
-from memvault_vault.store import AccountMember, Store, VaultAccess
+from memvault_vault.accounts.records import AccountMember
+from memvault_vault.accounts.service import AccountService
+from memvault_vault.audit.service import AuditService
 
 VAULT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MAX_SUBJECT_CHARS = 200
@@ -51,8 +53,9 @@ def _subject(value: str) -> str:
 
 
 class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
-    def __init__(self, store: Store, signer: IdentitySigner) -> None:
-        self._store = store
+    def __init__(self, accounts: AccountService, audit: AuditService, signer: IdentitySigner) -> None:
+        self._accounts = accounts
+        self._audit = audit
         self._signer = signer
 
     def _identity(self, context: grpc.aio.ServicerContext) -> Identity:
@@ -63,19 +66,11 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
             )
         return identity
 
-    async def _vault(self, identity: Identity, name: str, *, owner: bool = False) -> VaultAccess:
-        vault = await self._store.vault_of(identity.subject, name) if identity.allows_vault(name) else None
-        if vault is None:
-            raise NotFound(f"no vault named {name[:64]!r} is open to you", field="vault")
-        if owner and vault.role != "owner":
-            raise PermissionDenied(f"only an owner of vault '{vault.name}' can change who may use it")
-        return vault
-
     async def EnsureAccount(
         self, request: apb.EnsureAccountRequest, context: grpc.aio.ServicerContext
     ) -> apb.EnsureAccountResponse:
         identity = self._identity(context)
-        created = await self._store.ensure_account(identity.subject, request.display_name.strip()[:200])
+        created = await self._accounts.ensure_account(identity.subject, request.display_name.strip()[:200])
         return apb.EnsureAccountResponse(subject=identity.subject, created=created)
 
     async def CreateVault(
@@ -89,7 +84,7 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
                 "a vault name is 1 to 63 lower-case letters, digits and dashes, starting with a letter or digit",
                 field="name",
             )
-        if not await self._store.ensure_owner(identity.subject, name):
+        if not await self._accounts.ensure_owner(identity.subject, name):
             raise Conflict(f"the vault name '{name}' is taken; choose another", field="name")
         return apb.CreateVaultResponse(name=name)
 
@@ -98,8 +93,8 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
     ) -> apb.ListMembersResponse:
         identity = self._identity(context)
         identity.require("read")
-        vault = await self._vault(identity, request.vault)
-        members = await self._store.members(vault)
+        vault = await self._accounts.session_vault(identity, request.vault)
+        members = await self._accounts.members(vault)
         return apb.ListMembersResponse(vault=vault.name, members=[_member(m) for m in members])
 
     async def SetMembership(
@@ -110,8 +105,8 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
         role = _ROLES.get(request.role)
         if role is None:
             raise InvalidArgument("role must be owner, editor or viewer", field="role")
-        vault = await self._vault(identity, request.vault, owner=True)
-        member = await self._store.set_membership(vault, _subject(request.subject), role, identity.actor)
+        vault = await self._accounts.session_vault(identity, request.vault, owner=True)
+        member = await self._accounts.set_membership(vault, _subject(request.subject), role, identity.actor)
         if member is None:
             raise Conflict(f"vault '{vault.name}' needs at least one owner; make someone else owner first")
         return apb.SetMembershipResponse(vault=vault.name, member=_member(member))
@@ -121,9 +116,9 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
     ) -> apb.RemoveMembershipResponse:
         identity = self._identity(context)
         identity.require("admin")
-        vault = await self._vault(identity, request.vault, owner=True)
+        vault = await self._accounts.session_vault(identity, request.vault, owner=True)
         subject = _subject(request.subject)
-        removed = await self._store.remove_membership(vault, subject, identity.actor)
+        removed = await self._accounts.remove_membership(vault, subject, identity.actor)
         if removed is None:
             raise Conflict(f"vault '{vault.name}' needs at least one owner; make someone else owner first")
         if not removed:
@@ -137,9 +132,9 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
         action = request.action.strip()
         if not re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", action):
             raise InvalidArgument("action is a dotted lower-case verb such as 'grant.create'", field="action")
-        vault = await self._vault(identity, request.vault) if request.vault else None
+        vault = await self._accounts.session_vault(identity, request.vault) if request.vault else None
         details = {key[:64]: value[:MAX_AUDIT_DETAIL_CHARS] for key, value in list(request.details.items())[:32]}
-        await self._store.append_account_audit(
+        await self._audit.append_account_entry(
             identity.subject, vault, identity.actor, action, request.target[:200], details
         )
         return apb.AppendAuditResponse()
@@ -150,7 +145,7 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
         identity = self._identity(context)
         identity.require("read")
         limit = request.limit if 0 < request.limit <= MAX_AUDIT_PAGE else 50
-        records = await self._store.account_audit(identity.subject, limit, max(request.before_id, 0))
+        records = await self._audit.account_entries(identity.subject, limit, max(request.before_id, 0))
         return apb.ListAuditResponse(
             entries=[
                 apb.AuditEntry(

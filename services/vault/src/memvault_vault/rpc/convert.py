@@ -21,7 +21,7 @@ from memvault_vault.domain.memory import (
     Trust,
     WriteResult,
 )
-from memvault_vault.store import BatchInfo
+from memvault_vault.imports.records import BatchInfo
 
 _TYPES = {t: getattr(pb, f"MEMORY_TYPE_{t.name}") for t in MemoryType}
 _TYPES_BACK = {v: k for k, v in _TYPES.items()}

@@ -11,32 +11,31 @@ from memvault_core.errors import InvalidArgument
 from memvault_core.grpc import identity_token
 from memvault_core.identity import IdentitySigner
 from memvault_vault.domain.memory import parse_memory_id
-from memvault_vault.index_progress import IndexProgress
-from memvault_vault.store import Store
+from memvault_vault.index_feed.records import Document, IndexReport
+from memvault_vault.index_feed.service import IndexFeedService
 
 MAX_DOCUMENTS = 1000
 _STATES = {pb.INDEX_STATE_INDEXED: "indexed", pb.INDEX_STATE_FAILED: "failed"}
 
 
-def _document(row: object) -> pb.IndexDocument:
+def _document(document: Document) -> pb.IndexDocument:
     created = Timestamp()
-    created.FromDatetime(row["created_at"])  # type: ignore[index]
+    created.FromDatetime(document.created_at)
     return pb.IndexDocument(
-        memory_id=row["memory_id"],  # type: ignore[index]
-        vault_id=row["vault_id"],  # type: ignore[index]
-        content=row["content"],  # type: ignore[index]
-        content_hash=row["content_hash"],  # type: ignore[index]
+        memory_id=document.memory_id,
+        vault_id=document.vault_id,
+        content=document.content,
+        content_hash=document.content_hash,
         created_at=created,
-        indexed_hash=row["indexed_hash"],  # type: ignore[index]
-        indexed_model=row["indexed_model"],  # type: ignore[index]
+        indexed_hash=document.indexed_hash,
+        indexed_model=document.indexed_model,
     )
 
 
 class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
-    def __init__(self, store: Store, signer: IdentitySigner, progress: IndexProgress | None = None) -> None:
-        self._store = store
+    def __init__(self, feed: IndexFeedService, signer: IdentitySigner) -> None:
+        self._feed = feed
         self._signer = signer
-        self._progress = progress or IndexProgress()
 
     def _check(self, context: grpc.aio.ServicerContext) -> None:
         self._signer.verify_service(identity_token(context), "indexer")
@@ -48,7 +47,7 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
         if len(request.memory_ids) > MAX_DOCUMENTS:
             raise InvalidArgument(f"at most {MAX_DOCUMENTS} memory_ids per call", field="memory_ids")
         ids = [parse_memory_id(i, "memory_ids") for i in request.memory_ids]
-        return pb.GetDocumentsResponse(documents=[_document(row) for row in await self._store.documents(ids)])
+        return pb.GetDocumentsResponse(documents=[_document(row) for row in await self._feed.documents(ids)])
 
     async def ListDocuments(
         self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
@@ -56,8 +55,8 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
         self._check(context)
         limit = min(request.limit or 500, MAX_DOCUMENTS)
         after = parse_memory_id(request.after_id, "after_id") if request.after_id else None
-        rows = await self._store.documents_after(after, limit)
-        next_after = rows[-1]["memory_id"] if len(rows) == limit else ""
+        rows = await self._feed.documents_after(after, limit)
+        next_after = rows[-1].memory_id if len(rows) == limit else ""
         return pb.ListDocumentsResponse(documents=[_document(row) for row in rows], next_after_id=next_after)
 
     async def ReportIndexed(
@@ -69,7 +68,7 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
             if report.state not in _STATES:
                 raise InvalidArgument("state must be INDEXED or FAILED", field="reports.state")
             reports.append(
-                (
+                IndexReport(
                     parse_memory_id(report.memory_id),
                     report.content_hash,
                     report.model,
@@ -77,6 +76,5 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
                     report.error[:500],
                 )
             )
-        await self._store.report_indexed(reports)
-        self._progress.reported()
+        await self._feed.report_indexed(reports)
         return pb.ReportIndexedResponse()

@@ -12,12 +12,12 @@ from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
 from memvault_vault.domain.memory import MemoryType
 from memvault_vault.rpc import convert
-from memvault_vault.service import MemoryService
+from memvault_vault.services import VaultServices
 
 
 class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
-    def __init__(self, service: MemoryService, signer: IdentitySigner) -> None:
-        self._service = service
+    def __init__(self, services: VaultServices, signer: IdentitySigner) -> None:
+        self._services = services
         self._signer = signer
 
     def _identity(self, context: grpc.aio.ServicerContext) -> Identity:
@@ -34,7 +34,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ListVaults(
         self, request: vpb.ListVaultsRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ListVaultsResponse:
-        vaults = await self._service.vaults(self._identity(context))
+        vaults = await self._services.accounts.vaults(self._identity(context))
         return vpb.ListVaultsResponse(
             vaults=[vpb.VaultInfo(name=v.name, role=v.role, approval_mode=v.approval_mode) for v in vaults]
         )
@@ -42,7 +42,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def GetOperatingGuide(
         self, request: vpb.GetOperatingGuideRequest, context: grpc.aio.ServicerContext
     ) -> vpb.GetOperatingGuideResponse:
-        guide = await self._service.guide_view(
+        guide = await self._services.guide.guide_view(
             self._identity(context), request.vault, include_default=request.include_default
         )
         return vpb.GetOperatingGuideResponse(
@@ -58,7 +58,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
 
     async def Remember(self, request: vpb.RememberRequest, context: grpc.aio.ServicerContext) -> vpb.RememberResponse:
         identity = self._identity(context)
-        vault, summary = await self._service.remember(
+        vault, summary = await self._services.memories.remember(
             identity, request.vault, convert.draft_from_proto(request.memory), propose=request.propose
         )
         return vpb.RememberResponse(
@@ -73,7 +73,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     ) -> vpb.BulkRememberResponse:
         drafts = [convert.draft_from_proto(item) for item in request.items]
         text_type = convert.types_from_proto([request.text_type]) or [MemoryType.FACT]
-        vault, summary = await self._service.bulk_remember(
+        vault, summary = await self._services.imports.bulk_remember(
             self._identity(context),
             request.vault,
             drafts,
@@ -91,7 +91,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
         )
 
     async def Recall(self, request: vpb.RecallRequest, context: grpc.aio.ServicerContext) -> vpb.RecallResponse:
-        vault, page = await self._service.recall(
+        vault, page = await self._services.recall.recall(
             self._identity(context),
             request.vault,
             request.query,
@@ -123,7 +123,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ListMemories(
         self, request: vpb.ListMemoriesRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ListMemoriesResponse:
-        vault, memories, next_cursor = await self._service.list_memories(
+        vault, memories, next_cursor = await self._services.memories.list_memories(
             self._identity(context),
             request.vault,
             statuses=convert.statuses_from_proto(list(request.statuses)),
@@ -137,11 +137,13 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
         )
 
     async def Forget(self, request: vpb.ForgetRequest, context: grpc.aio.ServicerContext) -> vpb.ForgetResponse:
-        vault, memory_id = await self._service.forget(self._identity(context), request.vault, request.memory_id)
+        vault, memory_id = await self._services.memories.forget(
+            self._identity(context), request.vault, request.memory_id
+        )
         return vpb.ForgetResponse(vault=vault.name, memory_id=memory_id)
 
     async def GetStats(self, request: vpb.GetStatsRequest, context: grpc.aio.ServicerContext) -> vpb.GetStatsResponse:
-        vault, stats = await self._service.stats(self._identity(context), request.vault)
+        vault, stats = await self._services.memories.stats(self._identity(context), request.vault)
         return vpb.GetStatsResponse(
             vault=vault.name,
             memories=stats["memories"],
@@ -156,7 +158,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def SupersedeMemory(
         self, request: vpb.SupersedeMemoryRequest, context: grpc.aio.ServicerContext
     ) -> vpb.SupersedeMemoryResponse:
-        vault, outcome = await self._service.supersede(
+        vault, outcome = await self._services.memories.supersede(
             self._identity(context),
             request.vault,
             request.memory_id,
@@ -175,7 +177,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def InvalidateMemory(
         self, request: vpb.InvalidateMemoryRequest, context: grpc.aio.ServicerContext
     ) -> vpb.InvalidateMemoryResponse:
-        vault, memory, applied, flagged = await self._service.invalidate(
+        vault, memory, applied, flagged = await self._services.memories.invalidate(
             self._identity(context),
             request.vault,
             request.memory_id,
@@ -189,7 +191,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ApproveMemory(
         self, request: vpb.ApproveMemoryRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ApproveMemoryResponse:
-        vault, memory, superseded, flagged = await self._service.approve(
+        vault, memory, superseded, flagged = await self._services.review.approve(
             self._identity(context),
             request.vault,
             request.memory_id,
@@ -207,7 +209,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def RejectMemory(
         self, request: vpb.RejectMemoryRequest, context: grpc.aio.ServicerContext
     ) -> vpb.RejectMemoryResponse:
-        vault, memory = await self._service.reject(
+        vault, memory = await self._services.review.reject(
             self._identity(context),
             request.vault,
             request.memory_id,
@@ -219,7 +221,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def MarkReviewed(
         self, request: vpb.MarkReviewedRequest, context: grpc.aio.ServicerContext
     ) -> vpb.MarkReviewedResponse:
-        vault, memory = await self._service.mark_reviewed(
+        vault, memory = await self._services.review.mark_reviewed(
             self._identity(context), request.vault, request.memory_id, expected_version=request.expected_version
         )
         return vpb.MarkReviewedResponse(vault=vault.name, memory=convert.memory_to_proto(memory))
@@ -227,7 +229,9 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ExplainMemory(
         self, request: vpb.ExplainMemoryRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ExplainMemoryResponse:
-        vault, explanation = await self._service.explain(self._identity(context), request.vault, request.memory_id)
+        vault, explanation = await self._services.memories.explain(
+            self._identity(context), request.vault, request.memory_id
+        )
         return vpb.ExplainMemoryResponse(
             vault=vault.name,
             memory=convert.memory_to_proto(explanation.memory),
@@ -255,7 +259,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def AuditMemories(
         self, request: vpb.AuditMemoriesRequest, context: grpc.aio.ServicerContext
     ) -> vpb.AuditMemoriesResponse:
-        vault, findings, counts, next_cursor = await self._service.audit_memories(
+        vault, findings, counts, next_cursor = await self._services.review.audit_memories(
             self._identity(context),
             request.vault,
             list(request.kinds),
@@ -277,7 +281,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ListReviewQueue(
         self, request: vpb.ListReviewQueueRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ListReviewQueueResponse:
-        vault, items, total, next_cursor = await self._service.review_queue(
+        vault, items, total, next_cursor = await self._services.review.review_queue(
             self._identity(context), request.vault, limit=request.limit, page_cursor=request.cursor
         )
         return vpb.ListReviewQueueResponse(
@@ -299,7 +303,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ListImportBatches(
         self, request: vpb.ListImportBatchesRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ListImportBatchesResponse:
-        vault, batches, next_cursor = await self._service.batches(
+        vault, batches, next_cursor = await self._services.imports.batches(
             self._identity(context), request.vault, limit=request.limit, page_cursor=request.cursor
         )
         return vpb.ListImportBatchesResponse(
@@ -309,7 +313,9 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def UndoImportBatch(
         self, request: vpb.UndoImportBatchRequest, context: grpc.aio.ServicerContext
     ) -> vpb.UndoImportBatchResponse:
-        vault, report = await self._service.undo_batch(self._identity(context), request.vault, request.batch_id)
+        vault, report = await self._services.imports.undo_batch(
+            self._identity(context), request.vault, request.batch_id
+        )
         return vpb.UndoImportBatchResponse(
             vault=vault.name,
             batch=convert.batch_to_proto(report.batch),
@@ -321,7 +327,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def GetSettings(
         self, request: vpb.GetSettingsRequest, context: grpc.aio.ServicerContext
     ) -> vpb.GetSettingsResponse:
-        vault, settings = await self._service.settings(self._identity(context), request.vault)
+        vault, settings = await self._services.guide.settings(self._identity(context), request.vault)
         return vpb.GetSettingsResponse(vault=vault.name, settings=vpb.VaultSettings(**settings))
 
     async def UpdateSettings(
@@ -331,13 +337,13 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
         for name in ("superseded_retention_days", "rejected_retention_days", "audit_retention_days"):
             if request.HasField(name):
                 changes[name] = getattr(request, name)
-        vault, settings = await self._service.update_settings(self._identity(context), request.vault, changes)
+        vault, settings = await self._services.guide.update_settings(self._identity(context), request.vault, changes)
         return vpb.UpdateSettingsResponse(vault=vault.name, settings=vpb.VaultSettings(**settings))
 
     async def UpdateOperatingGuide(
         self, request: vpb.UpdateOperatingGuideRequest, context: grpc.aio.ServicerContext
     ) -> vpb.UpdateOperatingGuideResponse:
-        vault, version = await self._service.update_guide(
+        vault, version = await self._services.guide.update_guide(
             self._identity(context),
             request.vault,
             request.text,
@@ -349,7 +355,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ListGuideVersions(
         self, request: vpb.ListGuideVersionsRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ListGuideVersionsResponse:
-        vault, versions = await self._service.guide_versions(
+        vault, versions = await self._services.guide.guide_versions(
             self._identity(context), request.vault, limit=request.limit, before_version=request.before_version
         )
         return vpb.ListGuideVersionsResponse(
@@ -369,7 +375,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     async def ListVaultAudit(
         self, request: vpb.ListVaultAuditRequest, context: grpc.aio.ServicerContext
     ) -> vpb.ListVaultAuditResponse:
-        vault, entries, next_before = await self._service.vault_audit(
+        vault, entries, next_before = await self._services.audit.vault_audit(
             self._identity(context),
             request.vault,
             actor=request.actor,

@@ -24,11 +24,11 @@ from memvault_core.events import ensure_streams
 from memvault_core.nats_callbacks import NatsCallbacks
 from memvault_core.settings import NatsSettings
 from memvault_core.supervise import run_forever
+from memvault_vault.outbox import store
+from memvault_vault.outbox.store import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
 
-NOTIFY_CHANNEL = "memvault_outbox"
-RELAY_LOCK_KEY = 0x6D656D76  # "memv": one relay at a time across replicas
 BATCH = 200
 
 
@@ -66,7 +66,7 @@ class OutboxRelay:
         conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
         try:
             # Another replica may hold the relay lock; poll for it (Postgres cannot notify us).
-            while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY):  # noqa: ASYNC110
+            while not await store.try_relay_lock(conn):  # noqa: ASYNC110
                 await asyncio.sleep(self._poll * 5)
             await conn.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
             js = (await self._nats_client()).jetstream(timeout=5.0)
@@ -82,11 +82,7 @@ class OutboxRelay:
             await conn.close()
 
     async def _drain(self, conn: asyncpg.Connection, js: JetStreamContext) -> int:
-        rows = await conn.fetch(
-            "SELECT id::text, subject, payload, headers FROM outbox WHERE published_at IS NULL"
-            " ORDER BY created_at, id LIMIT $1",
-            BATCH,
-        )
+        rows = await store.unpublished(conn, BATCH)
         done: list[str] = []
         try:
             for row in rows:
@@ -96,14 +92,10 @@ class OutboxRelay:
                 done.append(row["id"])
         except Exception as error:
             if rows[len(done) :]:
-                await conn.execute(
-                    "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1::uuid",
-                    rows[len(done)]["id"],
-                    type(error).__name__,
-                )
+                await store.mark_failed(conn, rows[len(done)]["id"], type(error).__name__)
             raise
         finally:
             if done:
-                await conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY($1::uuid[])", done)
+                await store.mark_published(conn, done)
                 self.published += len(done)
         return len(rows)

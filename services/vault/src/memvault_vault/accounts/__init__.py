@@ -1,0 +1,1 @@
+"""Accounts, their vaults and memberships: who may use which vault, and how."""

@@ -1,0 +1,1 @@
+"""Imports: many memories written as one batch, listed, and undone as a whole."""

@@ -1,0 +1,118 @@
+"""The index feed's SQL: documents for the indexer, its reports, and the writes it has not indexed yet."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import asyncpg
+
+from memvault_vault.database import Database, VaultAccess
+from memvault_vault.index_feed.records import Document, IndexReport
+
+
+class IndexFeedStore:
+    def __init__(self, database: Database) -> None:
+        self._pool = database.pool
+
+    async def unindexed_for_compare(self, vault: VaultAccess, limit: int) -> tuple[list[tuple[str, str]], int]:
+        """(id, text) of the newest memories a duplicate check compares with whose text the index does not hold
+        yet, and how many such memories there are (failed ones not counted: they are reported elsewhere)."""
+        rows = await self._pool.fetch(
+            """
+            SELECT m.id::text, memvault_index_text(m.content, m.context, m.valid_from) AS content,
+                   count(*) OVER () AS total
+            FROM index_pending p JOIN memory m ON m.id = p.memory_id
+            LEFT JOIN index_state s ON s.memory_id = m.id
+            WHERE p.vault_id = $1 AND m.status IN ('proposed', 'active', 'superseded')
+              AND (s.memory_id IS NULL OR s.state <> 'failed')
+              AND p.created_at > now() - interval '1 hour'
+            ORDER BY p.created_at DESC
+            LIMIT $2
+            """,
+            vault.id,
+            limit,
+        )
+        return [(row["id"], row["content"]) for row in rows], (int(rows[0]["total"]) if rows else 0)
+
+    async def unindexed_recent(self, vault: VaultAccess, limit: int) -> list[tuple[str, str]]:
+        """(id, text) of the newest memories whose current text the index does not hold yet."""
+        rows = await self._pool.fetch(
+            """
+            SELECT m.id::text, memvault_index_text(m.content, m.context, m.valid_from) AS content
+            FROM index_pending p JOIN memory m ON m.id = p.memory_id
+            WHERE p.vault_id = $1 AND m.status IN ('proposed', 'active')
+              -- Only recent writes: older unindexed memories are failures, which keyword search covers.
+              AND p.created_at > now() - interval '15 minutes'
+            ORDER BY p.created_at DESC
+            LIMIT $2
+            """,
+            vault.id,
+            limit,
+        )
+        return [(row["id"], row["content"]) for row in rows]
+
+    async def documents(self, ids: Sequence[str]) -> list[Document]:
+        return _documents(
+            await self._pool.fetch(
+                "SELECT m.id::text AS memory_id, m.vault_id::text, memvault_index_text(m.content, m.context, m.valid_from)"
+                " AS content, m.index_hash AS content_hash, m.created_at,"
+                " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
+                " FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed'"
+                " WHERE m.id = ANY($1::uuid[])",
+                list(ids),
+            )
+        )
+
+    async def documents_after(self, after_id: str | None, limit: int) -> list[Document]:
+        return _documents(
+            await self._pool.fetch(
+                "SELECT m.id::text AS memory_id, m.vault_id::text, memvault_index_text(m.content, m.context, m.valid_from)"
+                " AS content, m.index_hash AS content_hash, m.created_at,"
+                " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
+                " FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id AND s.state = 'indexed'"
+                " WHERE $1::uuid IS NULL OR m.id > $1::uuid ORDER BY m.id LIMIT $2",
+                after_id,
+                limit,
+            )
+        )
+
+    async def report_indexed(self, reports: Sequence[IndexReport]) -> None:
+        """Record (memory id, content hash, model, state, error) for memories that still exist; a memory
+        whose current text is now indexed is no longer pending.
+
+        The memory's row is locked first, as a delete locks it before its index rows; a memory being
+        deleted right now is skipped, not waited for (the wait would end in a foreign-key error, or
+        in a deadlock with the delete when both reach the index rows in opposite order)."""
+        await self._pool.executemany(
+            """
+            WITH reported AS (
+                INSERT INTO index_state (memory_id, vault_id, content_hash, model, state, attempts, last_error)
+                SELECT m.id, m.vault_id, $2, $3, $4, CASE WHEN $4 = 'failed' THEN 1 ELSE 0 END, nullif($5, '')
+                FROM memory m WHERE m.id = $1::uuid
+                FOR KEY SHARE SKIP LOCKED
+                ON CONFLICT (memory_id) DO UPDATE SET
+                    content_hash = EXCLUDED.content_hash, model = EXCLUDED.model, state = EXCLUDED.state,
+                    attempts = CASE WHEN EXCLUDED.state = 'failed' THEN index_state.attempts + 1 ELSE 0 END,
+                    last_error = EXCLUDED.last_error, updated_at = now()
+                RETURNING memory_id
+            )
+            DELETE FROM index_pending p USING reported r, memory m
+            WHERE $4 = 'indexed' AND p.memory_id = r.memory_id AND m.id = r.memory_id AND m.index_hash = $2
+            """,
+            [(r.memory_id, r.content_hash, r.model, r.state, r.error) for r in reports],
+        )
+
+
+def _documents(rows: Iterable[asyncpg.Record]) -> list[Document]:
+    return [
+        Document(
+            row["memory_id"],
+            row["vault_id"],
+            row["content"],
+            row["content_hash"],
+            row["created_at"],
+            row["indexed_hash"],
+            row["indexed_model"],
+        )
+        for row in rows
+    ]

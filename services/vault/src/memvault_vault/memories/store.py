@@ -1,0 +1,488 @@
+"""Memories' SQL: writes (with their history, events and audit entry), reads, and lifecycle changes.
+
+Every query is filtered by vault id. The functions taking a connection run inside a caller's
+transaction; other concepts (review, imports) use them for the same steps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from memvault_core.errors import Conflict, NotFound
+from memvault_vault.audit.store import append_audit
+from memvault_vault.database import Database, VaultAccess, lock_vault
+from memvault_vault.domain.memory import Memory, MemoryType, Status, check_version, require_status
+from memvault_vault.memories.records import (
+    BatchRecord,
+    Candidate,
+    Existing,
+    HistoryRecord,
+    WriteReport,
+    memory_from_row,
+    row_of,
+)
+from memvault_vault.outbox import events
+from memvault_vault.outbox.store import enqueue
+
+
+class MemoryStore:
+    def __init__(self, database: Database) -> None:
+        self._pool = database.pool
+
+    async def lookup_texts(self, vault: VaultAccess, hashes: Sequence[str]) -> tuple[dict[str, Existing], set[str]]:
+        """Memories already holding these texts (by hash), and the hashes excluded from being stored."""
+        rows = await self._pool.fetch(
+            "SELECT id::text, content_hash, status FROM memory WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
+            vault.id,
+            list(hashes),
+        )
+        excluded = await self._pool.fetch(
+            "SELECT content_hash FROM exclusion WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
+            vault.id,
+            list(hashes),
+        )
+        return (
+            {row["content_hash"]: Existing(row["id"], Status(row["status"])) for row in rows},
+            {row["content_hash"] for row in excluded},
+        )
+
+    async def existing_ids(self, vault: VaultAccess, ids: Sequence[str]) -> set[str]:
+        rows = await self._pool.fetch(
+            "SELECT id::text FROM memory WHERE vault_id = $1 AND id = ANY($2::uuid[])", vault.id, list(ids)
+        )
+        return {row["id"] for row in rows}
+
+    async def write(
+        self,
+        vault: VaultAccess,
+        candidates: Sequence[Candidate],
+        *,
+        actor: str,
+        client: str,
+        batch: BatchRecord | None = None,
+        audit: tuple[str, dict[str, Any]] = ("memory.remember", {}),
+    ) -> WriteReport:
+        """Insert candidates in one transaction (with their history, events, batch and audit entry).
+
+        Writes to one vault are serialised, so a text that another write stored since the caller
+        looked is caught here (`raced`) instead of failing the whole call.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
+            return await insert(conn, vault, candidates, actor=actor, client=client, batch=batch, audit=audit)
+
+    async def forget(self, vault: VaultAccess, memory_id: str, actor: str) -> bool:
+        """Delete a memory and its history, and exclude its text from being stored again."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            content_hash = await conn.fetchval(
+                "DELETE FROM memory WHERE vault_id = $1 AND id = $2::uuid RETURNING content_hash",
+                vault.id,
+                memory_id,
+            )
+            if content_hash is None:
+                return False
+            await conn.execute("DELETE FROM memory_history WHERE vault_id = $1 AND memory_id = $2", vault.id, memory_id)
+            await conn.execute(
+                "INSERT INTO exclusion (vault_id, content_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                vault.id,
+                content_hash,
+            )
+            await enqueue(conn, [events.memory_forgotten(memory_id, vault.id)])
+            await append_audit(conn, vault.id, actor, "memory.forget", memory_id, {})
+            return True
+
+    async def list_memories(
+        self,
+        vault: VaultAccess,
+        *,
+        statuses: Sequence[Status],
+        types: Sequence[MemoryType],
+        tags: Sequence[str],
+        limit: int,
+        after: tuple[datetime, str] | None,
+    ) -> list[Memory]:
+        rows = await self._pool.fetch(
+            """
+            SELECT * FROM memory m
+            WHERE m.vault_id = $1
+              AND ($2::text[] IS NULL OR m.status = ANY($2::text[]))
+              AND ($3::text[] IS NULL OR m.type = ANY($3::text[]))
+              AND m.tags @> $4::text[]
+              AND ($5::timestamptz IS NULL OR (m.created_at, m.id) < ($5, $6::uuid))
+            ORDER BY m.created_at DESC, m.id DESC
+            LIMIT $7
+            """,
+            vault.id,
+            [s.value for s in statuses] or None,
+            [t.value for t in types] or None,
+            list(tags),
+            after[0] if after else None,
+            after[1] if after else None,
+            limit,
+        )
+        return [memory_from_row(row, vault.name) for row in rows]
+
+    async def stats(self, vault: VaultAccess) -> dict[str, Any]:
+        by_status = {
+            row["status"]: row["count"]
+            for row in await self._pool.fetch(
+                "SELECT status, count(*) FROM memory WHERE vault_id = $1 GROUP BY status", vault.id
+            )
+        }
+        index = await self._pool.fetchrow(
+            """
+            SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.index_hash) AS indexed,
+                   count(*) FILTER (WHERE s.state = 'failed') AS failed,
+                   count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.index_hash) AS pending
+            FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id
+            WHERE m.vault_id = $1
+            """,
+            vault.id,
+        )
+        failures = await self._pool.fetch(
+            "SELECT memory_id::text, coalesce(last_error, '') AS error, attempts FROM index_state"
+            " WHERE vault_id = $1 AND state = 'failed' ORDER BY updated_at DESC LIMIT 10",
+            vault.id,
+        )
+        return {
+            "memories": by_status,
+            "indexed": index["indexed"],
+            "index_failed": index["failed"],
+            "index_pending": index["pending"],
+            "recent_failures": [dict(row) for row in failures],
+        }
+
+    async def get_memory(self, vault: VaultAccess, memory_id: str) -> Memory | None:
+        row = await self._pool.fetchrow(
+            "SELECT * FROM memory WHERE vault_id = $1 AND id = $2::uuid", vault.id, memory_id
+        )
+        return None if row is None else memory_from_row(row, vault.name)
+
+    async def memories(self, vault: VaultAccess, ids: Sequence[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        rows = await self._pool.fetch(
+            "SELECT * FROM memory WHERE vault_id = $1 AND id = ANY($2::uuid[])", vault.id, list(dict.fromkeys(ids))
+        )
+        return {str(row["id"]): memory_from_row(row, vault.name) for row in rows}
+
+    async def require_memory(self, vault: VaultAccess, memory_id: str) -> Memory:
+        """The memory, or NotFound telling the caller how to find ids."""
+        memory = await self.get_memory(vault, memory_id)
+        if memory is None:
+            raise NotFound(
+                f"no memory {memory_id} in vault '{vault.name}'; find ids with recall or list_memories",
+                field="memory_id",
+            )
+        return memory
+
+    async def supersede(
+        self,
+        vault: VaultAccess,
+        old_id: str,
+        candidate: Candidate,
+        *,
+        apply: bool,
+        expected_version: int,
+        actor: str,
+        client: str,
+    ) -> tuple[WriteReport, list[str]]:
+        """Store `candidate` as the replacement of `old_id`; with `apply`, the old one is superseded now."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
+            old = await locked(conn, vault, old_id)
+            require_status(old, (Status.ACTIVE, Status.PROPOSED), "supersede")
+            check_version(old, expected_version)
+            report = await insert(
+                conn,
+                vault,
+                [candidate],
+                actor=actor,
+                client=client,
+                batch=None,
+                audit=("memory.supersede", {"old": old_id, "applied": apply}),
+            )
+            if candidate.id in report.raced:
+                existing = report.raced[candidate.id]
+                raise Conflict(
+                    f"the replacement text is already stored as memory {existing.id or '(forgotten)'} "
+                    f"({existing.status.value}); supersede {old_id} with different text, or invalidate it",
+                    field="content",
+                )
+            flagged = await retire(conn, vault, [old_id], by=candidate.id, actor=actor) if apply else []
+            return report, flagged
+
+    async def invalidate(
+        self, vault: VaultAccess, memory_id: str, reason: str, *, apply: bool, expected_version: int, actor: str
+    ) -> tuple[Memory, list[str]]:
+        """Mark a memory no longer true (its validity ends now), or, without `apply`, flag it for the owner."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            memory = await locked(conn, vault, memory_id)
+            require_status(memory, (Status.ACTIVE, Status.PROPOSED), "invalidate")
+            check_version(memory, expected_version)
+            flagged: list[str] = []
+            if apply:
+                await conn.execute(
+                    "UPDATE memory SET status = 'invalidated', status_reason = nullif($2, ''),"
+                    " valid_to = coalesce(valid_to, now()), version = version + 1, updated_at = now()"
+                    " WHERE id = $1::uuid",
+                    memory_id,
+                    reason,
+                )
+                await write_history(conn, [memory_id], "invalidated", actor)
+                flagged = await flag_dependents(
+                    conn, vault, memory_id, f"depends on {memory_id}, which was invalidated", actor, cause=memory_id
+                )
+            else:
+                await conn.execute(
+                    "UPDATE memory SET flagged_reason = $2, flagged_at = now(), status_reason = nullif($3, ''),"
+                    " version = version + 1, updated_at = now() WHERE id = $1::uuid",
+                    memory_id,
+                    f"invalidation proposed by {actor}",
+                    reason,
+                )
+                await write_history(conn, [memory_id], "invalidation proposed", actor)
+            action = "memory.invalidate" if apply else "memory.propose_invalidation"
+            await append_audit(conn, vault.id, actor, action, memory_id, {"flagged_dependents": len(flagged)})
+            row = await conn.fetchrow("SELECT * FROM memory WHERE id = $1::uuid", memory_id)
+            return memory_from_row(row, vault.name), flagged
+
+    async def history(self, vault: VaultAccess, memory_id: str, limit: int) -> list[HistoryRecord]:
+        """The newest `limit` versions of a memory, oldest first."""
+        rows = await self._pool.fetch(
+            """
+            SELECT * FROM (
+                SELECT version, change, actor, changed_at, coalesce(cause::text, '') AS cause, snapshot::text AS snapshot
+                FROM memory_history WHERE vault_id = $1 AND memory_id = $2::uuid
+                ORDER BY id DESC LIMIT $3
+            ) newest ORDER BY version, changed_at
+            """,
+            vault.id,
+            memory_id,
+            limit,
+        )
+        return [
+            HistoryRecord(r["version"], r["change"], r["actor"], r["changed_at"], r["cause"], json.loads(r["snapshot"]))
+            for r in rows
+        ]
+
+    async def related(self, vault: VaultAccess, memory: Memory, limit: int) -> list[tuple[str, Memory]]:
+        """Memories linked to this one, each with how: depends_on, dependent, similar, similar_from,
+        supersedes, superseded_by, same_key."""
+        rows = await self._pool.fetch(
+            """
+            SELECT 'depends_on' AS relation, m.* FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($3::uuid[])
+            UNION ALL
+            SELECT 'dependent', m.* FROM memory m WHERE m.vault_id = $1 AND m.depends_on @> ARRAY[$2::uuid]
+            UNION ALL
+            SELECT 'similar', m.* FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($4::uuid[])
+            UNION ALL
+            SELECT 'similar_from', m.* FROM memory m WHERE m.vault_id = $1 AND m.similar_to @> ARRAY[$2::uuid]
+            UNION ALL
+            SELECT 'supersedes', m.* FROM memory m WHERE m.vault_id = $1 AND m.superseded_by = $2::uuid
+            UNION ALL
+            SELECT 'superseded_by', m.* FROM memory m WHERE m.vault_id = $1 AND m.id = $5::uuid
+            UNION ALL
+            SELECT 'same_key', m.* FROM memory m
+            WHERE m.vault_id = $1 AND $6::text IS NOT NULL AND m.key = $6 AND m.scope IS NOT DISTINCT FROM $7
+              AND m.id <> $2::uuid AND m.status IN ('active', 'proposed')
+            LIMIT $8
+            """,
+            vault.id,
+            memory.id,
+            list(memory.depends_on),
+            list(memory.similar_to),
+            memory.superseded_by,
+            memory.key,
+            memory.scope,
+            limit,
+        )
+        seen: set[tuple[str, str]] = set()
+        related: list[tuple[str, Memory]] = []
+        for row in rows:
+            relation = row["relation"]
+            if (relation, str(row["id"])) not in seen:
+                seen.add((relation, str(row["id"])))
+                related.append((relation, memory_from_row(row, vault.name)))
+        if memory.supersedes and ("supersedes", memory.supersedes) not in seen:
+            target = await self.get_memory(vault, memory.supersedes)
+            if target is not None:
+                related.append(("supersedes", target))
+        return related
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    vault: VaultAccess,
+    candidates: Sequence[Candidate],
+    *,
+    actor: str,
+    client: str,
+    batch: BatchRecord | None,
+    audit: tuple[str, dict[str, Any]],
+) -> WriteReport:
+    hashes = [c.content_hash for c in candidates]
+    raced: dict[str, Existing] = {}
+    if candidates:
+        taken = {
+            row["content_hash"]: Existing(row["id"], Status(row["status"]))
+            for row in await conn.fetch(
+                "SELECT id::text, content_hash, status FROM memory"
+                " WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
+                vault.id,
+                hashes,
+            )
+        }
+        excluded = {
+            row["content_hash"]
+            for row in await conn.fetch(
+                "SELECT content_hash FROM exclusion WHERE vault_id = $1 AND content_hash = ANY($2::text[])",
+                vault.id,
+                hashes,
+            )
+        }
+        for candidate in candidates:
+            if candidate.content_hash in excluded:
+                raced[candidate.id] = Existing("", Status.REJECTED)
+            elif candidate.content_hash in taken:
+                raced[candidate.id] = taken[candidate.content_hash]
+    to_insert = [c for c in candidates if c.id not in raced]
+    batch_id = None
+    if batch is not None:
+        outcomes = dict(batch.outcomes)
+        for candidate in candidates:
+            if candidate.id in raced:
+                outcomes[candidate.outcome] = outcomes.get(candidate.outcome, 0) - 1
+                late = "excluded" if not raced[candidate.id].id else "duplicate"
+                outcomes[late] = outcomes.get(late, 0) + 1
+        batch_id = await conn.fetchval(
+            "INSERT INTO import_batch (vault_id, source, actor, item_count, stored_count, outcomes)"
+            " VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id::text",
+            vault.id,
+            batch.source,
+            actor,
+            batch.item_count,
+            len(to_insert),
+            json.dumps({k: v for k, v in outcomes.items() if v}),
+        )
+    now = datetime.now(UTC)
+    if to_insert:
+        inserted = await conn.fetch(
+            """
+            INSERT INTO memory (id, vault_id, content, content_hash, type, key, scope, tags, source, client,
+                                trust, confidence, status, valid_from, valid_to, review_after, expires_at,
+                                depends_on, similar_to, supersedes, batch_id, context)
+            SELECT r.id, $1, r.content, r.content_hash, r.type, r.key, r.scope,
+                   ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.source, $2, r.trust, r.confidence,
+                   r.status, coalesce(r.valid_from, now()), r.valid_to, r.review_after, r.expires_at,
+                   ARRAY(SELECT jsonb_array_elements_text(r.depends_on))::uuid[],
+                   ARRAY(SELECT jsonb_array_elements_text(r.similar_to))::uuid[], r.supersedes, $3::uuid,
+                   r.context
+            FROM jsonb_to_recordset($4::jsonb) AS r(id uuid, content text, content_hash text, type text,
+                 key text, scope text, tags jsonb, source text, trust text, confidence real, status text,
+                 valid_from timestamptz, valid_to timestamptz, review_after timestamptz,
+                 expires_at timestamptz, depends_on jsonb, similar_to jsonb, supersedes uuid, context text)
+            RETURNING id::text
+            """,
+            vault.id,
+            client,
+            batch_id,
+            json.dumps([row_of(c, now) for c in to_insert], default=str),
+        )
+        ids = [row["id"] for row in inserted]
+        await write_history(conn, ids, "created", actor)
+        await enqueue(conn, [events.memory_created(c.id, vault.id, c.content_hash) for c in to_insert])
+    conflicts = await same_key_active(conn, vault, [c.id for c in to_insert])
+    action, details = audit
+    await append_audit(conn, vault.id, actor, action, batch_id or (to_insert[0].id if to_insert else ""), details)
+    return WriteReport(batch_id, {c.id for c in to_insert}, raced, conflicts)
+
+
+async def same_key_active(
+    conn: asyncpg.Connection, vault: VaultAccess, ids: Sequence[str]
+) -> dict[str, tuple[str, ...]]:
+    """For each of these memories that has a key: the other active memories with its key and scope."""
+    if not ids:
+        return {}
+    rows = await conn.fetch(
+        """
+        SELECT n.id::text AS id, array_agg(o.id::text ORDER BY o.created_at) AS others
+        FROM memory n
+        JOIN memory o ON o.vault_id = n.vault_id AND o.key = n.key AND o.scope IS NOT DISTINCT FROM n.scope
+                     AND o.id <> n.id AND o.status = 'active'
+        WHERE n.vault_id = $1 AND n.id = ANY($2::uuid[]) AND n.key IS NOT NULL
+        GROUP BY n.id
+        """,
+        vault.id,
+        list(ids),
+    )
+    return {row["id"]: tuple(row["others"]) for row in rows}
+
+
+async def write_history(
+    conn: asyncpg.Connection, ids: Sequence[str], change: str, actor: str, cause: str | None = None
+) -> None:
+    """Snapshot these memories as they are now, as one more version of each."""
+    if ids:
+        await conn.execute(
+            "INSERT INTO memory_history (memory_id, vault_id, version, change, snapshot, actor, cause)"
+            " SELECT id, vault_id, version, $2, to_jsonb(m) - 'search', $3, $4::uuid"
+            " FROM memory m WHERE id = ANY($1::uuid[])",
+            list(ids),
+            change,
+            actor,
+            cause,
+        )
+
+
+async def locked(conn: asyncpg.Connection, vault: VaultAccess, memory_id: str) -> Memory:
+    row = await conn.fetchrow(
+        "SELECT * FROM memory WHERE vault_id = $1 AND id = $2::uuid FOR UPDATE", vault.id, memory_id
+    )
+    if row is None:
+        raise NotFound(
+            f"no memory {memory_id} in vault '{vault.name}'; find ids with recall or list_memories",
+            field="memory_id",
+        )
+    return memory_from_row(row, vault.name)
+
+
+async def retire(conn: asyncpg.Connection, vault: VaultAccess, ids: Sequence[str], *, by: str, actor: str) -> list[str]:
+    """Mark these memories superseded by `by` (their validity ends now); return their flagged dependents."""
+    if not ids:
+        return []
+    await conn.execute(
+        "UPDATE memory SET status = 'superseded', superseded_by = $3::uuid, valid_to = coalesce(valid_to, now()),"
+        " version = version + 1, updated_at = now()"
+        " WHERE vault_id = $1 AND id = ANY($2::uuid[])",
+        vault.id,
+        list(ids),
+        by,
+    )
+    await write_history(conn, ids, "superseded", actor, cause=by)
+    flagged: list[str] = []
+    for memory_id in ids:
+        flagged += await flag_dependents(
+            conn, vault, memory_id, f"depends on {memory_id}, which was superseded by {by}", actor, cause=by
+        )
+    return flagged
+
+
+async def flag_dependents(
+    conn: asyncpg.Connection, vault: VaultAccess, memory_id: str, reason: str, actor: str, cause: str
+) -> list[str]:
+    rows = await conn.fetch(
+        "UPDATE memory SET flagged_reason = $3, flagged_at = now(), version = version + 1, updated_at = now()"
+        " WHERE vault_id = $1 AND depends_on @> ARRAY[$2::uuid] AND status IN ('active', 'proposed')"
+        " RETURNING id::text",
+        vault.id,
+        memory_id,
+        reason,
+    )
+    ids = [row["id"] for row in rows]
+    await write_history(conn, ids, "flagged", actor, cause=cause)
+    return ids

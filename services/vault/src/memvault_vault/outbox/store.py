@@ -1,0 +1,50 @@
+"""The outbox's SQL: events inserted in the writer's transaction, and what the relay reads and marks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import asyncpg
+
+from memvault_vault.outbox.events import OutboxEvent
+
+NOTIFY_CHANNEL = "memvault_outbox"
+RELAY_LOCK_KEY = 0x6D656D76  # "memv": one relay at a time across replicas
+
+
+async def enqueue(conn: asyncpg.Connection, outbox: Sequence[OutboxEvent]) -> None:
+    """Write events in the caller's transaction and wake the relay when it commits."""
+    await conn.executemany(
+        "INSERT INTO outbox (id, subject, payload, headers) VALUES ($1, $2, $3, $4::jsonb)",
+        [(e.id, e.subject, e.payload, json.dumps(e.headers)) for e in outbox],
+    )
+    await conn.execute("SELECT pg_notify('memvault_outbox', '')")
+
+
+async def try_relay_lock(conn: asyncpg.Connection) -> bool:
+    """Take the session lock that lets one relay run at a time; False when another replica holds it."""
+    return bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY))
+
+
+async def unpublished(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
+    """The oldest events not yet published, in the order they were written."""
+    return list(
+        await conn.fetch(
+            "SELECT id::text, subject, payload, headers FROM outbox WHERE published_at IS NULL"
+            " ORDER BY created_at, id LIMIT $1",
+            limit,
+        )
+    )
+
+
+async def mark_failed(conn: asyncpg.Connection, event_id: str, error: str) -> None:
+    await conn.execute(
+        "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1::uuid",
+        event_id,
+        error,
+    )
+
+
+async def mark_published(conn: asyncpg.Connection, event_ids: Sequence[str]) -> None:
+    await conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY($1::uuid[])", list(event_ids))

@@ -1,0 +1,214 @@
+"""Recall's SQL: full-text search ranked with BM25's idf, the vector hits' keyword ranks, and the page read whole."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from memvault_vault.database import Database, VaultAccess
+from memvault_vault.domain.fusion import Found
+from memvault_vault.domain.memory import MemoryType, Status
+from memvault_vault.memories.records import memory_from_row
+from memvault_vault.recall.records import RecallRow
+
+# The query's lexemes with BM25's idf from the vault's own counts (vault_lexeme_stats, kept exact
+# by triggers), ranked by every lexeme: sum of idf × ts_rank. See docs/research-fusion.md.
+# MATERIALIZED keeps Postgres from re-running the term list per row.
+_TERMS = """
+    terms AS MATERIALIZED (
+        SELECT q.lexeme, quote_literal(q.lexeme) AS literal, quote_literal(q.lexeme)::tsquery AS query,
+               coalesce(s.ndoc, 0) AS df, total.n AS total,
+               ln(1 + (greatest(total.n, coalesce(s.ndoc, 0)) - coalesce(s.ndoc, 0) + 0.5)
+                      / (coalesce(s.ndoc, 0) + 0.5)) AS idf
+        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS q
+        CROSS JOIN (SELECT coalesce(max(ndoc), 0) AS n FROM vault_text_stats WHERE vault_id = $1) AS total
+        LEFT JOIN vault_lexeme_stats AS s ON s.vault_id = $1 AND s.lexeme = q.lexeme
+    )
+"""
+_RANK = "coalesce((SELECT sum(terms.idf * ts_rank(m.search, terms.query)) FROM terms), 0)"
+
+KEYWORD_RANK_BUDGET = 5000
+"""Above this many (estimated) rows, full-text search ranks only memories with two query lexemes or a rare one."""
+RARE_LEXEME_DOCS = 100
+"""A lexeme in at most this many memories of the vault is rare: one is enough to be ranked."""
+
+# The columns `_memory` reads: recall fetches them only for the memories it returns, never the
+# search vector or the index hash.
+_COLUMNS = """
+    m.id, m.content, m.content_hash, m.type, m.status, m.trust, m.key, m.scope, m.tags, m.source, m.client,
+    m.confidence, m.valid_from, m.valid_to, m.review_after, m.expires_at, m.depends_on, m.supersedes,
+    m.superseded_by, m.similar_to, m.batch_id, m.version, m.pinned, m.created_at, m.updated_at,
+    m.status_reason, m.flagged_reason, m.flagged_at, m.reviewed_at
+"""
+
+# Recall's filters, shared by both of its searches: $3 statuses, $4 types (NULL: any), $5 tags (all
+# of them), $6 include expired, $7 as of (NULL: now). As of a past moment, a memory counts only if it
+# was written by then, valid then, and never rejected; it is expired if it had expired by then.
+_RECALL_FILTERS = """
+          AND m.status = ANY($3::text[])
+          AND ($4::text[] IS NULL OR m.type = ANY($4::text[]))
+          AND m.tags @> $5::text[]
+          AND ($6::bool OR m.expires_at IS NULL OR m.expires_at > coalesce($7::timestamptz, now()))
+          AND ($7::timestamptz IS NULL OR (
+              m.status <> 'rejected' AND m.created_at <= $7
+              AND (m.valid_from IS NULL OR m.valid_from <= $7)
+              AND (m.valid_to IS NULL OR m.valid_to > $7)))
+"""
+
+# Which memories are ranked. Lexemes in more than a tenth of the vault (and more than 100
+# memories) are left out of the match, unless the query has nothing rarer, so a query of common
+# words still finds something. When the lexemes left would still match more than
+# KEYWORD_RANK_BUDGET memories (their document counts summed), only memories holding lexemes of two
+# different query words, or one rare lexeme, are ranked: ranking reads every matched row, and in a
+# large vault of similar memories that is tens of thousands of rows for a three-word query. (The
+# lexemes of one word, like 'backup-drive' -> backup-dr, backup, drive, always come together, so a
+# pair of them would narrow nothing.)
+_KEYWORD = f"""
+    WITH {_TERMS},
+    cut AS (
+        SELECT terms.lexeme, literal, df, words.n AS word FROM terms
+        LEFT JOIN (
+            SELECT DISTINCT w.n, l.lexeme
+            FROM regexp_split_to_table($2, '[[:space:]]+') WITH ORDINALITY AS w (word, n),
+                 unnest(tsvector_to_array(to_tsvector('english', w.word))) AS l (lexeme)
+        ) AS words ON words.lexeme = terms.lexeme
+        WHERE df > 0 AND (df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0))
+    ),
+    matching AS MATERIALIZED (
+        SELECT (CASE
+            WHEN (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) <= {KEYWORD_RANK_BUDGET}
+              OR (SELECT count(DISTINCT word) FROM cut) < 2
+                THEN (SELECT coalesce(string_agg(DISTINCT literal, ' | '), '') FROM cut)
+            ELSE (SELECT string_agg(DISTINCT clause, ' | ') FROM (
+                SELECT '(' || a.literal || ' & ' || b.literal || ')' AS clause
+                FROM cut a JOIN cut b ON a.lexeme < b.lexeme AND a.word <> b.word
+                UNION ALL
+                SELECT literal FROM cut WHERE df <= {RARE_LEXEME_DOCS}
+            ) AS clauses)
+        END)::tsquery AS query
+    ),
+    ranked AS (
+        SELECT m.id, m.status, m.created_at, {_RANK} AS rank
+        FROM memory m, matching
+        WHERE m.vault_id = $1
+          AND m.search @@ matching.query
+          {_RECALL_FILTERS}
+        ORDER BY rank DESC, m.created_at DESC, m.id
+        LIMIT $8 OFFSET $9
+    )
+    SELECT id::text, status, created_at, rank FROM ranked
+    ORDER BY rank DESC, created_at DESC, id
+"""  # noqa: S608 - joins constant SQL fragments, no input
+
+
+def _found(row: asyncpg.Record) -> Found:
+    return Found(row["id"], Status(row["status"]), row["created_at"], float(row["rank"]))
+
+
+def _recall_filter_args(
+    statuses: Sequence[Status],
+    types: Sequence[MemoryType],
+    tags: Sequence[str],
+    include_expired: bool,
+    as_of: datetime | None,
+) -> tuple[Any, ...]:
+    """The parameters $3 to $7 of `_RECALL_FILTERS`."""
+    return ([s.value for s in statuses], [t.value for t in types] or None, list(tags), include_expired, as_of)
+
+
+class RecallStore:
+    def __init__(self, database: Database) -> None:
+        self._pool = database.pool
+
+    async def keyword_search(
+        self,
+        vault: VaultAccess,
+        query: str,
+        *,
+        statuses: Sequence[Status],
+        types: Sequence[MemoryType],
+        tags: Sequence[str],
+        limit: int,
+        offset: int,
+        include_expired: bool = False,
+        as_of: datetime | None = None,
+    ) -> list[Found]:
+        """The vault's best full-text matches that pass recall's filters, best first (read whole with `recall_page`)."""
+        rows = await self._pool.fetch(
+            _KEYWORD,
+            vault.id,
+            query,
+            *_recall_filter_args(statuses, types, tags, include_expired, as_of),
+            limit,
+            offset,
+        )
+        return [_found(row) for row in rows]
+
+    async def has_search_terms(self, query: str) -> bool:
+        """False when every word of the query is a stopword (such as 'what' or 'the')."""
+        count = await self._pool.fetchval("SELECT length(to_tsvector('english', $1))", query)
+        return bool(count)
+
+    async def memories_by_ids(
+        self,
+        vault: VaultAccess,
+        ids: Sequence[str],
+        query: str,
+        *,
+        statuses: Sequence[Status],
+        types: Sequence[MemoryType],
+        tags: Sequence[str],
+        include_expired: bool = False,
+        as_of: datetime | None = None,
+    ) -> list[Found]:
+        """These memories of the vault that pass recall's filters, each with its keyword rank (0 when no word matches)."""
+        if not ids:
+            return []
+        rows = await self._pool.fetch(
+            f"""
+            WITH {_TERMS}
+            SELECT m.id::text, m.status, m.created_at, {_RANK} AS rank
+            FROM memory m
+            WHERE m.vault_id = $1
+              AND m.id = ANY($8::uuid[])
+              {_RECALL_FILTERS}
+            """,  # noqa: S608 - constant SQL fragments, no input
+            vault.id,
+            query,
+            *_recall_filter_args(statuses, types, tags, include_expired, as_of),
+            list(ids),
+        )
+        return [_found(row) for row in rows]
+
+    async def recall_page(self, vault: VaultAccess, ids: Sequence[str]) -> dict[str, RecallRow]:
+        """The memories recall returns, whole, each with the active memories linked to it as similar
+        (either way) and the active memories sharing its key and scope. A memory deleted since it
+        was found is missing."""
+        if not ids:
+            return {}
+        rows = await self._pool.fetch(
+            f"""
+            SELECT {_COLUMNS},
+                   ARRAY(SELECT o.id::text FROM memory o
+                         WHERE o.id = ANY(m.similar_to) AND o.vault_id = m.vault_id AND o.status = 'active'
+                         UNION
+                         SELECT o.id::text FROM memory o
+                         WHERE o.similar_to @> ARRAY[m.id] AND o.vault_id = m.vault_id AND o.id <> m.id
+                           AND o.status = 'active') AS similar_active,
+                   ARRAY(SELECT o.id::text FROM memory o
+                         WHERE o.vault_id = m.vault_id AND o.id <> m.id AND o.status = 'active'
+                           AND m.key IS NOT NULL AND o.key = m.key AND o.scope IS NOT DISTINCT FROM m.scope) AS same_key
+            FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($2::uuid[])
+            """,  # noqa: S608 - constant SQL fragments, no input
+            vault.id,
+            list(ids),
+        )
+        return {
+            str(row["id"]): RecallRow(
+                memory_from_row(row, vault.name), tuple(row["similar_active"]), tuple(row["same_key"])
+            )
+            for row in rows
+        }

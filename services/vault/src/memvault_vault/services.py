@@ -1,0 +1,69 @@
+"""The vault's services, built once over one database and (optionally) the indexer, for rpc/ to call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memvault_vault.accounts.service import AccountService
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.audit.service import AuditService
+from memvault_vault.audit.store import AuditStore
+from memvault_vault.database import Database
+from memvault_vault.domain import duplicates
+from memvault_vault.guide.service import GuideService
+from memvault_vault.guide.store import GuideStore
+from memvault_vault.imports.service import ImportService
+from memvault_vault.imports.store import ImportStore
+from memvault_vault.index_client import IndexClient
+from memvault_vault.index_feed.progress import IndexProgress
+from memvault_vault.index_feed.service import IndexFeedService
+from memvault_vault.index_feed.store import IndexFeedStore
+from memvault_vault.memories.service import MemoryService
+from memvault_vault.memories.store import MemoryStore
+from memvault_vault.memories.writes import Writer
+from memvault_vault.recall.service import RecallService
+from memvault_vault.recall.store import RecallStore
+from memvault_vault.review.service import ReviewService
+from memvault_vault.review.store import ReviewStore
+
+
+@dataclass(frozen=True)
+class VaultServices:
+    """One service per concept; rpc/ translates the wire and calls these, never a store."""
+
+    accounts: AccountService
+    memories: MemoryService
+    imports: ImportService
+    recall: RecallService
+    review: ReviewService
+    guide: GuideService
+    audit: AuditService
+    index_feed: IndexFeedService
+
+    @classmethod
+    def build(
+        cls,
+        database: Database,
+        index: IndexClient | None = None,
+        *,
+        index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
+    ) -> VaultServices:
+        """Without an indexer, recall is keyword-only and the duplicate check exact-only."""
+        accounts = AccountService(AccountStore(database))
+        memories = MemoryStore(database)
+        feed = IndexFeedStore(database)
+        audit = AuditStore(database)
+        progress = IndexProgress()
+        writer = Writer(
+            memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds, index_progress=progress
+        )
+        return cls(
+            accounts=accounts,
+            memories=MemoryService(memories, writer, accounts),
+            imports=ImportService(ImportStore(database), writer, accounts),
+            recall=RecallService(RecallStore(database), feed, accounts, index),
+            review=ReviewService(ReviewStore(database), memories, accounts),
+            guide=GuideService(GuideStore(database), accounts),
+            audit=AuditService(audit, accounts),
+            index_feed=IndexFeedService(feed, progress),
+        )

@@ -50,9 +50,9 @@ from tests.bench import corpus
 texts = corpus.memories(int(sys.argv[1]), seed=int(sys.argv[2]))
 embedder = OnnxMiniLMEmbedder(threads=2)
 embedder.embed(texts[:64])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 embedder.embed(texts)
-print(len(texts) / (time.perf_counter() - start))
+print(len(texts) / (time.perf_counter() - start), 1000 * (time.process_time() - cpu) / len(texts))
 """
 
 
@@ -116,8 +116,9 @@ def side_commands(checkout: Path) -> dict[str, list[str]]:
     return commands
 
 
-def model_texts_per_second(count: int, seed: int) -> float:
-    """The bundled model alone in a fresh process (2 threads), like `python -m tests.bench.run embedding`."""
+def model_alone(count: int, seed: int) -> tuple[float, float]:
+    """The bundled model alone in a fresh process (2 threads), like `python -m tests.bench.run embedding`:
+    texts/s, and CPU milliseconds per text."""
     out = subprocess.run(
         [sys.executable, "-c", MODEL_SCRIPT, str(count), str(seed)],
         capture_output=True,
@@ -125,13 +126,14 @@ def model_texts_per_second(count: int, seed: int) -> float:
         check=True,
         cwd=ROOT,
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    rate, cpu = out.stdout.strip().splitlines()[-1].split()
+    return float(rate), float(cpu)
 
 
 async def measure(side: Side, round_no: int, args: argparse.Namespace) -> dict[str, Any]:
     stack = side.stack
     row: dict[str, Any] = {"round": round_no}
-    row["model"] = await asyncio.to_thread(model_texts_per_second, args.model_texts, 100 + round_no)
+    row["model"], row["model_cpu"] = await asyncio.to_thread(model_alone, args.model_texts, 100 + round_no)
     # Each side imports the same texts in the same round, distinct from every earlier round's.
     texts = corpus.memories(args.seed + args.imports * (round_no + 1), seed=11)[
         args.seed + args.imports * round_no : args.seed + args.imports * (round_no + 1)
@@ -171,7 +173,7 @@ async def measure(side: Side, round_no: int, args: argparse.Namespace) -> dict[s
     print(
         f"round {round_no} {side.label}: model {row['model']:.0f} texts/s, import {row['import_rate']:.0f} "
         f"memories/s ({row['import_rate'] / row['model']:.0%} of the model; CPU "
-        f"{sum(row['import_cpu'].values()):.1f} ms/memory), recall p50 {row['recall_p50']:.1f} p95 "
+        f"{sum(row['import_cpu'].values()):.1f} ms/memory, the model alone {row['model_cpu']:.1f} ms/text), recall p50 {row['recall_p50']:.1f} p95 "
         f"{row['recall_p95']:.1f} ms ({'/'.join(row['recall_modes'])}; CPU {sum(row['recall_cpu'].values()):.1f} "
         "ms/recall)",
         flush=True,
@@ -219,6 +221,9 @@ def summary(before: Side, after: Side, args: argparse.Namespace) -> str:
 
     def share(side: Side) -> list[float]:
         return [100 * r["import_rate"] / r["model"] for r in side.rows]
+
+    def cpu_share(side: Side) -> list[float]:
+        return [100 * r["model_cpu"] / sum(r["import_cpu"].values()) for r in side.rows]
 
     lines = [
         f"{len(before.rows)} rounds, before = {args.before_name}, after = {args.after_name}; each round imports "

@@ -267,13 +267,11 @@ class Writer:
         elif texts and self._index is not None:
             try:
                 similar, behind = await self._similar(vault, texts, wait_for_index=wait_for_index)
-                near = await self._store.memories(vault, [m for found_ids, _ in similar for m in found_ids])
-                statuses = {m.id: m.status for m in near.values()}
+                near = await self._store.texts_and_statuses(vault, [m for found_ids, _ in similar for m in found_ids])
+                statuses = {m: status for m, (_, status) in near.items()}
                 for position, (found_ids, before) in enumerate(similar):
                     matches[position] = [
-                        duplicates.Match(m, cosine, near[m].content, near[m].status)
-                        for m, cosine in found_ids.items()
-                        if m in near
+                        duplicates.Match(m, cosine, *near[m]) for m, cosine in found_ids.items() if m in near
                     ]
                     earlier[position] = before
                 if behind:

@@ -3,17 +3,18 @@
     python -m tests.bench.ab --before ../base --after . --rounds 4
 
 Each checkout runs its own services (its `.venv/bin/memvault-*`), on a database and NATS namespace of
-its own, both stacks up side by side. Each round measures `before` and `after` in turn (the order
-swaps every round, so neither always runs on a warmer or cooler machine), and each measurement is:
+its own, both stacks up side by side. Each round:
 
-1. the bundled model alone, in a process of its own, on the indexer's default 2 threads: texts/s
-   (the yardstick the import is compared with, taken right before it);
-2. `--import` memories through `bulk_remember` over MCP, 500 per call, one client, until every one is
-   searchable: memories/s, and CPU milliseconds per memory by process;
-3. a wait until the indexer has built its vector index after the burst (so that no build runs during
-   the next measurement, of either stack);
-4. `--recalls` recalls over MCP (fresh queries each time, so none is in the indexer's cache): p50 and
-   p95, and CPU milliseconds per recall by process.
+1. for `before` and `after` in turn (the order swaps every round, so neither always runs on a warmer
+   or cooler machine): the bundled model alone, in a process of its own, on the indexer's default
+   2 threads (texts/s and CPU per text: the yardstick the import is compared with, taken right
+   before it); then `--imports` memories through `bulk_remember` over MCP, 500 per call, one client,
+   until every one is searchable (memories/s, and CPU milliseconds per memory by process); then a
+   wait until the indexer has built its vector index after the burst, so that no build runs during
+   the next measurement, of either stack;
+2. `--recalls` recalls over MCP to both stacks, call by call (the same query to each, which goes
+   first alternating), so both see the same load: p50 and p95, and CPU milliseconds per recall by
+   process (fresh queries each round, so none is in an indexer's cache).
 
 Machines here are shared, so absolute times drift between rounds; the ratio after / before in each
 round is what to read. Postgres CPU counts only the backends of each stack's own database.
@@ -130,7 +131,8 @@ def model_alone(count: int, seed: int) -> tuple[float, float]:
     return float(rate), float(cpu)
 
 
-async def measure(side: Side, round_no: int, args: argparse.Namespace) -> dict[str, Any]:
+async def measure_import(side: Side, round_no: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The model alone, then this round's import until searchable, then the wait for the index build."""
     stack = side.stack
     row: dict[str, Any] = {"round": round_no}
     row["model"], row["model_cpu"] = await asyncio.to_thread(model_alone, args.model_texts, 100 + round_no)
@@ -153,32 +155,48 @@ async def measure(side: Side, round_no: int, args: argparse.Namespace) -> dict[s
     row["import_calls_seconds"] = imported
     row["import_cpu"] = {k: 1000 * v / len(texts) for k, v in meter.used.items()}
     await until_vector_index_built(stack)
-    queries = corpus.queries(args.recalls, seed=1000 + round_no)
-    samples: list[float] = []
-    modes: set[str] = set()
-    meter = StackMeter(stack, side.database)
-    async with mcp_session(stack.mcp_url) as client:
-        await call(client, "recall", query="warm up")
-        meter.start()
-        for query in queries:
-            began = time.perf_counter()
-            modes.add((await call(client, "recall", query=query))["mode"])
-            samples.append(time.perf_counter() - began)
-        meter.stop()
-    row["recall_p50"] = 1000 * report.percentile(samples, 50)
-    row["recall_p95"] = 1000 * report.percentile(samples, 95)
-    row["recall_modes"] = sorted(modes)
-    row["recall_cpu"] = {k: 1000 * v / len(queries) for k, v in meter.used.items()}
     side.rows.append(row)
     print(
         f"round {round_no} {side.label}: model {row['model']:.0f} texts/s, import {row['import_rate']:.0f} "
         f"memories/s ({row['import_rate'] / row['model']:.0%} of the model; CPU "
-        f"{sum(row['import_cpu'].values()):.1f} ms/memory, the model alone {row['model_cpu']:.1f} ms/text), recall p50 {row['recall_p50']:.1f} p95 "
-        f"{row['recall_p95']:.1f} ms ({'/'.join(row['recall_modes'])}; CPU {sum(row['recall_cpu'].values()):.1f} "
-        "ms/recall)",
+        f"{sum(row['import_cpu'].values()):.1f} ms/memory, the model alone {row['model_cpu']:.1f} ms/text)",
         flush=True,
     )
     return row
+
+
+async def measure_recall(sides: list[Side], round_no: int, args: argparse.Namespace) -> None:
+    """The same queries to both stacks, call by call (which one goes first alternates), so both see the
+    same load; CPU per recall by process of each stack (the benchmark client serves both, so it is left out)."""
+    queries = corpus.queries(args.recalls, seed=1000 + round_no)
+    samples: dict[str, list[float]] = {side.label: [] for side in sides}
+    modes: dict[str, set[str]] = {side.label: set() for side in sides}
+    meters = {side.label: StackMeter(side.stack, side.database) for side in sides}
+    async with mcp_session(sides[0].stack.mcp_url) as first, mcp_session(sides[1].stack.mcp_url) as second:
+        clients = {sides[0].label: first, sides[1].label: second}
+        for side in sides:
+            await call(clients[side.label], "recall", query="warm up")
+        for meter in meters.values():
+            meter.start()
+        for number, query in enumerate(queries):
+            for side in sides if number % 2 == 0 else sides[::-1]:
+                began = time.perf_counter()
+                modes[side.label].add((await call(clients[side.label], "recall", query=query))["mode"])
+                samples[side.label].append(time.perf_counter() - began)
+        for meter in meters.values():
+            meter.stop()
+    for side in sides:
+        row = side.rows[-1]
+        used = {k: v for k, v in meters[side.label].used.items() if k != "benchmark client"}
+        row["recall_p50"] = 1000 * report.percentile(samples[side.label], 50)
+        row["recall_p95"] = 1000 * report.percentile(samples[side.label], 95)
+        row["recall_modes"] = sorted(modes[side.label])
+        row["recall_cpu"] = {k: 1000 * v / len(queries) for k, v in used.items()}
+        print(
+            f"round {round_no} {side.label}: recall p50 {row['recall_p50']:.1f} p95 {row['recall_p95']:.1f} ms "
+            f"({'/'.join(row['recall_modes'])}; CPU {sum(row['recall_cpu'].values()):.1f} ms/recall)",
+            flush=True,
+        )
 
 
 async def seed(side: Side, args: argparse.Namespace) -> None:
@@ -242,7 +260,13 @@ def summary(before: Side, after: Side, args: argparse.Namespace) -> str:
         ),
         ratio_line("recall over MCP p50, ms", column(before, "recall_p50"), column(after, "recall_p50"), "", 1),
         ratio_line("recall over MCP p95, ms", column(before, "recall_p95"), column(after, "recall_p95"), "", 1),
-        ratio_line("CPU per recall, all processes, ms", cpu(before, "recall_cpu"), cpu(after, "recall_cpu"), "", 1),
+        ratio_line(
+            "CPU per recall, all processes but the client, ms",
+            cpu(before, "recall_cpu"),
+            cpu(after, "recall_cpu"),
+            "",
+            1,
+        ),
         "",
         "CPU ms per memory imported / per recall, by process, mean over the rounds:",
         "",
@@ -265,7 +289,8 @@ async def main_async(args: argparse.Namespace) -> None:
         for round_no in range(args.rounds):
             order = sides if round_no % 2 == 0 else sides[::-1]
             for side in order:
-                await measure(side, round_no, args)
+                await measure_import(side, round_no, args)
+            await measure_recall(sides, round_no, args)
             if time.monotonic() > deadline and round_no + 1 < args.rounds:
                 print(f"stopping after {round_no + 1} rounds: --max-minutes {args.max_minutes} reached", flush=True)
                 break

@@ -1,17 +1,47 @@
-"""Helpers for tests that drive the running services: an MCP client session and an OTLP receiver."""
+"""Helpers for tests that drive the running services: an MCP client session, an OTLP receiver, and
+reading the gateway's pages and redirects as a browser would."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import grpc
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+PASSWORD = "correct horse battery staple"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def query_of(location: str) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r"name='csrf_token' value='([^']+)'", page)
+    assert found, "no CSRF token in the page"
+    return found.group(1)
+
+
+def hidden_fields(page: str) -> dict[str, str]:
+    return {
+        html.unescape(k): html.unescape(v)
+        for k, v in re.findall(r"<input type=hidden name='([^']+)' value='([^']*)'>", page)
+    }
 
 
 @asynccontextmanager

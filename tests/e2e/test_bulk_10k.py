@@ -17,8 +17,8 @@ pytestmark = pytest.mark.e2e
 TOTAL = 10_000
 
 
-async def test_ten_thousand_mixed_items_get_the_right_outcomes(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_ten_thousand_mixed_items_get_the_right_outcomes(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     forgotten = forgotten_texts(60)
     async with mcp_session(stack.mcp_url) as client:
         for text in forgotten:

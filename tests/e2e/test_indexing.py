@@ -33,8 +33,8 @@ def fully_indexed(expected: int):  # type: ignore[no-untyped-def]
     return check
 
 
-async def test_recall_is_hybrid_and_finds_meaning_without_shared_words(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_recall_is_hybrid_and_finds_meaning_without_shared_words(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     async with mcp_session(stack.mcp_url) as client:
         for fact in FACTS:
             await call(client, "remember", content=fact)
@@ -47,8 +47,8 @@ async def test_recall_is_hybrid_and_finds_meaning_without_shared_words(stack_sta
         assert found["results"][0]["content"] == FACTS[2]
 
 
-async def test_without_the_indexer_writes_succeed_and_recall_says_keyword_only(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_without_the_indexer_writes_succeed_and_recall_says_keyword_only(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     await asyncio.to_thread(stack.stop_service, "indexer")
     async with mcp_session(stack.mcp_url) as client:
         for fact in FACTS:
@@ -70,8 +70,8 @@ async def _mode_is(client, query, mode):  # type: ignore[no-untyped-def]
     return (await call(client, "recall", query=query))["mode"] == mode
 
 
-async def test_indexer_killed_mid_import_indexes_every_memory_exactly_once(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_indexer_killed_mid_import_indexes_every_memory_exactly_once(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     total, batch = 5_000, 500
     items = [{"content": text} for text in corpus.memories(total, seed=5)]
     async with mcp_session(stack.mcp_url) as client:
@@ -86,8 +86,8 @@ async def test_indexer_killed_mid_import_indexes_every_memory_exactly_once(stack
     assert await index_points(stack) == total  # one point per memory: none lost, none twice
 
 
-async def test_deleted_collection_is_rebuilt_by_reindex_with_identical_recall(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_deleted_collection_is_rebuilt_by_reindex_with_identical_recall(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     queries = ["food allergy", "storage server", "kubernetes hardware", "morning drink", "printer model"]
     async with mcp_session(stack.mcp_url) as client:
         await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
@@ -119,8 +119,8 @@ async def test_deleted_collection_is_rebuilt_by_reindex_with_identical_recall(st
     ]
 
 
-async def test_reconcile_finds_and_repairs_drift(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_reconcile_finds_and_repairs_drift(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     async with mcp_session(stack.mcp_url) as client:
         await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
         await eventually(lambda: fully_indexed(len(FACTS))(stack))
@@ -160,9 +160,9 @@ async def _delete_points(stack: Any, count: int) -> list[str]:
 
 
 async def test_a_lost_vector_store_is_rebuilt_from_the_vault_when_the_indexer_starts(
-    stack_starter: StackStarter,
+    fresh_stack: StackStarter,
 ) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+    stack = await asyncio.to_thread(fresh_stack)
     async with mcp_session(stack.mcp_url) as client:
         await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
         await eventually(lambda: fully_indexed(len(FACTS))(stack))
@@ -180,13 +180,13 @@ async def _points_are(stack: Any, count: int) -> bool:
     return await index_points(stack) == count
 
 
-async def test_similarity_call_scores_memories_and_earlier_texts(stack_starter: StackStarter) -> None:
+async def test_similarity_call_scores_memories_and_earlier_texts(fresh_stack: StackStarter) -> None:
     import asyncpg
 
     from memvault.index.v1 import index_pb2, index_pb2_grpc
     from memvault_core.grpc import client_channel
 
-    stack = await asyncio.to_thread(stack_starter)
+    stack = await asyncio.to_thread(fresh_stack)
     async with mcp_session(stack.mcp_url) as client:
         await call(client, "bulk_remember", items=[{"content": fact} for fact in FACTS])
         await eventually(lambda: fully_indexed(len(FACTS))(stack))
@@ -221,7 +221,7 @@ async def test_similarity_call_scores_memories_and_earlier_texts(stack_starter: 
     assert reworded.earlier[0].cosine >= 0.8
 
 
-async def test_indexer_and_its_feed_answer_only_the_service_meant_to_call_them(stack_starter: StackStarter) -> None:
+async def test_indexer_and_its_feed_answer_only_the_service_meant_to_call_them(fresh_stack: StackStarter) -> None:
     import uuid
 
     import grpc
@@ -232,7 +232,7 @@ async def test_indexer_and_its_feed_answer_only_the_service_meant_to_call_them(s
     from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
     from memvault_vault.index_client import IndexClient
 
-    stack = await asyncio.to_thread(stack_starter)
+    stack = await asyncio.to_thread(fresh_stack)
     user = IdentitySigner(stack.identity_secret).sign(Identity(subject="owner", scopes=frozenset(SCOPES)))
     other_key = IdentitySigner("another key, not this installation's one")
     search = index_pb2.SearchRequest(vault_id=str(uuid.uuid4()), query="which NAS is in the homelab?", limit=5)

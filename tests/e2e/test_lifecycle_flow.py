@@ -49,8 +49,8 @@ def fully_indexed(stack: Any) -> Any:
     return check
 
 
-async def test_duplicates_conflicts_and_freshness_through_the_tools(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter)
+async def test_duplicates_conflicts_and_freshness_through_the_tools(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack)
     async with mcp_session(stack.mcp_url) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert names >= {"supersede", "invalidate", "audit_memory", "explain_memory"}
@@ -119,8 +119,8 @@ async def test_duplicates_conflicts_and_freshness_through_the_tools(stack_starte
         assert imported["items"][1]["match"] == "near"
 
 
-async def test_without_the_indexer_only_exact_duplicates_are_caught(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+async def test_without_the_indexer_only_exact_duplicates_are_caught(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"))
     async with mcp_session(stack.mcp_url) as client:
         await call(client, "remember", content=NAS)
         reworded = await call(client, "remember", content=NAS_REWORDED)
@@ -134,8 +134,8 @@ async def test_without_the_indexer_only_exact_duplicates_are_caught(stack_starte
         assert exact["duplicate_check"] == "exact-only"
 
 
-async def test_the_guide_says_when_a_newer_default_ships(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+async def test_the_guide_says_when_a_newer_default_ships(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"))
     async with mcp_session(stack.mcp_url) as client:
         guide = await call(client, "get_operating_guide")
         assert "newer_default_guide" not in guide

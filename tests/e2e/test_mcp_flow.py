@@ -15,8 +15,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_remember_recall_import_forget_and_restart(stack_starter: StackStarter, mode: str) -> None:
-    stack = await asyncio.to_thread(stack_starter)  # all four services
+async def test_remember_recall_import_forget_and_restart(fresh_stack: StackStarter, mode: str) -> None:
+    stack = await asyncio.to_thread(fresh_stack)  # all four services
     nas = "The homelab NAS is a Synology DS920+ with four 8 TB drives."
     async with mcp_session(stack.mcp_url, mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
@@ -75,8 +75,8 @@ async def test_remember_recall_import_forget_and_restart(stack_starter: StackSta
         assert (await call(client, "remember", content=nas))["outcome"] == "excluded"
 
 
-async def test_bad_input_is_refused_with_a_clear_message(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+async def test_bad_input_is_refused_with_a_clear_message(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"))
     async with mcp_session(stack.mcp_url) as client:
         assert "content is empty" in await call_error(client, "remember", content="   ")
         too_long = await call_error(client, "remember", content="x" * (limits.MAX_CONTENT_CHARS + 1))
@@ -106,8 +106,8 @@ async def test_bad_input_is_refused_with_a_clear_message(stack_starter: StackSta
         assert "items[1].content is empty" in mixed["items"][1]["message"]
 
 
-async def test_bulk_remember_takes_plain_strings_and_the_date_each_was_stated(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+async def test_bulk_remember_takes_plain_strings_and_the_date_each_was_stated(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"))
     async with mcp_session(stack.mcp_url) as client:
         imported = await call(
             client,
@@ -131,8 +131,8 @@ async def test_bulk_remember_takes_plain_strings_and_the_date_each_was_stated(st
         assert ids[1] in [r["id"] for r in now["results"]]
 
 
-async def test_gateway_health_connect_and_refusals(stack_starter: StackStarter) -> None:
-    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+async def test_gateway_health_connect_and_refusals(fresh_stack: StackStarter) -> None:
+    stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"))
     async with httpx.AsyncClient(base_url=stack.gateway_url) as http:
         assert (await http.get("/healthz")).status_code == 200
         assert (await http.get("/readyz")).json()["checks"] == {"vault": "ok", "mcp": "ok"}

@@ -17,8 +17,8 @@ TOOL_LIST_BUDGET = 32 * 1024
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_the_whole_tool_list_stays_under_32_kib(stack_starter: StackStarter, mode: str) -> None:
-    stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"))
+async def test_the_whole_tool_list_stays_under_32_kib(fresh_stack: StackStarter, mode: str) -> None:
+    stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"))
     async with mcp_session(stack.mcp_url, mode) as client:
         tools = (await client.list_tools()).tools
     sent = json.dumps(

@@ -25,11 +25,11 @@ def exporting_to(port: int) -> dict[str, str]:
     }
 
 
-async def test_recall_is_one_trace_from_gateway_to_vault(stack_starter: StackStarter) -> None:
+async def test_recall_is_one_trace_from_gateway_to_vault(fresh_stack: StackStarter) -> None:
     port = free_port()
     async with otlp_receiver(port) as collector:
         telemetry = exporting_to(port)
-        stack = await asyncio.to_thread(stack_starter, services=("vault", "mcp", "gateway"), env=telemetry)
+        stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"), env=telemetry)
         async with mcp_session(stack.mcp_url) as client:
             await call(client, "remember", content="The office printer is a Brother HL-L2350DW.")
             await call(client, "recall", query="office printer model")
@@ -59,11 +59,11 @@ async def test_recall_is_one_trace_from_gateway_to_vault(stack_starter: StackSta
         assert "memvault-mcp" in path
 
 
-async def test_remember_is_one_trace_from_gateway_to_indexer(stack_starter: StackStarter) -> None:
+async def test_remember_is_one_trace_from_gateway_to_indexer(fresh_stack: StackStarter) -> None:
     port = free_port()
     async with otlp_receiver(port) as collector:
         telemetry = exporting_to(port)
-        stack = await asyncio.to_thread(stack_starter, env=telemetry)
+        stack = await asyncio.to_thread(fresh_stack, env=telemetry)
         async with mcp_session(stack.mcp_url) as client:
             await call(client, "remember", content="The garden shed has a solar panel on its roof.")
 

@@ -13,7 +13,7 @@ import pytest
 from memvault_devstack.claim import LOCK_FILE, STATE_FILE
 from memvault_devstack.ports import free_port, port_accepts
 from memvault_devstack.postgres import create_database, drop_database, psql, with_database
-from memvault_gateway.credentials import token_hash
+from memvault_gateway.auth.credentials import token_hash
 
 FAKE_SERVICE = Path(__file__).with_name("fake_service.py")
 

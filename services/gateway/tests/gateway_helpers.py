@@ -23,7 +23,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from memvault_gateway import credentials
+from memvault_gateway.auth import credentials
 from memvault_gateway.settings import Settings
 from memvault_gateway.store import Store
 

@@ -9,7 +9,7 @@ import pytest
 from gateway_helpers import MCP_HEADERS, StartGateway
 
 from memvault_core import limits
-from memvault_gateway.body_limit import FORM_BYTES
+from memvault_gateway.web.body_limit import FORM_BYTES
 
 pytestmark = pytest.mark.integration
 

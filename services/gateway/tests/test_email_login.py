@@ -16,11 +16,12 @@ from yoyo import get_backend, read_migrations
 
 from memvault_devstack.mailbox import Mailbox, Received
 from memvault_devstack.postgres import create_database, drop_database, psql, with_database
-from memvault_gateway import credentials, email_login
 from memvault_gateway.__main__ import EmailTaken, main, set_email, setup_link
+from memvault_gateway.auth import credentials
 from memvault_gateway.settings import MigrateSettings, SmtpGroup
+from memvault_gateway.signin import email_login
 from memvault_gateway.store import MIGRATIONS, apply_migrations
-from memvault_gateway.throttle import RULES
+from memvault_gateway.web.throttle import RULES
 
 pytestmark = pytest.mark.integration
 

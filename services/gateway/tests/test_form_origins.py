@@ -26,9 +26,10 @@ from gateway_helpers import (
     unique,
 )
 
-from memvault_gateway import account_email, sessions
 from memvault_gateway.__main__ import setup_link
+from memvault_gateway.auth import sessions
 from memvault_gateway.settings import MigrateSettings
+from memvault_gateway.signin import account_email
 
 pytestmark = pytest.mark.integration
 

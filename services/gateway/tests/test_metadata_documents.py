@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from memvault_gateway.throttle import RULES
+from memvault_gateway.web.throttle import RULES
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from memvault_core.identity import HTTP_HEADER
-from memvault_gateway import proxy
+from memvault_gateway.mcp_edge import forward
 
 pytestmark = pytest.mark.unit
 
@@ -46,7 +46,7 @@ def _upstream(seen: list[httpx.Request], content_type: str, body: bytes) -> http
 async def test_a_json_answer_is_passed_on_whole_with_only_the_mcp_headers() -> None:
     seen: list[httpx.Request] = []
     async with _upstream(seen, "application/json", b'{"jsonrpc":"2.0","id":1,"result":{}}') as client:
-        response = await proxy.forward(client, "http://mcp/mcp", _request(), b"{}", "signed-identity")
+        response = await forward.forward(client, "http://mcp/mcp", _request(), b"{}", "signed-identity")
     assert not isinstance(response, StreamingResponse)
     assert response.body == b'{"jsonrpc":"2.0","id":1,"result":{}}'
     assert response.headers["content-type"] == "application/json"
@@ -62,7 +62,7 @@ async def test_an_event_stream_is_relayed_chunk_by_chunk() -> None:
     seen: list[httpx.Request] = []
     events = b"event: message\ndata: {}\n\n"
     async with _upstream(seen, "text/event-stream", events) as client:
-        response = await proxy.forward(client, "http://mcp/mcp", _request(), b"{}", "signed-identity")
+        response = await forward.forward(client, "http://mcp/mcp", _request(), b"{}", "signed-identity")
         assert isinstance(response, StreamingResponse)
         relayed = b"".join([chunk async for chunk in response.body_iterator])  # type: ignore[misc]
     assert relayed == events

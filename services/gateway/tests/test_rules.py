@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memvault_gateway import credentials, scopes, tracing
-from memvault_gateway.metadata_documents import is_public_address
-from memvault_gateway.redirects import redirect_uri_matches, redirect_uri_problem
+from memvault_gateway.auth import credentials, scopes
+from memvault_gateway.oauth.metadata_documents import is_public_address
+from memvault_gateway.oauth.redirects import redirect_uri_matches, redirect_uri_problem
 from memvault_gateway.settings import ForwardAuthGroup, GatewayGroup, OidcGroup
+from memvault_gateway.web import tracing
 from memvault_mcp.tools import build_tools
 
 pytestmark = pytest.mark.unit

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
 from gateway_helpers import (
+    SECRET,
     Agent,
     Browser,
     RunningGateway,
@@ -22,6 +25,13 @@ from gateway_helpers import (
     unique,
 )
 from oidc_provider import OidcProvider
+from starlette.requests import Request
+
+from memvault_core.identity import IdentitySigner
+from memvault_gateway.auth import sessions
+from memvault_gateway.context import Gateway
+from memvault_gateway.signin import forward_auth
+from memvault_gateway.vault_client import VaultClient
 
 pytestmark = pytest.mark.integration
 
@@ -223,3 +233,74 @@ async def test_forward_auth_header_signs_in_only_from_trusted_proxies(start_gate
         http.cookies.set("memvault_session", me.cookies["memvault_session"])
         other = (await http.get("/api/v1/me")).json()
     assert other["subject"] != f"proxy:{name}"
+
+
+@asynccontextmanager
+async def gateway_context(gateway: RunningGateway) -> AsyncIterator[Gateway]:
+    """The objects a route of `gateway` works with, for calling the session code directly."""
+    async with gateway.store() as store, httpx.AsyncClient() as client:
+        vault = VaultClient(gateway.settings.gateway.vault_address, IdentitySigner(SECRET))
+        try:
+            yield Gateway(gateway.settings, store, vault, IdentitySigner(SECRET), client, client)
+        finally:
+            await vault.close()
+
+
+def proxied_request(gw: Gateway, name: str, *, cookie: str = "", authorization: str = "") -> Request:
+    headers = [(b"remote-user", name.encode())]
+    if cookie:
+        headers.append((b"cookie", f"{sessions.session_cookie(gw)}={cookie}".encode()))
+    if authorization:
+        headers.append((b"authorization", authorization.encode()))
+    scope = {"type": "http", "method": "GET", "path": "/account", "query_string": b"", "headers": headers}
+    return Request({**scope, "client": ("127.0.0.1", 50000), "state": {}})
+
+
+async def test_reading_the_session_signs_nobody_up(start_gateway: StartGateway) -> None:
+    """`current_session` only reads: a trusted proxy's header alone makes no account and no session."""
+    gateway = await start_gateway(forward_auth={"header": "Remote-User", "trusted_proxies": ["127.0.0.1/32"]})
+    name = unique("frank")
+    async with gateway_context(gateway) as gw:
+        request = proxied_request(gw, name)
+        assert sessions.signed_in_by_proxy(gw, request)
+        assert await sessions.current_session(gw, request) is None
+        assert await gw.store.user_by_subject(f"proxy:{name}") is None
+    assert (
+        await gateway.fetchval(
+            "SELECT count(*) FROM gateway.session s JOIN gateway.user_account u ON u.id = s.user_id WHERE u.subject = $1",
+            f"proxy:{name}",
+        )
+        == 0
+    )
+
+
+async def test_forward_auth_sign_in_signs_up_a_new_person_with_a_vault_and_a_session(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway(forward_auth={"header": "Remote-User", "trusted_proxies": ["127.0.0.1/32"]})
+    name = unique("grace")
+    async with gateway_context(gateway) as gw:
+        first = await forward_auth.sign_in(proxied_request(gw, name), gw)
+        assert first is not None and first.user.subject == f"proxy:{name}" and first.method == "forward-auth"
+        assert [v.name for v in await gw.vault.vaults(first.user.subject)] != []
+        # The session is an ordinary one: the next request with its cookie reads it without a new one.
+        held = await gateway.fetchval(
+            "SELECT count(*) FROM gateway.session WHERE user_id = $1", uuid.UUID(first.user.id)
+        )
+        assert held == 1
+        again = await forward_auth.sign_in(proxied_request(gw, name), gw)
+        assert again is not None and again.user.id == first.user.id
+        # A program with a bearer token is answered by its token, not signed in by the proxy's header.
+        newcomer = unique("heidi")
+        assert await forward_auth.sign_in(proxied_request(gw, newcomer, authorization="Bearer x"), gw) is None
+        assert await gw.store.user_by_subject(f"proxy:{newcomer}") is None
+
+
+async def test_forward_auth_without_account_creation_admits_only_known_people(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway(
+        forward_auth={"header": "Remote-User", "trusted_proxies": ["127.0.0.1/32"], "create_accounts": False}
+    )
+    async with gateway_context(gateway) as gw:
+        stranger = unique("ivan")
+        assert await forward_auth.sign_in(proxied_request(gw, stranger), gw) is None
+        assert await gw.store.user_by_subject(f"proxy:{stranger}") is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from gateway_helpers import Agent, Browser, StartGateway, pkce
 
-from memvault_gateway.throttle import RULES, Throttle
+from memvault_gateway.web.throttle import RULES, Throttle
 
 
 @pytest.mark.unit

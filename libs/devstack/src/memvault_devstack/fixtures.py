@@ -7,6 +7,8 @@
   JetStream in a temporary directory.
 - `start_stack` (per test): starts a `Stack` on those servers in a fresh data dir; every stack
   it started is stopped when the test ends.
+- `fresh_stack` (per test): like `start_stack`, but each stack gets a database of its own on the
+  test server (the dev owner and its `default` vault are fixed names), dropped after the test.
 """
 
 from __future__ import annotations
@@ -107,3 +109,27 @@ def start_stack(postgres_dsn: str, nats_url: str, tmp_path: Path) -> Iterator[St
             failures.append(error)
     if failures:
         raise failures[0]
+
+
+@pytest.fixture
+def fresh_stack(start_stack: StackStarter, postgres_dsn: str) -> Iterator[StackStarter]:
+    """Like `start_stack`, but every stack it starts uses a fresh database on the test server (unless
+    the options name a `postgres_dsn`); the databases are dropped after their stacks stop."""
+    created: list[str] = []
+    stacks: list[Stack] = []
+
+    def start(**options: Any) -> Stack:
+        if "postgres_dsn" not in options:
+            name = f"memvault_stack_{secrets.token_hex(4)}"
+            options["postgres_dsn"] = create_database(postgres_dsn, name, exist_ok=False)
+            created.append(name)
+        stacks.append(start_stack(**options))
+        return stacks[-1]
+
+    yield start
+    try:
+        for stack in reversed(stacks):
+            stack.stop()  # before its database goes; `start_stack` stopping it again is harmless
+    finally:
+        for name in created:
+            drop_database(postgres_dsn, name)

@@ -18,9 +18,9 @@ from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
-from memvault_gateway import credentials
 from memvault_gateway.app import create_app
-from memvault_gateway.people import EMAIL_PROBLEM, USERNAME, normalized_email
+from memvault_gateway.auth import credentials
+from memvault_gateway.auth.people import EMAIL_PROBLEM, USERNAME, normalized_email
 from memvault_gateway.settings import MigrateSettings, Settings
 from memvault_gateway.store import (
     EmailTaken,

@@ -10,7 +10,7 @@ from importlib import resources
 
 import asyncpg
 import httpx
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
@@ -23,30 +23,17 @@ from starlette.routing import Match
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_core.validation import describe
-from memvault_gateway import (
-    account,
-    account_email,
-    api,
-    api_memories,
-    authorize,
-    body_limit,
-    clients,
-    discovery,
-    email_login,
-    login,
-    mcp_route,
-    oidc,
-    people,
-    sessions,
-    signposts,
-    token_endpoint,
-    tracing,
-)
+from memvault_gateway.api import access, imports, manage, memories, reference, vault_settings
+from memvault_gateway.auth import people, sessions
 from memvault_gateway.context import Gateway
+from memvault_gateway.mcp_edge import route, signposts
+from memvault_gateway.oauth import authorize, clients, discovery, token_endpoint
 from memvault_gateway.settings import Settings
+from memvault_gateway.signin import account, account_email, email_login, forward_auth, login, oidc
 from memvault_gateway.store import Store
 from memvault_gateway.vault_client import VaultClient
-from memvault_gateway.web import problem
+from memvault_gateway.web import body_limit, tracing
+from memvault_gateway.web.http import problem
 
 log = logging.getLogger("memvault_gateway")
 
@@ -102,7 +89,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         try:
             # Migrations ran before this app was built (`memvault-gateway serve`, and `migrate` in the
             # Helm chart and the dev stack).
-            if gateway_settings.dev_mode and not mcp_route.dev_mode_usable(gw):
+            if gateway_settings.dev_mode and not gw.dev_mode_usable:
                 log.warning("dev mode ignored: the public URL is not a loopback address")
             purger = asyncio.create_task(purge_periodically(store))
             yield
@@ -159,9 +146,9 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
             )
         return await http_exception_handler(request, error)
 
-    @app.exception_handler(api.ApiAuthError)
-    async def api_auth_error(request: Request, error: api.ApiAuthError) -> Response:
-        return api.api_auth_error_response(request.app.state.gateway, error)
+    @app.exception_handler(access.ApiAuthError)
+    async def api_auth_error(request: Request, error: access.ApiAuthError) -> Response:
+        return access.api_auth_error_response(request.app.state.gateway, error)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -199,7 +186,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         """Plain markdown telling an agent how to connect and which tools to use when."""
         text = resources.files("memvault_gateway").joinpath("connect.md").read_text(encoding="utf-8")
         # In dev mode apps on this machine are answered without a token, so there is no sign-in to describe.
-        dev = mcp_route.dev_mode_usable(request.app.state.gateway)
+        dev = request.app.state.gateway.dev_mode_usable
         owner = await people.owner_name(request.app.state.gateway)
         return PlainTextResponse(
             text.format(
@@ -221,18 +208,26 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
     for router in (
         discovery.router,
         clients.router,
-        authorize.router,
         token_endpoint.router,
-        login.router,
         email_login.router,
-        account.router,
-        account_email.router,
         oidc.router,
-        api.router,
-        api_memories.router,
-        mcp_route.router,
+        reference.router,
+        route.router,
     ):
         app.include_router(router)
+    # Routes that read the browser's session: a trusted forward-auth proxy's person is signed in
+    # (and up, on first sight) before they run.
+    for router in (
+        authorize.router,
+        login.router,
+        account.router,
+        account_email.router,
+        manage.router,
+        memories.router,
+        imports.router,
+        vault_settings.router,
+    ):
+        app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])
 
     FastAPIInstrumentor.instrument_app(
         app,

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpx
 from fastapi import Request
 
 from memvault_core.identity import IdentitySigner
-from memvault_gateway.settings import Settings
+from memvault_gateway.settings import LOOPBACK_NAMES, Settings
 from memvault_gateway.store import Store
-from memvault_gateway.throttle import Throttle
 from memvault_gateway.vault_client import VaultClient
-from memvault_gateway.web import origin_of
+from memvault_gateway.web.http import origin_of
+from memvault_gateway.web.throttle import Throttle
 
 
 @dataclass
@@ -46,6 +47,12 @@ class Gateway:
     def api_resource(self) -> str:
         """The JSON API's canonical URI: the audience of tokens meant for scripts."""
         return f"{self.issuer}/api/v1"
+
+    @property
+    def dev_mode_usable(self) -> bool:
+        """Dev mode only ever applies when the gateway's public URL is a loopback address."""
+        settings = self.settings.gateway
+        return settings.dev_mode and (urlsplit(settings.public_url).hostname or "") in LOOPBACK_NAMES
 
     @property
     def secure_cookies(self) -> bool:

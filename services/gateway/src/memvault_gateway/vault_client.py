@@ -91,7 +91,7 @@ class VaultClient:
         )
         return list(reply.entries)
 
-    # --- memories, review, imports, settings, guide and vault audit (api_memories.py) -------------------
+    # --- memories, review, imports, settings, guide and vault audit (api/memories.py) -------------------
     # Each call acts as the caller's own identity (a session's owner, or a token limited to some vaults
     # and scopes), so the vault applies the same rules as for an agent.
 

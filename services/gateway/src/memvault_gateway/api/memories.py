@@ -1,0 +1,275 @@
+"""/api/v1 for memories: list, write, explain, forget, review (approve, reject, mark reviewed), supersede,
+invalidate, the review queue, the memory audit and recall.
+
+Every route acts as the caller (`access.principal`: the owner's session with its CSRF token for
+changes, or a bearer token for the API) and is one VaultService call; the vault checks roles and
+scopes. Bodies are validated (`shapes`) with the same limits the vault enforces, so a bad request is
+refused before anything is sent, with the field and the limit named.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core import limits
+from memvault_core.validation import Between
+from memvault_gateway.api.access import Caller, GatewayDep, Vault
+from memvault_gateway.api.shapes import (
+    CHECKS,
+    STATUS_NAMES,
+    STATUSES,
+    TYPES,
+    ApproveIn,
+    AuditKind,
+    AuditLimit,
+    ListLimit,
+    MemoryType,
+    ReasonIn,
+    RememberIn,
+    StatusName,
+    SupersedeIn,
+    Time,
+    VersionIn,
+    memory_json,
+    related_json,
+    result_json,
+    time_of,
+    timestamp_of,
+    vault_call,
+)
+
+router = APIRouter(prefix="/api/v1")
+
+
+@router.get("/vaults/{vault}/memories")
+async def list_memories(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    status: Annotated[list[StatusName], Query()] = [],  # noqa: B006 (FastAPI reads it, never mutates it)
+    type: Annotated[list[MemoryType], Query()] = [],  # noqa: B006
+    tag: Annotated[list[str], Query(max_length=limits.MAX_TAG_CHARS)] = [],  # noqa: B006
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """Memories newest first, by status, type and tag; follow next_cursor."""
+    request = vpb.ListMemoriesRequest(
+        vault=vault,
+        statuses=[STATUSES[s] for s in status],
+        types=[TYPES[t] for t in type],
+        tags=tag,
+        limit=limit,
+        cursor=cursor,
+    )
+    response = await vault_call(gw, "ListMemories", request, caller)
+    return {
+        "vault": response.vault,
+        "memories": [memory_json(m) for m in response.memories],
+        "next_cursor": response.next_cursor or None,
+    }
+
+
+@router.post("/vaults/{vault}/memories", status_code=201)
+async def remember(vault: Vault, body: RememberIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Store one memory (proposed or active by the vault's approval mode; `propose` always queues)."""
+    request = vpb.RememberRequest(vault=vault, memory=body.draft(), propose=body.propose)
+    response = await vault_call(gw, "Remember", request, caller)
+    return {
+        "vault": response.vault,
+        **result_json(response.result),
+        "duplicate_check": CHECKS.get(response.duplicate_check, "semantic"),
+        "notices": list(response.notices),
+    }
+
+
+@router.get("/vaults/{vault}/memories/{memory_id}")
+async def explain(vault: Vault, memory_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """One memory with its state, full history, dependencies, dependents and similar memories."""
+    response = await vault_call(gw, "ExplainMemory", vpb.ExplainMemoryRequest(vault=vault, memory_id=memory_id), caller)
+    return {
+        "vault": response.vault,
+        "memory": memory_json(response.memory),
+        "state": list(response.notes),
+        "history": [
+            {
+                "version": h.version,
+                "change": h.change,
+                "actor": h.actor,
+                "at": time_of(h, "at"),
+                "status": STATUS_NAMES.get(h.status),
+                "changed_fields": list(h.changed_fields),
+                "cause": h.cause or None,
+                "content": h.content or None,
+            }
+            for h in response.history
+        ],
+        "related": related_json(response.related),
+        "missing": list(response.missing),
+    }
+
+
+@router.delete("/vaults/{vault}/memories/{memory_id}")
+async def forget(vault: Vault, memory_id: str, caller: Caller, gw: GatewayDep) -> dict[str, str]:
+    """Delete a memory and its history; its text is excluded from being stored again."""
+    response = await vault_call(gw, "Forget", vpb.ForgetRequest(vault=vault, memory_id=memory_id), caller)
+    return {"vault": response.vault, "forgotten": response.memory_id}
+
+
+@router.post("/vaults/{vault}/memories/{memory_id}/approve")
+async def approve(vault: Vault, memory_id: str, body: ApproveIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Make a proposed memory active; `replace_similar` (or `replace_ids`) supersedes what it replaces."""
+    request = vpb.ApproveMemoryRequest(
+        vault=vault,
+        memory_id=memory_id,
+        replace_similar=body.replace_similar,
+        replace_ids=body.replace_ids,
+        expected_version=body.expected_version,
+    )
+    response = await vault_call(gw, "ApproveMemory", request, caller)
+    return {
+        "vault": response.vault,
+        "memory": memory_json(response.memory),
+        "superseded": list(response.superseded),
+        "flagged_dependents": list(response.flagged_dependents),
+    }
+
+
+@router.post("/vaults/{vault}/memories/{memory_id}/reject")
+async def reject(vault: Vault, memory_id: str, body: ReasonIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    request = vpb.RejectMemoryRequest(
+        vault=vault, memory_id=memory_id, reason=body.reason, expected_version=body.expected_version
+    )
+    response = await vault_call(gw, "RejectMemory", request, caller)
+    return {"vault": response.vault, "memory": memory_json(response.memory)}
+
+
+@router.post("/vaults/{vault}/memories/{memory_id}/supersede")
+async def supersede(vault: Vault, memory_id: str, body: SupersedeIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Replace a memory; the old one is kept as history and its dependents are flagged."""
+    request = vpb.SupersedeMemoryRequest(
+        vault=vault, memory_id=memory_id, replacement=body.replacement.draft(), expected_version=body.expected_version
+    )
+    response = await vault_call(gw, "SupersedeMemory", request, caller)
+    return {
+        "vault": response.vault,
+        "applied": response.applied,
+        **result_json(response.result),
+        "flagged_dependents": list(response.flagged_dependents),
+    }
+
+
+@router.post("/vaults/{vault}/memories/{memory_id}/invalidate")
+async def invalidate(vault: Vault, memory_id: str, body: ReasonIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    request = vpb.InvalidateMemoryRequest(
+        vault=vault, memory_id=memory_id, reason=body.reason, expected_version=body.expected_version
+    )
+    response = await vault_call(gw, "InvalidateMemory", request, caller)
+    return {
+        "vault": response.vault,
+        "applied": response.applied,
+        "memory": memory_json(response.memory),
+        "flagged_dependents": list(response.flagged_dependents),
+    }
+
+
+@router.post("/vaults/{vault}/memories/{memory_id}/reviewed")
+async def mark_reviewed(
+    vault: Vault, memory_id: str, body: VersionIn, caller: Caller, gw: GatewayDep
+) -> dict[str, Any]:
+    """The owner checked it and it still holds: clears its flag and sets the next review date."""
+    request = vpb.MarkReviewedRequest(vault=vault, memory_id=memory_id, expected_version=body.expected_version)
+    response = await vault_call(gw, "MarkReviewed", request, caller)
+    return {"vault": response.vault, "memory": memory_json(response.memory)}
+
+
+@router.get("/vaults/{vault}/review-queue")
+async def review_queue(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """Proposed memories, oldest first, each with what it may duplicate, contradict or replace."""
+    request = vpb.ListReviewQueueRequest(vault=vault, limit=limit, cursor=cursor)
+    response = await vault_call(gw, "ListReviewQueue", request, caller)
+    return {
+        "vault": response.vault,
+        "total": response.total,
+        "items": [{"memory": memory_json(i.memory), "related": related_json(i.related)} for i in response.items],
+        "next_cursor": response.next_cursor or None,
+    }
+
+
+@router.get("/vaults/{vault}/memory-audit")
+async def memory_audit(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    kind: Annotated[list[AuditKind], Query()] = [],  # noqa: B006
+    limit: AuditLimit = limits.DEFAULT_LIST_RESULTS,
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """Memories that need attention: expired, conflicting, possibly contradicting, past review, flagged."""
+    request = vpb.AuditMemoriesRequest(vault=vault, kinds=kind, limit=limit, cursor=cursor)
+    response = await vault_call(gw, "AuditMemories", request, caller)
+    return {
+        "vault": response.vault,
+        "counts": dict(response.counts),
+        "findings": [
+            {"memory": memory_json(f.memory), "kinds": list(f.kinds), "related": list(f.related), "advice": f.message}
+            for f in response.findings
+        ],
+        "next_cursor": response.next_cursor or None,
+    }
+
+
+@router.get("/vaults/{vault}/recall")
+async def recall(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    q: Annotated[str, Query(min_length=1, max_length=limits.MAX_QUERY_CHARS)],
+    limit: Annotated[int, Query(), Between(1, limits.MAX_RECALL_RESULTS)] = limits.DEFAULT_RECALL_RESULTS,
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+    status: Annotated[list[StatusName], Query()] = [],  # noqa: B006
+    type: Annotated[list[MemoryType], Query()] = [],  # noqa: B006
+    tag: Annotated[list[str], Query(max_length=limits.MAX_TAG_CHARS)] = [],  # noqa: B006
+    as_of: Time | None = None,
+    include_expired: bool = False,
+) -> dict[str, Any]:
+    """Hybrid recall with warnings; `as_of` answers with what was valid then."""
+    request = vpb.RecallRequest(
+        vault=vault,
+        query=q,
+        limit=limit,
+        cursor=cursor,
+        statuses=[STATUSES[s] for s in status],
+        types=[TYPES[t] for t in type],
+        tags=tag,
+        as_of=timestamp_of(as_of),
+        include_expired=include_expired,
+    )
+    response = await vault_call(gw, "Recall", request, caller)
+    return {
+        "vault": response.vault,
+        "mode": response.mode,
+        "results": [
+            {
+                **memory_json(h.memory),
+                "score": round(h.score, 4),
+                "may_conflict_with": list(h.may_conflict_with),
+                "conflicts_with": list(h.conflicts_with),
+            }
+            for h in response.hits
+        ],
+        "warnings": list(response.warnings),
+        "memory_warnings": [
+            {"kind": w.kind, "memory_id": w.memory_id, "related": list(w.related), "message": w.message}
+            for w in response.memory_warnings
+        ],
+        "next_cursor": response.next_cursor or None,
+    }

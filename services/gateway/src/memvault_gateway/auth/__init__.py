@@ -1,0 +1,2 @@
+"""Shared identity: credentials, scopes, bearer tokens, people and browser sessions. Used by every wing;
+imports only `web`, `store`, `context` and `settings`."""

@@ -1,0 +1,88 @@
+"""/account: the signed-in owner's page in plain HTML (what has access, revoke, sign out).
+
+The dashboard can replace it; it exists so an owner can see and revoke grants without a tool.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+
+from memvault_core.errors import MemvaultError
+from memvault_gateway.auth import sessions
+from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.signin import account_email
+from memvault_gateway.web import pages
+
+log = logging.getLogger("memvault_gateway")
+
+router = APIRouter()
+
+ACCOUNT_PATH = "/account"
+
+
+def _when(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if value else "never"
+
+
+@router.get(ACCOUNT_PATH)
+async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    session = await sessions.current_session(gw, request)
+    if session is None:
+        return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=302)
+    grants = await gw.store.grants_of(session.user.id)
+    user = session.user
+    return pages.account(
+        user_name=user.display_name or user.username or user.subject,
+        mcp_url=gw.mcp_resource,
+        grants=[
+            pages.GrantRow(
+                g.id,
+                g.kind,
+                g.name,
+                " ".join(g.scopes),
+                ", ".join(g.vaults),
+                _when(g.created_at),
+                _when(g.last_used_at),
+            )
+            for g in grants
+        ],
+        csrf=session.csrf_token,
+        dev_subject=gw.settings.gateway.dev_subject if gw.dev_mode_usable else "",
+        signed_in_by_proxy=sessions.signed_in_by_proxy(gw, request),
+        email_section=(
+            account_email.section(session.csrf_token, await gw.store.email_of(user.id))
+            if gw.settings.smtp.enabled
+            else ""
+        ),
+    )
+
+
+@router.post(ACCOUNT_PATH + "/grants/{grant_id}/revoke")
+async def revoke(grant_id: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    form = await request.form()
+    session = await sessions.current_session(gw, request)
+    if session is None:
+        return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=303)
+    if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
+        return sessions.form_refused(gw, request, page=ACCOUNT_PATH)
+    try:
+        uuid.UUID(grant_id)
+    except ValueError:
+        return pages.message("Not found", "No such grant.", 404)
+    revoked = await gw.store.revoke_grant(grant_id, "revoked by the owner", user_id=session.user.id)
+    if revoked is not None:
+        try:
+            await gw.vault.audit(
+                session.user.subject,
+                "grant.revoke",
+                target=revoked.id,
+                details={"client": revoked.name, "kind": revoked.kind},
+            )
+        except MemvaultError as error:
+            log.error("audit entry not written", extra={"action": "grant.revoke", "error": error.kind})
+    return RedirectResponse(ACCOUNT_PATH, status_code=303)

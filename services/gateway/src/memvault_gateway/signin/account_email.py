@@ -1,0 +1,159 @@
+"""The signed-in person's own email sign-in address, confirmed from the new mailbox before it counts.
+
+/account offers it when email sign-in is on. Typing an address mails a confirmation link to it;
+only opening that link (and pressing Confirm) makes it the account's address, because whoever
+reads the mailbox can sign in from then on: a typo must not hand the account to a stranger. The
+answer does not say whether another account has the address (none is mailed then). Removing the
+address takes effect at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from html import escape
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+
+from memvault_core.errors import MemvaultError
+from memvault_gateway.auth import credentials, people, sessions
+from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.signin import email_login, mail
+from memvault_gateway.store import EmailTaken, User
+from memvault_gateway.web import pages
+from memvault_gateway.web.throttle import limited, peer_of
+
+log = logging.getLogger("memvault_gateway")
+
+router = APIRouter()
+
+ACCOUNT_PATH = "/account"  # account.ACCOUNT_PATH; account.py imports this module, so not from there
+PATH = ACCOUNT_PATH + "/email"
+TURNED_OFF = "Email sign-in is turned off here (MEMVAULT_SMTP__HOST is not set), so there is no address to set."
+NOT_VALID = "This confirmation link was used already or has expired; ask for a new one on your account page."
+
+
+def section(csrf: str, email: str | None) -> str:
+    """The /account page's part about the email sign-in address."""
+    current = (
+        f"<p>Sign-in links go to <strong>{escape(email)}</strong>.</p>"
+        f"<form method=post action='{PATH}'><input type=hidden name='csrf_token' value='{escape(csrf)}'>"
+        "<input type=hidden name=email value=''><button type=submit>Remove this address</button></form>"
+        if email
+        else "<p>No address yet: you cannot sign in with an emailed link.</p>"
+    )
+    return (
+        "<fieldset><legend>Email sign-in</legend>"
+        + current
+        + f"<form method=post action='{PATH}'><input type=hidden name='csrf_token' value='{escape(csrf)}'>"
+        "<label>New address <input type=email name=email autocomplete=email maxlength=254 required></label>"
+        "<button type=submit>Send a confirmation link</button></form></fieldset>"
+    )
+
+
+async def _audit(gw: Gateway, user: User, email_set: bool) -> None:
+    try:
+        await gw.vault.audit(
+            user.subject, "account.email", target=user.subject, details={"set": str(email_set).lower()}
+        )
+    except MemvaultError as error:
+        log.error("audit entry not written", extra={"action": "account.email", "error": error.kind})
+
+
+async def _mail_confirmation(gw: Gateway, user: User, address: str) -> None:
+    try:
+        if await gw.store.user_by_email(address) is not None:
+            return  # theirs already, or someone else's: nobody is told which
+        token = credentials.new_token(email_login.LINK_PREFIX)
+        await gw.store.create_email_confirmation(user.id, credentials.token_hash(token), address, email_login.LIFETIME)
+        name = user.display_name or user.username or user.subject
+        text = (
+            f"Someone signed in to memvault at {gw.issuer} as {name} asked to send sign-in links to this address.\n\n"
+            f"Open this link to confirm it. It works once, within {email_login.LIFETIME.seconds // 60} minutes:\n\n"
+            f"{gw.issuer}{PATH}/{token}\n\n"
+            "If you did not ask for it, ignore this mail: nothing changes without the link.\n"
+        )
+        await mail.send(
+            gw.settings.smtp, mail.message(gw.settings.smtp, address, "Confirm your memvault address", text)
+        )
+        log.info("address confirmation sent")
+    except mail.MailNotSent as error:
+        log.error("address confirmation not sent", extra={"reason": str(error)})
+    except Exception as error:  # nobody awaits this task: a failure is logged here or nowhere
+        log.error("address confirmation not sent", extra={"reason": type(error).__name__})
+
+
+@router.post(PATH)
+async def change(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    """Mail a confirmation link to a new address, or (empty address) remove the current one."""
+    form = await request.form()
+    session = await sessions.current_session(gw, request)
+    if session is None:
+        return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=303)
+    if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
+        return sessions.form_refused(gw, request, page=ACCOUNT_PATH)
+    if not gw.settings.smtp.enabled:
+        return pages.message("Email sign-in is off", TURNED_OFF, 404)
+    typed = str(form.get("email") or "").strip()
+    if not typed:
+        await gw.store.set_email(session.user.id, None)
+        await _audit(gw, session.user, email_set=False)
+        return RedirectResponse(ACCOUNT_PATH, status_code=303)
+    address = people.normalized_email(typed)
+    if address is None:
+        return pages.message("Not an email address", f"{typed[:254]!r} is {people.EMAIL_PROBLEM}.", 400)
+    for rule, key, whose in (
+        ("email-link", peer_of(request), "from here"),
+        ("email-link-address", address, "for this address"),
+    ):
+        if not await gw.throttle.allow(rule, key):
+            wait = await gw.throttle.retry_after(rule, key)
+            return pages.message(
+                "Too many links", f"Too many links were asked for {whose}; try again in {wait // 60 + 1} minutes.", 429
+            )
+    email_login.send_later(_mail_confirmation(gw, session.user, address))
+    return pages.message(
+        "Confirm your address",
+        f"A link to confirm {address} is on its way to it (unless another account uses that address). It works"
+        f" once, within {email_login.LIFETIME.seconds // 60} minutes; until then sign-in links go where they went.",
+    )
+
+
+@router.get(PATH + "/{token}", dependencies=[Depends(limited("email-sign-in"))])
+async def open_confirmation(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    """Which address for whom, and the button that confirms it (a GET changes nothing)."""
+    if not gw.settings.smtp.enabled:
+        return pages.message("Email sign-in is off", TURNED_OFF, 404)
+    found = await gw.store.email_link_user(credentials.token_hash(token), "confirm") if len(token) < 200 else None
+    user, address = found if found is not None else (None, None)
+    if user is None or address is None:
+        return pages.message("Link not valid", NOT_VALID, 404)
+    csrf = sessions.login_csrf(gw, request)
+    body = (
+        f"<p>Send memvault sign-in links for <strong>{escape(user.display_name or user.username or user.subject)}"
+        f"</strong> to <strong>{escape(address)}</strong>? Whoever reads this mailbox can then sign in.</p>"
+        f"<form method=post action='{PATH}/{escape(token)}'><input type=hidden name='csrf_token' value='{escape(csrf)}'>"
+        "<button class=primary type=submit autofocus>Confirm</button></form>"
+    )
+    response = pages.page("Confirm your address", body)
+    sessions.keep_login_csrf(gw, response, csrf)
+    return response
+
+
+@router.post(PATH + "/{token}", dependencies=[Depends(limited("email-sign-in"))])
+async def confirm(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    """Spend the link and make its address the account's."""
+    if not gw.settings.smtp.enabled:
+        return pages.message("Email sign-in is off", TURNED_OFF, 404)
+    form = await request.form()
+    if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
+        return pages.message("Request refused", "The form expired or came from another site; open the link again.", 403)
+    try:
+        confirmed = await gw.store.use_email_confirmation(credentials.token_hash(token)) if len(token) < 200 else None
+    except EmailTaken:
+        return pages.message("Address taken", "Another account uses this address by now; nothing changed.", 409)
+    if confirmed is None:
+        return pages.message("Link not valid", NOT_VALID, 404)
+    user, address = confirmed
+    await _audit(gw, user, email_set=True)
+    return pages.message("Address confirmed", f"Sign-in links now go to {address}.")

@@ -1,0 +1,87 @@
+"""The only part of the gateway that speaks SQL: schema `gateway` (people, sessions, clients, grants, tokens).
+
+One module per wing's tables (`people`, `signin`, `oauth`), records in `records`, migrations in
+`migrations`; `Store` joins them over one connection pool. Callers hand in hashes, never raw
+credentials; see `memvault_gateway.auth.credentials`.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from memvault_gateway.store.base import PooledConnection
+from memvault_gateway.store.migrations import (
+    MIGRATIONS,
+    SCHEMA,
+    NewerDatabaseError,
+    UnknownMigrationError,
+    apply_migrations,
+    migration_backend,
+    rollback_migrations,
+)
+from memvault_gateway.store.oauth import GRANT_TOUCH_SECONDS, OAuthStore
+from memvault_gateway.store.people import PeopleStore
+from memvault_gateway.store.records import (
+    AuthorizationCode,
+    Client,
+    EmailTaken,
+    Grant,
+    NewToken,
+    Session,
+    SetupLinkState,
+    TokenRecord,
+    User,
+)
+from memvault_gateway.store.signin import SignInStore
+
+__all__ = [
+    "GRANT_TOUCH_SECONDS",
+    "MIGRATIONS",
+    "SCHEMA",
+    "AuthorizationCode",
+    "Client",
+    "EmailTaken",
+    "Grant",
+    "NewToken",
+    "NewerDatabaseError",
+    "Session",
+    "SetupLinkState",
+    "Store",
+    "TokenRecord",
+    "UnknownMigrationError",
+    "User",
+    "apply_migrations",
+    "migration_backend",
+    "rollback_migrations",
+]
+
+
+class Store(PeopleStore, SignInStore, OAuthStore):
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self._touched: dict[str, float] = {}
+
+    @classmethod
+    async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Store:
+        return cls(
+            await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, connection_class=PooledConnection)
+        )
+
+    async def purge_expired(self) -> int:
+        """Delete codes, tokens, sessions, sign-in states and registrations that can never be used again."""
+        deleted = 0
+        for statement in (
+            "DELETE FROM gateway.authorization_code WHERE expires_at < now() - interval '1 day'",
+            "DELETE FROM gateway.token WHERE expires_at < now() - interval '1 day'"
+            " OR revoked_at < now() - interval '1 day' OR used_at < now() - interval '7 days'",
+            "DELETE FROM gateway.session WHERE expires_at < now()",
+            "DELETE FROM gateway.login_state WHERE expires_at < now()",
+            "DELETE FROM gateway.setup_link WHERE expires_at < now() - interval '7 days'",
+            "DELETE FROM gateway.email_link WHERE expires_at < now() - interval '1 day'",
+            # Registrations nobody ever approved (anyone may register, so they must not pile up).
+            "DELETE FROM gateway.oauth_client c WHERE c.created_at < now() - interval '30 days'"
+            " AND NOT EXISTS (SELECT 1 FROM gateway.access_grant g WHERE g.client_id = c.client_id)",
+        ):
+            result = await self._pool.execute(statement)
+            deleted += int(result.rsplit(" ", 1)[-1])
+        return deleted

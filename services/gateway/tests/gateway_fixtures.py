@@ -1,0 +1,103 @@
+"""Fixtures: the gateway in-process against real Postgres, a real VaultService and the real mcp service.
+
+The conftest.py of services/gateway/tests and of tests/cross_service import them (both folders are
+on pytest's pythonpath).
+
+`start_gateway(**settings)` starts a gateway on a free loopback port with the given setting
+groups overridden; vault and mcp are shared by the session. Each test makes its own people and
+vaults (random names), so tests run in any order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_asyncio
+import uvicorn
+from gateway_helpers import SECRET, RunningGateway, StartGateway, free_port, serve_asgi, stop_asgi
+
+from memvault.vault.v1 import accounts_pb2_grpc, vault_pb2_grpc
+from memvault_core.grpc import build_server
+from memvault_core.identity import IdentitySigner
+from memvault_core.settings import IdentitySettings, PostgresSettings
+from memvault_gateway.app import create_app
+from memvault_gateway.settings import GatewayGroup, Settings
+from memvault_gateway.store import apply_migrations as apply_gateway_migrations
+from memvault_mcp.app import build_app as build_mcp_app
+from memvault_mcp.vault_client import VaultClient as McpVaultClient
+from memvault_vault.database import Database as VaultDatabase
+from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.servicer import VaultServicer
+from memvault_vault.schema import apply_migrations as apply_vault_migrations
+from memvault_vault.services import VaultServices
+
+
+@pytest_asyncio.fixture(scope="session")
+async def gateway_dsn(postgres_dsn: str) -> str:
+    await asyncio.to_thread(apply_vault_migrations, postgres_dsn)
+    await asyncio.to_thread(apply_gateway_migrations, postgres_dsn)
+    return postgres_dsn
+
+
+@pytest_asyncio.fixture(scope="session")
+async def vault_store(gateway_dsn: str) -> AsyncIterator[VaultDatabase]:
+    database = await VaultDatabase.connect(gateway_dsn, 1, 5)
+    yield database
+    await database.close()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def vault_address(vault_store: VaultDatabase) -> AsyncIterator[str]:
+    address = f"127.0.0.1:{free_port()}"
+    signer = IdentitySigner(SECRET)
+    server, _ = build_server(address)
+    services = VaultServices.build(vault_store)
+    vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
+    accounts_pb2_grpc.add_AccountServiceServicer_to_server(
+        AccountServicer(services.accounts, services.audit, signer), server
+    )
+    await server.start()
+    yield address
+    await server.stop(None)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def mcp_url(vault_address: str) -> AsyncIterator[str]:
+    client = McpVaultClient(vault_address, 10.0)
+    port = free_port()
+    server, task = await serve_asgi(build_mcp_app(client, IdentitySigner(SECRET)), port)
+    yield f"http://127.0.0.1:{port}/mcp"
+    await stop_asgi(server, task)
+    await client.close()
+
+
+@pytest_asyncio.fixture
+async def start_gateway(gateway_dsn: str, vault_address: str, mcp_url: str) -> AsyncIterator[StartGateway]:
+    """Start a gateway: `await start_gateway(gateway={...}, oauth={...}, ...)` overrides setting groups."""
+    running: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []
+
+    async def start(**groups: dict[str, Any]) -> RunningGateway:
+        port = free_port()
+        gateway_fields: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "port": port,
+            "public_url": f"http://127.0.0.1:{port}",
+            "mcp_url": mcp_url,
+            "vault_address": vault_address,
+            **groups.pop("gateway", {}),
+        }
+        settings = Settings(
+            gateway=GatewayGroup(**gateway_fields),
+            identity=IdentitySettings(secret=SECRET),  # type: ignore[arg-type]
+            postgres=PostgresSettings(dsn=gateway_dsn, pool_max_size=4),
+            **groups,  # type: ignore[arg-type]
+        )
+        server, task = await serve_asgi(create_app(settings, IdentitySigner(SECRET)), port)
+        running.append((server, task))
+        return RunningGateway(f"http://127.0.0.1:{port}", settings, gateway_dsn)
+
+    yield start
+    for server, task in reversed(running):
+        await stop_asgi(server, task)

@@ -220,6 +220,8 @@ def make_side(label: str, checkout: Path) -> Side:
         services=SERVICES,
         log_level="WARNING",
         commands=side_commands(checkout),
+        # A shared, busy machine can take longer than the default 10 s (50 s for an import) per call.
+        env={"MEMVAULT_MCP__CALL_TIMEOUT_SECONDS": "60", "MEMVAULT_GATEWAY__UPSTREAM_TIMEOUT_SECONDS": "300"},
     )
     return Side(label, checkout, stack, database, server)
 

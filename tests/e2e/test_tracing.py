@@ -58,6 +58,12 @@ async def test_recall_is_one_trace_from_gateway_to_vault(fresh_stack: StackStart
         assert span["service"] == "memvault-gateway"
         assert "memvault-mcp" in path
 
+        # Recall's queries are spans under the vault's Recall span (statement only, never parameters).
+        queries = [
+            s for s in trace if s["service"] == "memvault-vault" and s["parent_id"] == recall_spans[0]["span_id"]
+        ]
+        assert {s["name"] for s in queries} >= {"WITH", "SELECT"}, trace
+
 
 async def test_remember_is_one_trace_from_gateway_to_indexer(fresh_stack: StackStarter) -> None:
     port = free_port()

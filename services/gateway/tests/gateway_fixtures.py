@@ -22,11 +22,11 @@ from memvault.vault.v1 import accounts_pb2_grpc, vault_pb2_grpc
 from memvault_core.grpc import build_server
 from memvault_core.identity import IdentitySigner
 from memvault_core.settings import IdentitySettings, PostgresSettings
+from memvault_core.vault_client import VaultClient as McpVaultClient
 from memvault_gateway.app import create_app
 from memvault_gateway.settings import GatewayGroup, Settings
 from memvault_gateway.store import apply_migrations as apply_gateway_migrations
 from memvault_mcp.app import build_app as build_mcp_app
-from memvault_mcp.vault_client import VaultClient as McpVaultClient
 from memvault_vault.database import Database as VaultDatabase
 from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.servicer import VaultServicer

@@ -25,10 +25,11 @@ from memvault.vault.v1 import vault_pb2 as vpb
 from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
+from memvault_core.postgres import database_error, report_readiness
 from memvault_devstack.ports import free_port
 from memvault_devstack.postgres import EmbeddedPostgres, create_database, psql
 from memvault_vault.accounts.store import AccountStore
-from memvault_vault.database import Database, database_error, report_readiness
+from memvault_vault.database import Database
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.schema import NewerDatabaseError, apply_migrations
 from memvault_vault.services import VaultServices

@@ -12,10 +12,11 @@ from memvault.vault.v1 import accounts_pb2_grpc, index_feed_pb2, index_feed_pb2_
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
+from memvault_core.postgres import address, database_error, is_connection_failure, report_readiness
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault.accounts.store import AccountStore
-from memvault_vault.database import Database, address, database_error, is_connection_failure, report_readiness
+from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
 from memvault_vault.outbox.relay import OutboxRelay
 from memvault_vault.retention.service import run_periodically
@@ -24,13 +25,12 @@ from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.schema import (
+    SCHEMA,
     NewerDatabaseError,
     OlderDatabaseError,
     UnknownMigrationError,
     apply_migrations,
-    missing_migrations,
     rollback_migrations,
-    unknown_migrations,
 )
 from memvault_vault.services import VaultServices
 from memvault_vault.settings import MigrateSettings, Settings
@@ -56,12 +56,12 @@ async def serve(settings: Settings) -> None:
             raise cannot_reach(dsn, error) from None
         raise
     try:
-        if unknown := await unknown_migrations(database.pool):
-            raise StartupError(str(NewerDatabaseError(unknown)))
         # Every query is written for the newest schema: on an older one requests would fail one by one
         # with database errors far from the cause, so refuse at start (docs/operations.md, Upgrade).
-        if missing := await missing_migrations(database.pool):
-            raise StartupError(str(OlderDatabaseError(missing)))
+        try:
+            await SCHEMA.check(database.pool)
+        except (NewerDatabaseError, OlderDatabaseError) as error:
+            raise StartupError(str(error)) from None
         signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
         index = (
             IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)

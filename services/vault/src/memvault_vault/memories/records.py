@@ -38,6 +38,8 @@ class Existing:
 
 @dataclass(frozen=True)
 class BatchRecord:
+    """The import batch a write belongs to: its source, how many items it had, and each outcome's count."""
+
     source: str
     item_count: int
     outcomes: dict[str, int]
@@ -116,6 +118,8 @@ class Explanation:
 
 
 def memory_from_row(row: asyncpg.Record, vault: str) -> Memory:
+    """A `memory` row (every column `Memory` has) as a Memory of the vault named `vault`."""
+
     def ids(values: Sequence[Any] | None) -> tuple[str, ...]:
         return tuple(str(value) for value in values or ())
 

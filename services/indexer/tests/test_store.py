@@ -335,6 +335,52 @@ async def test_edge_optimize_keeps_the_event_loop_running(tmp_path: Path) -> Non
 
 
 @pytest.mark.integration
+async def test_edge_writes_during_an_optimize_are_kept(tmp_path: Path) -> None:
+    """Writes go on while a child process builds the index in a copy, and the copy that takes the
+    original's place holds them: nothing written meanwhile is lost or comes back."""
+    store = EdgeVectorStore(tmp_path, model="bench", dimension=384)
+    await store.ensure_collection()
+    rng = np.random.default_rng(2)
+    vectors = rng.standard_normal((9000, 384)).astype(np.float32)
+    memories = [IndexedMemory(uuid.uuid4(), "v1", vectors[i], "h") for i in range(len(vectors))]
+    for start in range(0, 8000, 1000):  # enough for an HNSW index to be built
+        await store.upsert(memories[start : start + 1000])
+    written: list[int] = []
+
+    async def write_meanwhile(done: asyncio.Event) -> None:
+        for start in range(8000, 9000, 100):
+            await store.upsert(memories[start : start + 100])
+            written.append(start)
+            if done.is_set():
+                return
+            await asyncio.sleep(0.01)
+
+    async def optimize(done: asyncio.Event) -> bool:
+        try:
+            return await store.optimize()
+        finally:
+            done.set()
+
+    done = asyncio.Event()
+    gone = [m.memory_id for m in memories[:50]]
+    optimized, _, _ = await asyncio.gather(optimize(done), write_meanwhile(done), store.delete(gone))
+    assert optimized is True
+    assert len(written) > 1  # the writes did not wait for the build
+    expected = 8000 + 100 * len(written) - len(gone)
+    assert await store.count("v1") == expected
+    last = memories[written[-1]]
+    assert (await store.search(vectors[written[-1]], "v1", 1))[0].memory_id == str(last.memory_id)
+    assert (await store.search(vectors[0], "v1", 1))[0].memory_id != str(memories[0].memory_id)
+    assert sorted(p.name for p in os.scandir(tmp_path)) == [store.path.name]  # no copy left behind
+    await store.close()
+
+    reopened = EdgeVectorStore(tmp_path, model="bench", dimension=384)
+    await reopened.ensure_collection()
+    assert await reopened.count("v1") == expected
+    await reopened.close()
+
+
+@pytest.mark.integration
 async def test_a_corrupted_edge_store_says_it_is_safe_to_move_away_and_rebuild(tmp_path: Path) -> None:
     settings = VectorStoreSettings(data_dir=tmp_path / "qdrant")
     first = open_store(settings, model=MODEL, dimension=DIM)

@@ -17,6 +17,7 @@ from memvault_vault.guide.store import GuideStore
 from memvault_vault.imports.service import ImportService
 from memvault_vault.imports.store import ImportStore
 from memvault_vault.index_client import IndexClient
+from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.service import IndexFeedService
 from memvault_vault.index_feed.store import IndexFeedStore
 from memvault_vault.memories.service import MemoryService
@@ -55,7 +56,10 @@ class VaultServices:
         memories = MemoryStore(database)
         feed = IndexFeedStore(database)
         audit = AuditStore(database)
-        writer = Writer(memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds)
+        progress = IndexProgress()
+        writer = Writer(
+            memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds, index_progress=progress
+        )
         return cls(
             accounts=accounts,
             memories=MemoryService(memories, writer, accounts),
@@ -64,6 +68,6 @@ class VaultServices:
             review=ReviewService(ReviewStore(database), memories, accounts),
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
-            index_feed=IndexFeedService(feed),
+            index_feed=IndexFeedService(feed, progress),
             backup=BackupService(BackupStore(database.pool), accounts, index),
         )

@@ -83,13 +83,13 @@ async def test_a_rebuild_reports_progress_refuses_a_second_job_and_counts_failed
     with pytest.raises(Conflict, match="already running"):
         jobs.start("reembed", "vault")
     await asyncio.sleep(0.1)
-    assert indexer.filling  # searches are refused: recall answers keyword-only meanwhile
+    assert jobs.filling  # searches are refused: recall answers keyword-only meanwhile
 
     status = await jobs.wait()
     assert status.state == "finished", status.error
     assert (status.done, status.total, status.failed) == (46, 46, 6)  # the poisoned page of 10 failed whole
     assert status.finished_at is not None and status.finished_at >= status.started_at
-    assert not indexer.filling
+    assert not jobs.filling
     assert await indexer.store.count() == 40
     assert {memory_id for memory_id, _ in feed.failed} == {d.memory_id for d in feed.documents[40:]}
     assert all(error == "ValueError" for _, error in feed.failed)  # the kind of error, never the text

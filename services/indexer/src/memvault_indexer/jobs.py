@@ -3,7 +3,7 @@
 `rebuild` drops this model's collection and embeds every memory again; `reembed` embeds what
 is missing or stale (another text, another model) and removes orphans, which after a model
 change is everything. While a rebuild fills the collection, searches are refused
-(`Indexer.filling`), so recall answers keyword-only instead of from a partial index.
+(`JobRunner.filling`), so recall answers keyword-only instead of from a partial index.
 A page that cannot be embedded is reported to the vault as failed index jobs and the job goes
 on; the vault or the store becoming unavailable stops it (state `failed`, with the error).
 """
@@ -55,6 +55,11 @@ class JobRunner:
     def status(self) -> JobStatus | None:
         return self._status
 
+    @property
+    def filling(self) -> bool:
+        """A rebuild is filling the collection from empty: searches are refused meanwhile."""
+        return self._status is not None and self._status.kind == "rebuild" and self._status.state == "running"
+
     def start(self, kind: JobKind, started_by: str) -> JobStatus:
         if self._task is not None and not self._task.done():
             assert self._status is not None
@@ -88,7 +93,6 @@ class JobRunner:
         try:
             self._update(total=await indexer.feed.count())
             if kind == "rebuild":
-                indexer.filling = True
                 await indexer.store.drop_collection()
                 await indexer.store.ensure_collection()
                 await self._fill(lambda document: True)
@@ -111,9 +115,6 @@ class JobRunner:
         except Exception as error:
             self._update(state="failed", finished_at=datetime.now(UTC), error=f"{type(error).__name__}")
             log.exception("index job failed", extra={"kind": kind})
-        finally:
-            if kind == "rebuild":
-                indexer.filling = False
 
     async def _fill(self, wanted: Callable[[Document], bool]) -> set[str]:
         """Go through every memory; embed the ones `wanted` picks. Returns the ids seen."""

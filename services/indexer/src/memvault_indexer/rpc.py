@@ -36,7 +36,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
 
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         self._check(context, "vault")
-        if self._indexer.filling:
+        if self._indexer.filling or self.jobs.filling:
             raise Unavailable("the vector index is being rebuilt; recall answers keyword-only until it is full")
         if not request.vault_id:
             raise InvalidArgument("vault_id is required", field="vault_id")

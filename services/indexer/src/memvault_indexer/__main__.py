@@ -42,6 +42,8 @@ async def serve(settings: Settings) -> None:
     signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
     feed = VaultFeed(settings.indexer.vault_address, signer, settings.indexer.call_timeout_seconds)
     indexer = Indexer(embedder, store, feed)
+    # An empty collection (a new model's, a lost store) is filled at start: searches wait for it from the first.
+    indexer.filling = await store.count() == 0
     backend = "qdrant-server" if settings.qdrant.url else "qdrant-edge"
     server, health = build_server(settings.indexer.listen)
     servicer = IndexServicer(indexer, backend, signer)

@@ -113,7 +113,7 @@ async def signed_in_admin(stack: Stack) -> tuple[httpx.AsyncClient, str]:
 
 
 def indexer_command(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603
+    return subprocess.run(
         [sys.executable, "-m", "memvault_indexer", *args, "--address", stack.indexer_address],
         env=stack.env_for("indexer"),
         capture_output=True,

@@ -182,7 +182,10 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         return pb.DropCollectionResponse()
 
 
-_KINDS: dict[pb.IndexJobKind.ValueType, JobKind] = {pb.INDEX_JOB_KIND_REBUILD: "rebuild", pb.INDEX_JOB_KIND_REEMBED: "reembed"}
+_KINDS: dict[pb.IndexJobKind.ValueType, JobKind] = {
+    pb.INDEX_JOB_KIND_REBUILD: "rebuild",
+    pb.INDEX_JOB_KIND_REEMBED: "reembed",
+}
 _STATES = {
     "running": pb.INDEX_JOB_STATE_RUNNING,
     "finished": pb.INDEX_JOB_STATE_FINISHED,

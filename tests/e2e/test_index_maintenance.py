@@ -145,7 +145,7 @@ async def fail_index(stack: Stack, memory_ids: list[str], error: str) -> None:
 def fully_indexed(stack: Stack, expected: int) -> Any:
     async def check() -> bool:
         stats = await vault_stats(stack)
-        return stats.indexed == expected and stats.index_pending == 0 and stats.index_failed == 0
+        return bool(stats.indexed == expected and stats.index_pending == 0 and stats.index_failed == 0)
 
     return check
 
@@ -209,7 +209,8 @@ async def test_failed_index_jobs_retry_rebuild_progress_and_a_model_switch(
         trigram_model.gate.set()
 
         async def hybrid() -> bool:
-            return bool((await call(client, "recall", query="Which NAS is in the homelab?"))["mode"] == "hybrid")
+            found: dict[str, Any] = await call(client, "recall", query="Which NAS is in the homelab?")
+            return bool(found["mode"] == "hybrid")
 
         assert await eventually(hybrid, deadline=60)
         await eventually(fully_indexed(stack, len(FACTS)))

@@ -112,6 +112,8 @@ async def maintain(
             while wait and job.state == index_pb2.INDEX_JOB_STATE_RUNNING:
                 await asyncio.sleep(POLL_SECONDS)
                 job = (await stub.GetIndexJob(index_pb2.GetIndexJobRequest(), timeout=60, metadata=metadata)).job
+            if job.state == index_pb2.INDEX_JOB_STATE_FAILED:
+                raise SystemExit(f"memvault-indexer {command}: {describe_job(job)}")
             return describe_job(job)
         if command == "index-job":
             found = await stub.GetIndexJob(index_pb2.GetIndexJobRequest(), timeout=60, metadata=metadata)

@@ -1,7 +1,8 @@
 """IndexService over gRPC: translate and delegate to the Indexer.
 
 Every call carries a service identity signed with the shared identity key: the vault's for
-searches, the indexer's own (its `reindex` and `reconcile` commands) for maintenance.
+searches, the indexer's own (its commands) for maintenance; starting and watching a rebuild or
+re-embed job also the vault's (it forwards an owner's request, IndexAdminService).
 """
 
 from __future__ import annotations

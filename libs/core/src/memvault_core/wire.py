@@ -25,6 +25,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from memvault.vault.v1 import accounts_pb2 as apb
 from memvault.vault.v1 import memory_pb2 as pb
+from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 
 ValueT = TypeVar("ValueT", bound=int)
@@ -84,6 +85,9 @@ TRUSTS = EnumNames(pb.Trust)
 WRITE_OUTCOMES = EnumNames(vpb.WriteOutcome)
 DUPLICATE_CHECKS = EnumNames(vpb.DuplicateCheck, separator="-")
 ROLES = EnumNames(apb.Role)
+SOURCE_KINDS = EnumNames(spb.SourceKind)
+SOURCE_MODES = EnumNames(spb.SourceMode)
+SOURCE_CHANGE_STATUSES = EnumNames(spb.SourceChangeStatus)
 
 # The same names as types, for input schemas (JSON Schema enums need them spelt out); the unit
 # tests hold them equal to the descriptors' names, in the same order.

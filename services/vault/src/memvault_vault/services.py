@@ -24,6 +24,9 @@ from memvault_vault.recall.service import RecallService
 from memvault_vault.recall.store import RecallStore
 from memvault_vault.review.service import ReviewService
 from memvault_vault.review.store import ReviewStore
+from memvault_vault.sources.reader import SourceReader, SourceRules
+from memvault_vault.sources.service import SourceService
+from memvault_vault.sources.store import SourceStore
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class VaultServices:
     guide: GuideService
     audit: AuditService
     index_feed: IndexFeedService
+    sources: SourceService
 
     @classmethod
     def build(
@@ -46,20 +50,30 @@ class VaultServices:
         index: IndexClient | None = None,
         *,
         index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
+        source_rules: SourceRules | None = None,
     ) -> VaultServices:
-        """Without an indexer, recall is keyword-only and the duplicate check exact-only."""
+        """Without an indexer, recall is keyword-only and the duplicate check exact-only. Without source
+        rules, no file or URL may be tracked."""
         accounts = AccountService(AccountStore(database))
         memories = MemoryStore(database)
         feed = IndexFeedStore(database)
         audit = AuditStore(database)
         writer = Writer(memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds)
+        memory_service = MemoryService(memories, writer, accounts)
         return cls(
             accounts=accounts,
-            memories=MemoryService(memories, writer, accounts),
+            memories=memory_service,
             imports=ImportService(ImportStore(database), writer, accounts),
             recall=RecallService(RecallStore(database), feed, accounts, index),
             review=ReviewService(ReviewStore(database), memories, accounts),
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
             index_feed=IndexFeedService(feed),
+            sources=SourceService(
+                SourceStore(database),
+                memory_service,
+                memories,
+                accounts,
+                SourceReader(source_rules or SourceRules.none()),
+            ),
         )

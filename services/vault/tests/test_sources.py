@@ -13,7 +13,6 @@ import grpc
 import pytest
 import pytest_asyncio
 from secret_corpus import fake
-from source_server import SourceServer, source_server
 from vault_helpers import SECRET, Caller, rpc_error_kind
 
 from memvault.vault.v1 import memory_pb2 as pb
@@ -22,6 +21,7 @@ from memvault.vault.v1 import sources_pb2_grpc, vault_pb2_grpc
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import Identity, IdentitySigner
+from memvault_devstack.source_server import SourceServer, source_server
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.database import Database
 from memvault_vault.rpc.servicer import VaultServicer

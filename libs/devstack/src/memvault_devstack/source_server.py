@@ -3,6 +3,7 @@ redirect, delay), and can be changed between checks."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ def source_server() -> Iterator[SourceServer]:
     state = SourceServer()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             route = state.routes.get(self.path)
             if route is None:
                 self.send_response(404)
@@ -54,12 +55,10 @@ def source_server() -> Iterator[SourceServer]:
             self.send_header("Content-Type", route.content_type)
             self.send_header("Content-Length", str(len(route.body)))
             self.end_headers()
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(route.body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -42,7 +42,11 @@ async def test_campaign_budget_text_policy_and_urls_through_the_tools(
 
             old = await call(client, "remember", content="The campaign budget is $50,000.")
             plan = await call(
-                client, "remember", content="Paid search gets 40% of the spring money.", depends_on=[old["id"]]
+                client,
+                "remember",
+                content="Paid search gets 40% of the spring money.",
+                depends_on=[old["id"]],
+                metadata={"team": "ads"},
             )
             tracked = await call(
                 client,
@@ -66,6 +70,7 @@ async def test_campaign_budget_text_policy_and_urls_through_the_tools(
             assert new["sources"][0]["source_id"] == source_id
             flagged = await call(client, "explain_memory", memory_id=plan["id"])
             assert flagged["memory"].get("flagged_reason")
+            assert (await call(client, "explain_memory", memory_id=plan["id"]))["memory"]["metadata"] == {"team": "ads"}
 
             rule = await call(client, "remember", content="Refunds are accepted within 30 days.")
             text = await call(client, "track_source", memory_id=rule["id"], kind="text_file", location=str(policy))

@@ -452,3 +452,31 @@ async def test_a_check_interrupted_after_its_supersede_is_not_applied_twice_nor_
     changes = await database.pool.fetch("SELECT status FROM source_change WHERE source_id = $1::uuid", source.id)
     assert [r["status"] for r in changes] == ["applied"]
     assert [c.outcome for c in await sync(owner, source.id)] == ["unchanged"]
+
+
+async def test_memories_carry_size_capped_json_metadata_that_explain_shows(owner: Owner) -> None:
+    memory_id = await remember(owner, "The campaign launches on 1 March.", metadata_json='{"owner":"ads","n":[1,2]}')
+    shown = (await explain(owner, memory_id)).memory
+    assert json.loads(shown.metadata_json) == {"owner": "ads", "n": [1, 2]}
+    for bad, message in (
+        ("[1]", "must be a JSON object"),
+        ("{", "not valid JSON"),
+        ('{"x":"' + "y" * 9000 + '"}', "larger than"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await remember(owner, f"Another fact {uuid.uuid4().hex}.", metadata_json=bad)
+        assert message in (refused.value.details() or "")
+    # A synced replacement keeps the metadata of the memory it replaces.
+    path = owner.setup.root / f"launch-{uuid.uuid4().hex[:6]}.json"
+    path.write_text('{"launch": "1 March"}')
+    source = await track(
+        owner,
+        memory_id,
+        JSON_FILE,
+        str(path),
+        selector="/launch",
+        statement_template="The campaign launches on {{value}}.",
+    )
+    path.write_text('{"launch": "8 March"}')
+    [check] = await sync(owner, source.id)
+    assert json.loads((await explain(owner, check.replacement_id)).memory.metadata_json)["owner"] == "ads"

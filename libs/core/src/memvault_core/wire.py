@@ -15,6 +15,7 @@ know it:
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar, cast
@@ -194,6 +195,8 @@ def memory_in_full_for_agent(memory: pb.Memory) -> dict[str, Any]:
     view["updated_at"] = iso_for_agent(memory, "updated_at")
     if (reviewed_at := iso_for_agent(memory, "reviewed_at")) is not None:
         view["reviewed_at"] = reviewed_at
+    if memory.metadata_json:
+        view["metadata"] = json.loads(memory.metadata_json)
     return view
 
 

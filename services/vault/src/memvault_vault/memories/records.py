@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -157,6 +158,7 @@ def memory_from_row(row: asyncpg.Record, vault: str) -> Memory:
         flagged_reason=row["flagged_reason"],
         flagged_at=row["flagged_at"],
         reviewed_at=row["reviewed_at"],
+        metadata=json.loads(row["metadata"]) or None,
     )
 
 
@@ -184,4 +186,5 @@ def row_of(candidate: Candidate, now: datetime) -> dict[str, Any]:
         "similar_to": list(candidate.similar_to),
         "supersedes": candidate.supersedes,
         "context": draft.context,
+        "metadata": draft.metadata or {},
     }

@@ -249,6 +249,7 @@ class SourceService:
             trust=Trust.SYNCED if synced else None,
             confidence=memory.confidence,
             depends_on=memory.depends_on,
+            metadata=memory.metadata,
         )
 
     # --- review --------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import sys
 
 from memvault.vault.v1 import (
     accounts_pb2_grpc,
+    backup_pb2,
+    backup_pb2_grpc,
     index_feed_pb2,
     index_feed_pb2_grpc,
     sources_pb2,
@@ -24,12 +26,14 @@ from memvault_core.postgres import address, database_error, is_connection_failur
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
 from memvault_vault.outbox.relay import OutboxRelay
 from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.rpc.sources import SourcesServicer
@@ -89,6 +93,7 @@ async def serve(settings: Settings) -> None:
             AccountServicer(services.accounts, services.audit, signer), server
         )
         sources_pb2_grpc.add_SourcesServiceServicer_to_server(SourcesServicer(services, signer), server)
+        backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
         background = []
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
@@ -115,6 +120,7 @@ async def serve(settings: Settings) -> None:
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
             sources_pb2.DESCRIPTOR.services_by_name["SourcesService"].full_name,
+            backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
@@ -216,7 +222,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     sources.add_argument("action", choices=("sync", "status", "changes", "watch"))
     sources.add_argument("--poll", type=float, default=30.0, help="watch: seconds between rounds (default 30)")
+    backup_commands.add_parsers(commands)
     args = parser.parse_args(argv)
+    if args.command in backup_commands.COMMANDS:
+        raise SystemExit(backup_commands.run(args))
 
     if args.command == "sources":
         sources_settings = load_settings(SourcesSettings)

@@ -8,6 +8,8 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.audit.service import AuditService
 from memvault_vault.audit.store import AuditStore
+from memvault_vault.backup.service import BackupService
+from memvault_vault.backup.store import BackupStore
 from memvault_vault.database import Database
 from memvault_vault.domain import duplicates
 from memvault_vault.guide.service import GuideService
@@ -15,6 +17,7 @@ from memvault_vault.guide.store import GuideStore
 from memvault_vault.imports.service import ImportService
 from memvault_vault.imports.store import ImportStore
 from memvault_vault.index_client import IndexClient
+from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.service import IndexFeedService
 from memvault_vault.index_feed.store import IndexFeedStore
 from memvault_vault.memories.service import MemoryService
@@ -42,6 +45,7 @@ class VaultServices:
     audit: AuditService
     index_feed: IndexFeedService
     sources: SourceService
+    backup: BackupService
 
     @classmethod
     def build(
@@ -58,7 +62,10 @@ class VaultServices:
         memories = MemoryStore(database)
         feed = IndexFeedStore(database)
         audit = AuditStore(database)
-        writer = Writer(memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds)
+        progress = IndexProgress()
+        writer = Writer(
+            memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds, index_progress=progress
+        )
         memory_service = MemoryService(memories, writer, accounts)
         return cls(
             accounts=accounts,
@@ -68,7 +75,8 @@ class VaultServices:
             review=ReviewService(ReviewStore(database), memories, accounts),
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
-            index_feed=IndexFeedService(feed),
+            index_feed=IndexFeedService(feed, progress),
+            backup=BackupService(BackupStore(database.pool), accounts, index),
             sources=SourceService(
                 SourceStore(database),
                 memory_service,

@@ -60,6 +60,15 @@ class MigrateSettings(ServiceSettings):
     log: LogSettings = LogSettings()
 
 
+class BackupSettings(ServiceSettings):
+    """`backup` and `restore` need the database, and the indexer (with the identity key) for embeddings."""
+
+    postgres: PostgresSettings = PostgresSettings()
+    vault: VaultGroup = VaultGroup()
+    identity: IdentitySettings | None = None
+    log: LogSettings = LogSettings()
+
+
 class SourcesSettings(ServiceSettings):
     """`sources sync|status|changes|watch` need the database and the source rules."""
 

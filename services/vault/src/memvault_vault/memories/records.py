@@ -158,7 +158,8 @@ def memory_from_row(row: asyncpg.Record, vault: str) -> Memory:
         flagged_reason=row["flagged_reason"],
         flagged_at=row["flagged_at"],
         reviewed_at=row["reviewed_at"],
-        metadata=json.loads(row["metadata"]) or None,
+        # Rows read by a query that names its columns (or an older schema) may not carry it.
+        metadata=json.loads(row.get("metadata") or "{}") or None,
     )
 
 

@@ -42,7 +42,7 @@ permalink: coffee-brewing-methods
 Pour over is my usual morning brew.
 
 ## Observations
-- [method] Pour over provides more flavor clarity than French press
+- [method] Pour over provides more #flavor clarity than French press
 - [technique] Water at 205F extracts best #temperature (from testing)
 - [decision] Buy a burr grinder
 
@@ -104,13 +104,13 @@ def test_basic_memory_note_observations_relations_and_prose() -> None:
     assert contents == [
         "Coffee Brewing Methods\n\nPour over is my usual morning brew.",
         "Coffee Brewing Methods: Pour over provides more flavor clarity than French press",
-        "Coffee Brewing Methods: Water at 205F extracts best temperature (from testing)",
+        "Coffee Brewing Methods: Water at 205F extracts best (from testing)",
         "Coffee Brewing Methods: Buy a burr grinder",
         "Coffee Brewing Methods relates to Coffee Bean Origins",
         "Coffee Brewing Methods requires Proper Grinding Technique",
     ]
     method, technique, decision = items[1:4]
-    assert method.type == "observation" and method.tags == ("coffee", "brewing", "method")
+    assert method.type == "observation" and method.tags == ("coffee", "brewing", "flavor", "method")
     assert technique.tags == ("coffee", "brewing", "temperature", "technique")
     assert decision.type == "decision"
     assert {i.source for i in items} == {"basic-memory:coffee-brewing-methods"}

@@ -224,6 +224,7 @@ def _mem0_item(record: Any, file_name: str, line: int, label: str) -> ImportItem
 _OBSERVATION = re.compile(r"^\s*[-*]\s+\[(?P<category>[^\]\[]+)\]\s+(?P<text>.+?)\s*$")
 _RELATION = re.compile(r"^\s*[-*]\s+(?P<kind>[\w\- ]+?)\s+\[\[(?P<target>[^\]]+)\]\]\s*(?P<context>\(.*\))?\s*$")
 _TAG = re.compile(r"(?<![\w&])#([\w\-/]+)")
+_TRAILING_TAGS = re.compile(r"(\s+#[\w\-/]+)+\s*$")
 _CONTEXT = re.compile(r"\s*\(([^()]*)\)\s*$")
 
 
@@ -294,10 +295,13 @@ def read_basic_memory_note(data: bytes, file_name: str) -> list[ImportItem]:
             category = observation["category"].strip().lower()
             text = observation["text"]
             tags = list(note_tags) + _TAG.findall(text)
-            text = _TAG.sub(lambda m: m.group(1), text).strip()
             context = _CONTEXT.search(text)
-            if context and context.start() > 0:
-                text = f"{text[: context.start()].strip()} ({context.group(1).strip()})"
+            context_text = context.group(1).strip() if context and context.start() > 0 else ""
+            if context_text and context:
+                text = text[: context.start()]
+            text = _TAG.sub(lambda m: m.group(1), _TRAILING_TAGS.sub("", text)).strip()
+            if context_text:
+                text = f"{text} ({context_text})"
             memory_type = category if category in MEMORY_TYPES else "observation"
             if category not in MEMORY_TYPES:
                 tags.append(category)

@@ -74,9 +74,7 @@ async def paste(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
         if len(raw) > limits.MAX_REQUEST_BYTES:
             raise InvalidArgument(f"{upload.filename}: over {limits.MAX_REQUEST_BYTES} bytes", field="file")
         name = upload.filename[:200]
-        result = await api_imports.import_file(
-            gw, person.caller, vault, file_format, name, raw
-        )
+        result = await api_imports.import_file(gw, person.caller, vault, file_format, name, raw)
         return await _page(vault, request, gw, result=result)
     if file_format != "text":
         raise InvalidArgument(f"unknown file format {file_format[:40]!r}", field="format")

@@ -4,9 +4,13 @@ and the JSON Lines export read back into another vault."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import os
+import subprocess
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,3 +205,35 @@ async def test_another_account_cannot_import_into_the_vault(start_gateway: Start
             f"/api/v1/vaults/{vault}/imports", params={"format": "mem0"}, content=json.dumps(MEM0)
         )
         assert refused.status_code in (403, 404), refused.text
+
+
+IMPORT_SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "import.sh"
+
+
+async def run_import(*args: str, token: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "MEMVAULT_TOKEN": token}
+    return await asyncio.to_thread(
+        subprocess.run, ["bash", str(IMPORT_SCRIPT), *args], env=environment, capture_output=True, text=True
+    )
+
+
+async def test_import_script_takes_a_basic_memory_folder(start_gateway: StartGateway, tmp_path: Path) -> None:
+    gateway = await start_gateway()
+    browser, (vault,) = await owner_with_vaults(gateway, 1)
+    script_token = await token(browser, [vault])
+    folder = tmp_path / "kb"
+    (folder / "home").mkdir(parents=True)
+    (folder / "home" / "network.md").write_text(NOTE, encoding="utf-8")
+    done = await run_import(gateway.url, vault, "basic-memory", str(folder), token=script_token)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["summary"] == {"stored": 3} and answer["items"][0]["origin"] == "home/network.md:11"
+
+    broken = tmp_path / "mem0.json"
+    broken.write_text('{"results": [{"id": "x"}]}', encoding="utf-8")
+    refused = await run_import(gateway.url, vault, "mem0", str(broken), token=script_token)
+    assert refused.returncode == 1
+    assert (
+        refused.stderr.strip()
+        == "import.sh: the gateway answered 400: mem0.json: memory 1.memory: missing (the memory's text)"
+    )

@@ -138,6 +138,14 @@ def test_basic_memory_malformed(files: dict[str, str], message: str) -> None:
     assert message in str(caught.value)
 
 
+def test_basic_memory_corrupt_member() -> None:
+    data = bytearray(zipped({"a.md": "- [fact] " + "x" * 200}))
+    start = data.index(b"- [fact]") if b"- [fact]" in data else 40
+    data[start : start + 20] = b"\0" * 20
+    with pytest.raises(InterchangeError, match=r"kb\.zip/a\.md: cannot be unpacked"):
+        interchange.read("basic-memory", bytes(data), "kb.zip")
+
+
 def test_basic_memory_not_a_zip() -> None:
     with pytest.raises(InterchangeError, match=r"kb\.zip: not a zip file"):
         interchange.read("basic-memory", b"# just markdown", "kb.zip")

@@ -25,6 +25,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -245,7 +246,11 @@ def read_basic_memory_zip(data: bytes, file_name: str) -> list[ImportItem]:
             raise InterchangeError(file_name, 0, "", "no .md notes in the zip")
         items: list[ImportItem] = []
         for info in sorted(notes, key=lambda i: i.filename):
-            items.extend(read_basic_memory_note(archive.read(info), info.filename))
+            try:
+                data = archive.read(info)
+            except (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError) as error:
+                raise InterchangeError(f"{file_name}/{info.filename}", 0, "", f"cannot be unpacked ({error})") from None
+            items.extend(read_basic_memory_note(data, info.filename))
     return items
 
 

@@ -12,6 +12,8 @@ from memvault.vault.v1 import (
     accounts_pb2_grpc,
     backup_pb2,
     backup_pb2_grpc,
+    index_admin_pb2,
+    index_admin_pb2_grpc,
     index_feed_pb2,
     index_feed_pb2_grpc,
     vault_pb2,
@@ -32,6 +34,7 @@ from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.backup import BackupServicer
+from memvault_vault.rpc.index_admin import IndexAdminServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.schema import (
@@ -88,6 +91,9 @@ async def serve(settings: Settings) -> None:
             AccountServicer(services.accounts, services.audit, signer), server
         )
         backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
+        index_admin_pb2_grpc.add_IndexAdminServiceServicer_to_server(
+            IndexAdminServicer(services.index_admin, signer), server
+        )
         background = []
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
@@ -110,6 +116,7 @@ async def serve(settings: Settings) -> None:
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
             backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
+            index_admin_pb2.DESCRIPTOR.services_by_name["IndexAdminService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)

@@ -16,6 +16,8 @@ from memvault_vault.guide.service import GuideService
 from memvault_vault.guide.store import GuideStore
 from memvault_vault.imports.service import ImportService
 from memvault_vault.imports.store import ImportStore
+from memvault_vault.index_admin.service import IndexAdminService
+from memvault_vault.index_admin.store import IndexAdminStore
 from memvault_vault.index_client import IndexClient
 from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.service import IndexFeedService
@@ -42,6 +44,7 @@ class VaultServices:
     audit: AuditService
     index_feed: IndexFeedService
     backup: BackupService
+    index_admin: IndexAdminService
 
     @classmethod
     def build(
@@ -70,4 +73,5 @@ class VaultServices:
             audit=AuditService(audit, accounts),
             index_feed=IndexFeedService(feed, progress),
             backup=BackupService(BackupStore(database.pool), accounts, index),
+            index_admin=IndexAdminService(IndexAdminStore(database), accounts, index),
         )

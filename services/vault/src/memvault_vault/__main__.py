@@ -8,7 +8,15 @@ import contextlib
 import logging
 import sys
 
-from memvault.vault.v1 import accounts_pb2_grpc, index_feed_pb2, index_feed_pb2_grpc, vault_pb2, vault_pb2_grpc
+from memvault.vault.v1 import (
+    accounts_pb2_grpc,
+    archive_pb2,
+    archive_pb2_grpc,
+    index_feed_pb2,
+    index_feed_pb2_grpc,
+    vault_pb2,
+    vault_pb2_grpc,
+)
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
@@ -22,6 +30,7 @@ from memvault_vault.outbox.relay import OutboxRelay
 from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.archive import ArchiveServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.schema import (
@@ -77,7 +86,8 @@ async def serve(settings: Settings) -> None:
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(
             AccountServicer(services.accounts, services.audit, signer), server
         )
-        background = []
+        archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, signer), server)
+        background = [asyncio.create_task(services.archive.run_imports())]
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
         if settings.vault.retention_interval_seconds > 0:
@@ -98,6 +108,7 @@ async def serve(settings: Settings) -> None:
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
+            archive_pb2.DESCRIPTOR.services_by_name["ArchiveService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.archive.service import ArchiveService
+from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.audit.service import AuditService
 from memvault_vault.audit.store import AuditStore
 from memvault_vault.database import Database
@@ -38,6 +40,7 @@ class VaultServices:
     guide: GuideService
     audit: AuditService
     index_feed: IndexFeedService
+    archive: ArchiveService
 
     @classmethod
     def build(
@@ -62,4 +65,5 @@ class VaultServices:
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
             index_feed=IndexFeedService(feed),
+            archive=ArchiveService(ArchiveStore(database), accounts),
         )

@@ -343,9 +343,9 @@ class ArchiveService:
         vault = await self._accounts.access(identity, vault_name)
         return await self._store.get_import(vault, import_id)
 
-    async def process_checkpoint(self) -> bool:
-        """Run one checkpoint of the oldest waiting import; False when nothing waits."""
-        waiting = await self._store.next_import()
+    async def process_checkpoint(self, only: str | None = None) -> bool:
+        """Run one checkpoint of the oldest waiting import (or of `only`); False when nothing waits."""
+        waiting = await self._store.next_import(only)
         if waiting is None:
             return False
         import_id, vault_id, vault_name = waiting

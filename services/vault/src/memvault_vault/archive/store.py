@@ -639,21 +639,21 @@ class ArchiveStore:
                 field="import_id",
             )
         actual = await self.raw_sha256(vault.id, import_id)
+        if actual != record.sha256:
+            await self._pool.execute(
+                "UPDATE archive_import SET state = 'failed', error = $3, updated_at = now()"
+                " WHERE id = $1 AND vault_id = $2",
+                import_id,
+                vault.id,
+                f"sha256 of the received bytes is {actual}, not the {record.sha256} announced",
+            )
+            raise InvalidArgument(
+                f"the received bytes have sha256 {actual}, not {record.sha256}: the upload was damaged;"
+                " upload the file again",
+                field="sha256",
+            )
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1 || '/import', 13))", vault.id)
-            if actual != record.sha256:
-                await conn.execute(
-                    "UPDATE archive_import SET state = 'failed', error = $3, updated_at = now()"
-                    " WHERE id = $1 AND vault_id = $2",
-                    import_id,
-                    vault.id,
-                    f"sha256 of the received bytes is {actual}, not the {record.sha256} announced",
-                )
-                raise InvalidArgument(
-                    f"the received bytes have sha256 {actual}, not {record.sha256}: the upload was damaged;"
-                    " upload the file again",
-                    field="sha256",
-                )
             earlier = await conn.fetchval(
                 "SELECT id FROM archive_import WHERE vault_id = $1 AND sha256 = $2 AND id <> $3"
                 " AND state IN ('queued', 'running', 'done') ORDER BY created_at LIMIT 1",
@@ -704,11 +704,13 @@ class ArchiveStore:
         )
         return _import(row, [(r["conversation_ref"], r["error"]) for r in failures])
 
-    async def next_import(self) -> tuple[str, str, str] | None:
-        """(import id, vault id, vault name) of the oldest import waiting for work."""
+    async def next_import(self, only: str | None = None) -> tuple[str, str, str] | None:
+        """(import id, vault id, vault name) of the oldest import waiting for work (or of `only`)."""
         row = await self._pool.fetchrow(
             "SELECT i.id::text AS id, i.vault_id::text AS vault_id, v.name FROM archive_import i"
-            " JOIN vault v ON v.id = i.vault_id WHERE i.state IN ('queued', 'running') ORDER BY i.created_at LIMIT 1"
+            " JOIN vault v ON v.id = i.vault_id WHERE i.state IN ('queued', 'running')"
+            " AND ($1::uuid IS NULL OR i.id = $1) ORDER BY i.created_at LIMIT 1",
+            only,
         )
         return None if row is None else (row["id"], row["vault_id"], row["name"])
 
@@ -780,7 +782,7 @@ class ArchiveStore:
     async def _import_one(self, conn: asyncpg.Connection, vault: VaultAccess, actor: str, raw: Any, index: int) -> str:
         parsed = parse_conversation(raw, index)
         existing = await conn.fetchrow(
-            "SELECT c.id::text AS id, r.content_sha256 FROM archive_conversation c"
+            "SELECT c.id::text AS id, c.title, r.content_sha256 FROM archive_conversation c"
             " JOIN archive_revision r ON r.conversation_id = c.id AND r.number = c.head_revision"
             " WHERE c.vault_id = $1 AND c.source = 'chatgpt' AND c.external_id = $2",
             vault.id,
@@ -788,7 +790,16 @@ class ArchiveStore:
         )
         content = revision_hash([(m.node_id, m.parent_node_id, m.content_hash, m.active) for m in parsed.messages])
         if existing is not None and existing["content_sha256"] == content:
-            return "duplicates"
+            if existing["title"] == parsed.title:
+                return "duplicates"
+            # A renamed conversation: the transcript (and so the revision) is unchanged.
+            await conn.execute(
+                "UPDATE archive_conversation SET title = $3, updated_at = now() WHERE id = $1 AND vault_id = $2",
+                existing["id"],
+                vault.id,
+                parsed.title,
+            )
+            return "updated"
         await self.write_in(
             conn,
             vault,

@@ -23,7 +23,7 @@ from starlette.routing import Match
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_core.validation import describe
-from memvault_gateway.api import access, imports, manage, memories, reference, vault_settings
+from memvault_gateway.api import access, archive, imports, manage, memories, reference, vault_settings
 from memvault_gateway.auth import people, sessions
 from memvault_gateway.context import Gateway
 from memvault_gateway.mcp_edge import route, signposts
@@ -225,6 +225,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         manage.router,
         memories.router,
         imports.router,
+        archive.router,
         vault_settings.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])

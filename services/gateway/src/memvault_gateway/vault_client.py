@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import grpc
 
 from memvault.vault.v1 import accounts_pb2 as apb
-from memvault.vault.v1 import accounts_pb2_grpc, vault_pb2_grpc
+from memvault.vault.v1 import accounts_pb2_grpc, archive_pb2_grpc, vault_pb2_grpc
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.grpc import client_channel, error_from_rpc
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
@@ -26,6 +26,7 @@ class VaultClient:
         self.channel = client_channel(address)
         self._vaults = vault_pb2_grpc.VaultServiceStub(self.channel)
         self._accounts = accounts_pb2_grpc.AccountServiceStub(self.channel)
+        self._archive = archive_pb2_grpc.ArchiveServiceStub(self.channel)
         self._signer = signer
         self._timeout = timeout_seconds
 
@@ -94,6 +95,15 @@ class VaultClient:
     # --- memories, review, imports, settings, guide and vault audit (api/memories.py) -------------------
     # Each call acts as the caller's own identity (a session's owner, or a token limited to some vaults
     # and scopes), so the vault applies the same rules as for an agent.
+
+    async def archive_call(self, method: str, request: object, identity: Identity) -> Any:
+        """Call ArchiveService.<method> as `identity` (uploads of parts get the longer deadline)."""
+        try:
+            return await getattr(self._archive, method)(
+                request, metadata=((GRPC_METADATA_KEY, self._signer.sign(identity)),), timeout=self._timeout * 5
+            )
+        except grpc.aio.AioRpcError as error:
+            raise error_from_rpc(error) from None
 
     async def memories_call(self, method: str, request: object, identity: Identity, *, slow: bool = False) -> Any:
         """Call VaultService.<method> as `identity`; imports get a longer deadline."""

@@ -42,7 +42,18 @@ def conversation(index: int, words: str) -> dict[str, Any]:
 
 def run_import(path: Path, url: str, token: str, vault: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memvault_gateway.client", "import", "chatgpt", str(path), "--url", url, "--vault", vault],
+        [
+            sys.executable,
+            "-m",
+            "memvault_gateway.client",
+            "import",
+            "chatgpt",
+            str(path),
+            "--url",
+            url,
+            "--vault",
+            vault,
+        ],
         env={**os.environ, "MEMVAULT_TOKEN": token},
         capture_output=True,
         text=True,

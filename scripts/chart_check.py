@@ -41,6 +41,12 @@ ALLOWED_SOURCES: dict[str, set[str] | None] = {
     "indexer": {"vault", "maintenance"},
 }
 GRPC_COMPONENTS = {"vault", "indexer"}
+# The maintenance commands each image has (memvault-vault / memvault-indexer --help); a CronJob may
+# run only these. Keep in step with services/*/src/memvault_*/__main__.py.
+COMMANDS = {
+    "memvault-vault": {"migrate", "retention", "backup", "create-owner"},
+    "memvault-indexer": {"reconcile", "reindex"},
+}
 
 
 class Checks:
@@ -252,6 +258,39 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
         checks.check(scaled is not None, f"{file_name}: HPA targets missing Deployment {target}")
         if scaled is not None:
             checks.check("replicas" not in scaled["spec"], f"{file_name}: {target} fixes replicas under an HPA")
+    for cron in kinds.get("CronJob", []):
+        name = cron["metadata"]["name"]
+        for container in dig(cron, POD_TEMPLATE_PATHS["CronJob"] + ("containers",)) or []:
+            image = str(container.get("image", "")).rsplit("/", 1)[-1].split(":", 1)[0]
+            args = container.get("args") or []
+            known = COMMANDS.get(image, set())
+            checks.check(bool(args) and args[0] in known, f"{file_name}: CronJob {name} runs {args[:1]} on {image}")
+            if args[:1] == ["backup"] and "--dir" in args:
+                target = args[args.index("--dir") + 1]
+                mounts = {m.get("mountPath") for m in container.get("volumeMounts") or []}
+                checks.check(target in mounts, f"{file_name}: CronJob {name} writes to {target}, which is not mounted")
+    retention_jobs = [
+        c
+        for c in kinds.get("CronJob", [])
+        if not dig(c, ("spec", "suspend"))
+        and any(
+            (container.get("args") or [])[:1] == ["retention"]
+            for container in dig(c, POD_TEMPLATE_PATHS["CronJob"] + ("containers",)) or []
+        )
+    ]
+    vault = deployments.get("vault")
+    if vault is not None:
+        env = {
+            e.get("name"): e.get("value")
+            for container in dig(vault, POD_TEMPLATE_PATHS["Deployment"] + ("containers",)) or []
+            for e in container.get("env") or []
+        }
+        in_process = env.get("MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS") != "0"
+        checks.check(
+            in_process != bool(retention_jobs),
+            f"{file_name}: retention runs {'in the vault and ' if in_process else ''}"
+            f"{'as a CronJob' if retention_jobs else 'nowhere'}",
+        )
     for job in kinds.get("Job", []):
         if label(job, "app.kubernetes.io/component") == "migrate":
             hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")

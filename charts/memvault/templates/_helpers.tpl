@@ -226,6 +226,13 @@ topologySpreadConstraints:
 {{ include "memvault.env.identity" . }}
 {{- end }}
 
+{{/* Non-empty when a maintenance CronJob runs `retention` (then the vault's in-process loop is off). */}}
+{{- define "memvault.retentionCronJob" -}}
+{{- range $name, $job := .Values.maintenance.cronJobs }}
+{{- if and (eq $job.component "vault") (eq (first $job.args) "retention") (not $job.suspend) }}{{ $name }}{{ end }}
+{{- end }}
+{{- end }}
+
 {{/* Configuration the schema cannot express; fails with the value to set. */}}
 {{- define "memvault.validate" -}}
 {{- if not .Values.gateway.publicUrl }}
@@ -244,7 +251,7 @@ topologySpreadConstraints:
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
 {{- /* Maintenance commands each image has today; extend when source sync and backup land. */}}
-{{- $commands := dict "vault" (list "migrate" "retention") "indexer" (list "reconcile" "reindex") }}
+{{- $commands := dict "vault" (list "migrate" "retention" "backup") "indexer" (list "reconcile" "reindex") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}
 {{- if not (has (first $job.args) $available) }}

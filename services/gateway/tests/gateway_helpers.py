@@ -189,7 +189,7 @@ class Browser:
 
 
 def csrf_of(html: str) -> str:
-    found = re.search(r"name='csrf_token' value='([^']+)'", html)
+    found = re.search(r"""name=["']csrf_token["'] value=["']([^"']+)["']""", html)
     assert found, "no CSRF token in the page"
     return found.group(1)
 

@@ -137,3 +137,24 @@ async def test_settings_guide_and_a_read_only_token(start_gateway: StartGateway)
         assert refused.status_code == 403 and "'write' scope" in refused.json()["detail"]
         audit = await script.get(f"{base}/audit")
         assert audit.status_code == 403
+
+
+async def test_a_vault_shared_a_moment_ago_is_usable_at_once_and_not_after_it_is_taken_away(
+    start_gateway: StartGateway,
+) -> None:
+    """The check of each vault route keeps the caller's vault names for a while (api/access.py); a vault
+    not among them is asked about again, and one taken away is refused by the vault service itself."""
+    gateway = await start_gateway()
+    alice, vault = await owner_with_vault(gateway)
+    bob_name, bob_password = await gateway.create_user()
+    bob = Browser(gateway)
+    assert (await bob.sign_in(bob_name, bob_password)).status_code == 303
+    base = f"/api/v1/vaults/{vault}"
+    assert (await bob.api("GET", f"{base}/memories")).status_code == 404  # not his: Bob's vaults are now kept
+    shared = await alice.api("PUT", f"{base}/members/{bob_name}", json={"role": "viewer"})
+    assert shared.status_code == 200, shared.text
+    await ok(await bob.api("GET", f"{base}/memories"))  # at once, though his earlier list is still kept
+    await ok(await bob.api("GET", f"{base}/memories"))
+    assert (await alice.api("DELETE", f"{base}/members/{bob_name}")).status_code == 200
+    gone = await bob.api("GET", f"{base}/memories")
+    assert gone.status_code == 404 and "no vault named" in gone.text, gone.text

@@ -450,7 +450,7 @@ async def test_account_page_lists_apps_and_revokes_them(start_gateway: StartGate
     page = await browser.http.get("/account")
     assert page.status_code == 200
     assert "Kitchen &lt;tablet&gt;" in page.text and f"{gateway.url}/mcp" in page.text
-    action = re.search(r"action='(/account/grants/[^']+/revoke)'", page.text)
+    action = re.search(r"""action=["'](/account/grants/[^"']+/revoke)["']""", page.text)
     assert action is not None
     forged = await browser.http.post(action.group(1), data={"csrf_token": "forged"})
     assert forged.status_code == 403

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -122,11 +121,7 @@ def test_private_use_schemes_only_when_listed() -> None:
 
 
 def test_every_tool_that_changes_memories_needs_write() -> None:
-    class Unused:
-        def __getattr__(self, name: str) -> Any:
-            raise AssertionError("no vault calls while building tools")
-
-    for tool in build_tools(Unused()):  # type: ignore[arg-type]
+    for tool in build_tools():
         read_only = bool(tool.annotations and tool.annotations.read_only_hint)
         assert (tool.name in scopes.WRITE_TOOLS) == (not read_only), tool.name
 

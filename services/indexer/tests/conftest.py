@@ -1,4 +1,5 @@
-"""Fixtures of the indexer tests: a small real OpenAI-compatible embeddings server.
+"""Fixtures of the indexer tests: the session's Qdrant server, if any, and a small real
+OpenAI-compatible embeddings server.
 
 The server is Starlette under uvicorn on a free loopback port.
 
@@ -23,6 +24,17 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from memvault_devstack import servers
+
+
+@pytest.fixture(scope="session")
+def qdrant_url() -> Iterator[str | None]:
+    """URL of a Qdrant server for this session: `MEMVAULT_TEST_QDRANT_URL`, else a container where a
+    Docker engine answers, else None, and the qdrant-client tests run the same store class in
+    qdrant-client's local mode."""
+    with servers.qdrant_server() as url:
+        yield url
 
 
 def trigram_vector(text: str, dimension: int) -> list[float]:

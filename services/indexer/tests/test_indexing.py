@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -52,3 +53,35 @@ async def test_new_points_are_indexed_after_a_large_burst_or_once_writes_pause(t
     assert store.optimized == 2  # too few to be worth copying the shard
     assert await store.count("v1") == 5000 + 600 + indexing.OPTIMIZE_AFTER_POINTS - 1
     await store.close()
+
+
+class SlowEmbedder:
+    """A deterministic embedder that takes a while and counts the texts it embeds."""
+
+    name = "slow"
+    dimension = 8
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import time
+
+        time.sleep(0.3)
+        self.embedded.extend(texts)
+        rows = [np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(8) for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+
+@pytest.mark.unit
+async def test_a_call_sent_again_after_its_deadline_reuses_the_embedding_under_way() -> None:
+    embedder = SlowEmbedder()
+    indexer = Indexer(embedder, None, None)  # type: ignore[arg-type]  # only the embedder is used here
+    texts = [f"memory {i}" for i in range(5)]
+    first = asyncio.create_task(indexer.embed(texts))
+    await asyncio.sleep(0.05)
+    first.cancel()  # the caller's deadline passed: gRPC cancels the handler
+    again = await indexer.embed([*texts, "one more"])
+    assert embedder.embedded == [*texts, "one more"]  # each text embedded once
+    assert np.array_equal(again[:5], await indexer.embed(texts))  # and kept, though the first call was cancelled
+    assert len(embedder.embedded) == 6

@@ -1,13 +1,14 @@
 """The vector store contract, run against every real backend (never a mock).
 
-Backends: Qdrant Edge in a temporary directory, qdrant-client's local mode in memory and on
-disk, and a real Qdrant server when `MEMVAULT_TEST_QDRANT_URL` names one.
+Backends: Qdrant Edge in a temporary directory, qdrant-client's local mode on disk, and
+`qdrant-client`: the server path (`QdrantServerStore.connect`) on the session's Qdrant server
+(`MEMVAULT_TEST_QDRANT_URL`, else a container where a Docker engine answers; see the `qdrant_url`
+fixture), or where there is none the same store class in qdrant-client's local mode, in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -32,22 +33,26 @@ from memvault_indexer.store import (
 DIM = 8
 MODEL = "test-model"
 
-StoreFactory = Callable[[Path], VectorStore]
+StoreFactory = Callable[[Path, str | None], VectorStore]
+
+
+def qdrant_client_store(tmp: Path, qdrant_url: str | None) -> VectorStore:
+    if qdrant_url is None:
+        return QdrantServerStore.local(":memory:", model=MODEL, dimension=DIM)
+    # A collection of its own on a server other test runs may share.
+    return QdrantServerStore.connect(qdrant_url, model=f"{MODEL}-{uuid.uuid4().hex[:8]}", dimension=DIM)
+
 
 BACKENDS: dict[str, StoreFactory] = {
-    "edge": lambda tmp: EdgeVectorStore(tmp / "edge", model=MODEL, dimension=DIM),
-    "qdrant-local-memory": lambda tmp: QdrantServerStore.local(":memory:", model=MODEL, dimension=DIM),
-    "qdrant-local-path": lambda tmp: QdrantServerStore.local(tmp / "qdrant", model=MODEL, dimension=DIM),
+    "edge": lambda tmp, _: EdgeVectorStore(tmp / "edge", model=MODEL, dimension=DIM),
+    "qdrant-client": qdrant_client_store,
+    "qdrant-local-path": lambda tmp, _: QdrantServerStore.local(tmp / "qdrant", model=MODEL, dimension=DIM),
 }
-if os.environ.get("MEMVAULT_TEST_QDRANT_URL"):
-    BACKENDS["qdrant-server"] = lambda tmp: QdrantServerStore.connect(
-        os.environ["MEMVAULT_TEST_QDRANT_URL"], model=f"{MODEL}-{uuid.uuid4().hex[:8]}", dimension=DIM
-    )
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    backend = BACKENDS[request.param](tmp_path)
+async def store(request: pytest.FixtureRequest, tmp_path: Path, qdrant_url: str | None) -> AsyncIterator[VectorStore]:
+    backend = BACKENDS[request.param](tmp_path, qdrant_url)
     await backend.ensure_collection()
     yield backend
     await backend.drop_collection()
@@ -193,6 +198,21 @@ async def test_scan_lists_every_point_across_pages(store: VectorStore) -> None:
 
 
 @pytest.mark.integration
+async def test_vectors_come_back_as_stored_and_unknown_ids_are_left_out(store: VectorStore) -> None:
+    memories = [memory("v1", unit(1, i / 10), content_hash=f"hash-{i}") for i in range(3)]
+    await store.upsert(memories)
+    missing = uuid.uuid4()
+    points = await store.vectors([m.memory_id for m in memories] + [missing])
+    by_id = {p.memory_id: p for p in points}
+    assert set(by_id) == {str(m.memory_id) for m in memories}
+    for m in memories:
+        point = by_id[str(m.memory_id)]
+        assert (point.vault_id, point.content_hash, point.model) == ("v1", m.content_hash, MODEL)
+        assert np.allclose(point.vector, np.asarray(m.vector), atol=1e-6)
+    assert await store.vectors([]) == []
+
+
+@pytest.mark.integration
 async def test_drop_collection_loses_every_point_and_ensure_recreates_it(store: VectorStore) -> None:
     await store.upsert([memory("v1", unit(1, 0))])
     await store.drop_collection()
@@ -312,6 +332,52 @@ async def test_edge_optimize_keeps_the_event_loop_running(tmp_path: Path) -> Non
     assert await store.count("v1") == 8000
     assert (await store.search(vectors[7], "v1", 1))[0].memory_id == str(memories[7].memory_id)
     await store.close()
+
+
+@pytest.mark.integration
+async def test_edge_writes_during_an_optimize_are_kept(tmp_path: Path) -> None:
+    """Writes go on while a child process builds the index in a copy, and the copy that takes the
+    original's place holds them: nothing written meanwhile is lost or comes back."""
+    store = EdgeVectorStore(tmp_path, model="bench", dimension=384)
+    await store.ensure_collection()
+    rng = np.random.default_rng(2)
+    vectors = rng.standard_normal((9000, 384)).astype(np.float32)
+    memories = [IndexedMemory(uuid.uuid4(), "v1", vectors[i], "h") for i in range(len(vectors))]
+    for start in range(0, 8000, 1000):  # enough for an HNSW index to be built
+        await store.upsert(memories[start : start + 1000])
+    written: list[int] = []
+
+    async def write_meanwhile(done: asyncio.Event) -> None:
+        for start in range(8000, 9000, 100):
+            await store.upsert(memories[start : start + 100])
+            written.append(start)
+            if done.is_set():
+                return
+            await asyncio.sleep(0.01)
+
+    async def optimize(done: asyncio.Event) -> bool:
+        try:
+            return await store.optimize()
+        finally:
+            done.set()
+
+    done = asyncio.Event()
+    gone = [m.memory_id for m in memories[:50]]
+    optimized, _, _ = await asyncio.gather(optimize(done), write_meanwhile(done), store.delete(gone))
+    assert optimized is True
+    assert len(written) > 1  # the writes did not wait for the build
+    expected = 8000 + 100 * len(written) - len(gone)
+    assert await store.count("v1") == expected
+    last = memories[written[-1]]
+    assert (await store.search(vectors[written[-1]], "v1", 1))[0].memory_id == str(last.memory_id)
+    assert (await store.search(vectors[0], "v1", 1))[0].memory_id != str(memories[0].memory_id)
+    assert sorted(p.name for p in os.scandir(tmp_path)) == [store.path.name]  # no copy left behind
+    await store.close()
+
+    reopened = EdgeVectorStore(tmp_path, model="bench", dimension=384)
+    await reopened.ensure_collection()
+    assert await reopened.count("v1") == expected
+    await reopened.close()
 
 
 @pytest.mark.integration

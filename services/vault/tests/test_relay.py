@@ -123,7 +123,6 @@ async def test_nats_refusing_connections_is_logged_in_one_line_without_credentia
     task = asyncio.create_task(relay.run())
     try:
         await until(lambda: _logged(caplog, "cannot reach NATS"))
-        await asyncio.sleep(4.5)  # two more connection attempts (every 2 s), to see they are not logged again
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -62,38 +62,83 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_stream is not None:  # a streamed answer (a backup): errors map the same way
+            streaming = handler.unary_stream
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                try:
+                    self._refuse_nul(request)
+                    async for response in streaming(request, context):
+                        yield response
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    await self._abort(error, context, method)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary is not None:  # a streamed request (a restore)
+            receiving = handler.stream_unary
+
+            async def stream_unary(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    return await receiving(requests, context)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    await self._abort(error, context, method)
+
+            return grpc.stream_unary_rpc_method_handler(
+                stream_unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_unary is None:
             return handler
         inner: Handler = handler.unary_unary
-        method = handler_call_details.method
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
-                if (field := nul_field(request)) is not None:
-                    raise InvalidArgument(
-                        f"{field} contains a NUL character (\\x00), which memvault cannot store; remove it",
-                        field=field,
-                    )
+                self._refuse_nul(request)
                 return await inner(request, context)
-            except MemvaultError as error:
-                status, message, trailers = _status_of(error)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                translated = self._translate(error) if self._translate else None
-                if translated is not None:
-                    status, message, trailers = _status_of(translated)
-                else:
-                    log.exception("unhandled error in %s", method)
-                    status, message, trailers = grpc.StatusCode.INTERNAL, "internal error; see the vault log", ()
-            context.set_trailing_metadata(trailers)
-            await context.abort(status, message)
+                await self._abort(error, context, method)
 
         return grpc.unary_unary_rpc_method_handler(
             unary,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+
+    @staticmethod
+    def _refuse_nul(request: Any) -> None:
+        if isinstance(request, Message) and (field := nul_field(request)) is not None:
+            raise InvalidArgument(
+                f"{field} contains a NUL character (\\x00), which memvault cannot store; remove it",
+                field=field,
+            )
+
+    async def _abort(self, error: Exception, context: grpc.aio.ServicerContext, method: str) -> None:
+        if isinstance(error, MemvaultError):
+            status, message, trailers = _status_of(error)
+        else:
+            translated = self._translate(error) if self._translate else None
+            if translated is not None:
+                status, message, trailers = _status_of(translated)
+            else:
+                log.exception("unhandled error in %s", method)
+                status, message, trailers = grpc.StatusCode.INTERNAL, "internal error; see the vault log", ()
+        context.set_trailing_metadata(trailers)
+        await context.abort(status, message)
 
 
 def nul_field(message: Message, prefix: str = "") -> str | None:

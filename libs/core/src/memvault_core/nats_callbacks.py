@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,19 +20,25 @@ def server_of(url: str) -> str:
 
 class NatsCallbacks:
     """Logs each distinct connection problem at most once per `every` seconds, naming the server and
-    what waits meanwhile (`consequence`). Pass as `nats.connect(..., **callbacks.options())`."""
+    what waits meanwhile (`consequence`). Pass as `nats.connect(..., **callbacks.options())`.
 
-    def __init__(self, url: str, consequence: str, every: float = 60.0) -> None:
+    `clock` (seconds, monotonic) is what `every` is measured on; a test passes one it can advance.
+    """
+
+    def __init__(
+        self, url: str, consequence: str, every: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.server = server_of(url)
         self._consequence = consequence
         self._every = every
+        self._clock = clock
         self._logged_at: dict[str, float] = {}
 
     def options(self) -> dict[str, Any]:
         return {"error_cb": self.error, "disconnected_cb": self.disconnected, "reconnected_cb": self.reconnected}
 
     def _once(self, problem: str) -> bool:
-        now = time.monotonic()
+        now = self._clock()
         if now - self._logged_at.get(problem, -self._every) < self._every:
             return False
         self._logged_at[problem] = now

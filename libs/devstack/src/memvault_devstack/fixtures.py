@@ -2,9 +2,10 @@
 
 - `postgres_dsn` (session): a database of its own for this test session. On the server named by
   `MEMVAULT_TEST_POSTGRES_DSN` when set (a fresh `memvault_test_<random>` database, dropped at
-  the end), else on an embedded Postgres in a temporary directory.
-- `nats_url` (session): `MEMVAULT_TEST_NATS_URL` when set, else an embedded nats-server with
-  JetStream in a temporary directory.
+  the end), else in a Postgres container where a Docker engine answers, else on an embedded
+  Postgres in a temporary directory (the choice: `memvault_devstack.servers`).
+- `nats_url` (session): `MEMVAULT_TEST_NATS_URL` when set, else a NATS container where a Docker
+  engine answers, else an embedded nats-server with JetStream in a temporary directory.
 - `start_stack` (per test): starts a `Stack` on those servers in a fresh data dir; every stack
   it started is stopped when the test ends.
 - `fresh_stack` (per test): like `start_stack`, but each stack gets a database of its own on the
@@ -13,70 +14,30 @@
 
 from __future__ import annotations
 
-import os
 import secrets
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import pytest
 
-from memvault_devstack.nats import EmbeddedNats
-from memvault_devstack.ports import port_accepts
-from memvault_devstack.postgres import EmbeddedPostgres, create_database, drop_database
+from memvault_devstack import servers
+from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import Stack
-
-POSTGRES_ENV = "MEMVAULT_TEST_POSTGRES_DSN"
-NATS_ENV = "MEMVAULT_TEST_NATS_URL"
-
-# A test database is thrown away afterwards: durability only costs time.
-FAST_POSTGRES_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
 @pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """DSN of an empty database that lives for the whole test session."""
-    server = os.environ.get(POSTGRES_ENV)
-    if server:
-        name = f"memvault_test_{secrets.token_hex(4)}"
-        dsn = create_database(server, name, exist_ok=False)
-        try:
-            yield dsn
-        finally:
-            drop_database(server, name)
-        return
-    # Not pytest's tmp_path: its 0700 parent would have to be opened up for the Postgres OS user.
-    directory = Path(tempfile.mkdtemp(prefix="memvault-test-postgres-"))
-    server_process = EmbeddedPostgres(
-        directory / "data", settings=FAST_POSTGRES_SETTINGS, log_path=directory / "postgres.log"
-    )
-    try:
-        yield server_process.start()
-    finally:
-        server_process.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+    with servers.postgres_database() as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="session")
 def nats_url() -> Iterator[str]:
     """URL of a NATS server with JetStream for the whole test session."""
-    url = os.environ.get(NATS_ENV)
-    if url:
-        parts = urlsplit(url)
-        if not port_accepts(parts.port or 4222, parts.hostname or "127.0.0.1", timeout=2.0):
-            pytest.fail(f"{NATS_ENV}={url} does not accept connections; start NATS or unset the variable")
+    with servers.nats_server() as url:
         yield url
-        return
-    directory = Path(tempfile.mkdtemp(prefix="memvault-test-nats-"))
-    server = EmbeddedNats(directory / "store", log_path=directory / "nats.log")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 class StackStarter(Protocol):

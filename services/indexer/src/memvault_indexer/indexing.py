@@ -52,6 +52,8 @@ class Indexer:
         self.feed = feed
         self._since_optimize = 0
         self._recent: dict[str, np.ndarray] = {}
+        self._running: dict[str, asyncio.Future[np.ndarray]] = {}
+        """Texts being embedded now, by the embedding that computes them."""
 
     @property
     def model(self) -> str:
@@ -61,19 +63,40 @@ class Indexer:
         """Embeddings of texts, computed off the event loop; recently embedded texts come from a cache.
 
         The same text is often embedded twice in a row: a write's duplicate check embeds it, then
-        indexing does; recall embeds a query, then scores keyword hits against it.
+        indexing does; recall embeds a query, then scores keyword hits against it. And a call whose
+        caller gave up (a deadline on a busy machine) is often sent again at once: the texts still
+        being embedded for the first are awaited, not embedded a second time, and an embedding
+        finishes and is kept even when the call that started it is cancelled.
         """
         found = {t: self._recent[t] for t in texts if t in self._recent}
-        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        running = {t: self._running[t] for t in texts if t not in found and t in self._running}
+        missing = list(dict.fromkeys(t for t in texts if t not in found and t not in running))
         if missing:
-            vectors = await asyncio.to_thread(self.embedder.embed, missing)
-            for text, vector in zip(missing, vectors, strict=True):
-                found[text] = self._recent[text] = vector
-            while len(self._recent) > EMBEDDING_CACHE_SIZE:
-                self._recent.pop(next(iter(self._recent)))
+            work = asyncio.ensure_future(asyncio.to_thread(self.embedder.embed, missing))
+            for text in missing:
+                self._running[text] = work
+            work.add_done_callback(lambda done, batch=missing: self._keep(batch, done))  # type: ignore[misc]
+            running.update(dict.fromkeys(missing, work))
+        for embedding in dict.fromkeys(running.values()):
+            await asyncio.shield(embedding)
+        for text in running:
+            # Kept by `_keep`, unless so many texts came since that it was dropped again: then once more.
+            found[text] = self._recent[text] if text in self._recent else (await self.embed([text]))[0]
         if not texts:
             return np.zeros((0, self.embedder.dimension), dtype=np.float32)
         return np.stack([found[t] for t in texts])
+
+    def _keep(self, texts: list[str], work: asyncio.Future[np.ndarray]) -> None:
+        for text in texts:
+            if self._running.get(text) is work:
+                del self._running[text]
+        if work.cancelled() or work.exception() is not None:
+            return  # whoever awaits it gets the error
+        for text, vector in zip(texts, work.result(), strict=True):
+            self._recent.pop(text, None)
+            self._recent[text] = vector
+        while len(self._recent) > EMBEDDING_CACHE_SIZE:
+            self._recent.pop(next(iter(self._recent)))
 
     async def embed_query(self, query: str) -> np.ndarray:
         vectors = await self.embed([query])

@@ -15,7 +15,10 @@ from memvault_core.errors import InvalidArgument
 from memvault_core.grpc import identity_token
 from memvault_core.identity import IdentitySigner
 from memvault_indexer.indexing import Indexer
+from memvault_indexer.store import IndexedMemory
 
+MAX_VECTORS = 1000
+"""Memories per GetVectors or PutVectors call."""
 MAX_SCORE_IDS = 500
 MAX_PENDING = 600
 """Texts of memories not yet indexed that one call may carry (the vault's duplicate check sends up to 600)."""
@@ -96,3 +99,43 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         return pb.ReconcileResponse(
             missing=len(report.missing), stale=len(report.stale), orphans=len(report.orphans), repaired=report.repaired
         )
+
+    async def GetVectors(
+        self, request: pb.GetVectorsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetVectorsResponse:
+        self._check(context, "vault")
+        if not request.vault_id:
+            raise InvalidArgument("vault_id is required", field="vault_id")
+        if len(request.memory_ids) > MAX_VECTORS:
+            raise InvalidArgument(f"at most {MAX_VECTORS} memory_ids per call", field="memory_ids")
+        points = await self._indexer.store.vectors(list(request.memory_ids))
+        return pb.GetVectorsResponse(
+            model=self._indexer.model,
+            dimension=self._indexer.embedder.dimension,
+            vectors=[
+                pb.StoredVector(memory_id=p.memory_id, content_hash=p.content_hash, vector=p.vector)
+                for p in points
+                # another vault's point (a wrong id) or one left from another model is not this vault's vector
+                if p.vault_id == request.vault_id and p.model == self._indexer.model
+            ],
+        )
+
+    async def PutVectors(
+        self, request: pb.PutVectorsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PutVectorsResponse:
+        self._check(context, "vault")
+        if not request.vault_id:
+            raise InvalidArgument("vault_id is required", field="vault_id")
+        if len(request.vectors) > MAX_VECTORS:
+            raise InvalidArgument(f"at most {MAX_VECTORS} vectors per call", field="vectors")
+        if request.model != self._indexer.model:
+            raise InvalidArgument(
+                f"vectors made by {request.model!r}; this indexer embeds with {self._indexer.model!r}", field="model"
+            )
+        dimension = self._indexer.embedder.dimension
+        if any(len(v.vector) != dimension for v in request.vectors):
+            raise InvalidArgument(f"every vector must have {dimension} dimensions", field="vectors")
+        await self._indexer.store.upsert(
+            [IndexedMemory(v.memory_id, request.vault_id, list(v.vector), v.content_hash) for v in request.vectors]
+        )
+        return pb.PutVectorsResponse(stored=len(request.vectors))

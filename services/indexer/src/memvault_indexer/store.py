@@ -108,6 +108,35 @@ class StoredPoint:
     model: str
 
 
+@dataclass(frozen=True, slots=True)
+class PointVector:
+    """A point's vector with what identifies the text it was made from (a backup carries these)."""
+
+    memory_id: str
+    vault_id: str
+    content_hash: str
+    model: str
+    vector: list[float]
+
+
+def _named_vector(vector: Any) -> list[float]:
+    """A point's vector as a plain list, whether the backend returns it named or not."""
+    if isinstance(vector, dict):
+        vector = vector.get(VECTOR_NAME, [])
+    return [float(x) for x in (vector or [])]
+
+
+def _point_vector(record: Any) -> PointVector:
+    payload = record.payload or {}
+    return PointVector(
+        memory_id=str(record.id),
+        vault_id=str(payload.get("vault_id", "")),
+        content_hash=str(payload.get("content_hash", "")),
+        model=str(payload.get("model", "")),
+        vector=_named_vector(record.vector),
+    )
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """A Qdrant collection of memory vectors, one per embedding model."""
@@ -155,6 +184,10 @@ class VectorStore(Protocol):
         """Every point's id, vault, content hash and model (for reconcile), page by page."""
         ...
 
+    async def vectors(self, memory_ids: Sequence[str | uuid.UUID]) -> list[PointVector]:
+        """The stored points of these memories with their vectors; ids without a point are left out."""
+        ...
+
     async def drop_collection(self) -> None:
         """Delete the whole collection (Postgres stays the truth; `reindex` rebuilds it)."""
         ...
@@ -183,7 +216,8 @@ def _check_dimension(vector: list[float], dimension: int) -> None:
 # --------------------------------------------------------------------------- Qdrant Edge
 
 _OPTIMIZE_IN_CHILD = (
-    "import sys\n"
+    "import os, sys\n"
+    "os.nice(10)\n"  # the build yields the CPU to the services' own work (imports, recall)
     "from qdrant_edge import EdgeShard\n"
     "shard = EdgeShard.load(sys.argv[1])\n"
     "changed = shard.optimize()\n"
@@ -218,6 +252,12 @@ class EdgeVectorStore:
         self._reopened: asyncio.Event | None = None
         # Writes are serialised so a drop or close never races an update; reads run freely.
         self._write_lock = asyncio.Lock()
+        self._optimize_lock = asyncio.Lock()
+        # While a child process builds the index in a copy, every write is applied to the open shard and
+        # remembered here, to be applied to the copy before it takes the shard's place.
+        self._journal: list[Callable[[], Any]] | None = None
+        self._generation = 0
+        """Counts drops: a copy taken before a drop is thrown away instead of swapped in."""
 
     @property
     def collection(self) -> str:
@@ -297,9 +337,7 @@ class EdgeVectorStore:
             points.append(
                 Point(id=_point_id(memory.memory_id), vector={VECTOR_NAME: vector}, payload=memory.payload(self._model))
             )
-        async with self._write_lock:
-            shard = self._require()
-            await asyncio.to_thread(shard.update, UpdateOperation.upsert_points(points))
+        await self._update(lambda: UpdateOperation.upsert_points(points))
 
     async def delete(self, memory_ids: Sequence[str | uuid.UUID]) -> None:
         from qdrant_edge import UpdateOperation
@@ -307,16 +345,23 @@ class EdgeVectorStore:
         if not memory_ids:
             return
         ids: list[Any] = [_point_id(i) for i in memory_ids]
-        async with self._write_lock:
-            shard = self._require()
-            await asyncio.to_thread(shard.update, UpdateOperation.delete_points(ids))
+        await self._update(lambda: UpdateOperation.delete_points(ids))
 
     async def delete_vault(self, vault_id: str) -> None:
         from qdrant_edge import UpdateOperation
 
+        await self._update(lambda: UpdateOperation.delete_points_by_filter(self._filter(vault_id)))
+
+    async def _update(self, operation: Callable[[], Any]) -> None:
+        """Apply one update to the shard (and remember it while a copy is being optimized).
+
+        `operation` builds the engine's update each time it is called: once now, and once more
+        for the copy if one is being built."""
         async with self._write_lock:
             shard = self._require()
-            await asyncio.to_thread(shard.update, UpdateOperation.delete_points_by_filter(self._filter(vault_id)))
+            await asyncio.to_thread(shard.update, operation())
+            if self._journal is not None:
+                self._journal.append(operation)
 
     @staticmethod
     def _filter(vault_id: str | None, filters: SearchFilters | None = None) -> Any:
@@ -410,40 +455,68 @@ class EdgeVectorStore:
             if offset is None:
                 return
 
+    async def vectors(self, memory_ids: Sequence[str | uuid.UUID]) -> list[PointVector]:
+        if not memory_ids:
+            return []
+        shard = self._require()
+        records = await asyncio.to_thread(
+            shard.retrieve, [_point_id(i) for i in memory_ids], with_payload=True, with_vector=True
+        )
+        return [_point_vector(record) for record in records]
+
     async def optimize(self) -> bool:
         """Build HNSW indexes and merge segments (Qdrant Edge runs no background optimizer).
 
         `EdgeShard.optimize()` holds the GIL for its whole run (8 s at 20,000 points, ~3 min at
         100,000 on 2 cores), which would freeze this process. So a copy of the shard is optimized
-        by a child process while this one keeps answering searches from the original; then the
-        copy takes its place. Writes wait meanwhile (the event stream holds them); reads fail
-        only for the moments the shard is closed to be copied and swapped. Returns whether
-        anything was optimized.
+        by a child process (at a lower CPU priority) while this one keeps answering searches and
+        taking writes on the original; then the writes made meanwhile are applied to the copy, and
+        the copy takes the original's place. Reads and writes wait only for the moments the shard is
+        closed to be copied and swapped. Returns whether anything was optimized.
         """
-        async with self._write_lock:
+        async with self._optimize_lock:
             staging = self._path.with_name(self._path.name + OPTIMIZING_SUFFIX)
             retired = self._path.with_name(self._path.name + ".retired")
-            for leftover in (staging, retired):
-                await asyncio.to_thread(shutil.rmtree, leftover, True)
-            await self._reopen_after(lambda: shutil.copytree(self._path, staging))
-            child = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                _OPTIMIZE_IN_CHILD,
-                str(staging),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            out, err = await child.communicate()
-            if child.returncode != 0:
-                await asyncio.to_thread(shutil.rmtree, staging, True)
-                raise Unavailable(f"optimizing {self._path} failed: {err.decode(errors='replace')[-500:]}")
+            async with self._write_lock:
+                generation = self._generation
+                for leftover in (staging, retired):
+                    await asyncio.to_thread(shutil.rmtree, leftover, True)
+                await self._reopen_after(lambda: shutil.copytree(self._path, staging))
+                self._journal = []
+            try:
+                child = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-c",
+                    _OPTIMIZE_IN_CHILD,
+                    str(staging),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                out, err = await child.communicate()
+                async with self._write_lock:
+                    journal, self._journal = self._journal or [], None
+                    if child.returncode != 0 or generation != self._generation or self._shard is None:
+                        await asyncio.to_thread(shutil.rmtree, staging, True)
+                        if child.returncode != 0:
+                            raise Unavailable(f"optimizing {self._path} failed: {err.decode(errors='replace')[-500:]}")
+                        return False
 
-            def swap() -> None:
-                self._path.rename(retired)
-                staging.rename(self._path)
+                    def swap() -> None:
+                        if journal:
+                            from qdrant_edge import EdgeShard
 
-            await self._reopen_after(swap)
+                            copy = EdgeShard.load(str(staging))
+                            try:
+                                for operation in journal:
+                                    copy.update(operation())
+                            finally:
+                                copy.close()
+                        self._path.rename(retired)
+                        staging.rename(self._path)
+
+                    await self._reopen_after(swap)
+            finally:
+                self._journal = None
             await asyncio.to_thread(shutil.rmtree, retired, True)
             return out.strip() == b"True"
 
@@ -461,6 +534,7 @@ class EdgeVectorStore:
 
     async def drop_collection(self) -> None:
         async with self._write_lock:
+            self._generation += 1
             if self._shard is not None:
                 await asyncio.to_thread(self._shard.close)
                 self._shard = None
@@ -668,6 +742,14 @@ class QdrantServerStore:
             if offset is None:
                 return
 
+    async def vectors(self, memory_ids: Sequence[str | uuid.UUID]) -> list[PointVector]:
+        if not memory_ids:
+            return []
+        records = await self._client.retrieve(
+            self._collection, ids=[_point_id(i) for i in memory_ids], with_payload=True, with_vectors=True
+        )
+        return [_point_vector(record) for record in records]
+
     async def drop_collection(self) -> None:
         if await self._client.collection_exists(self._collection):
             await self._client.delete_collection(self._collection)
@@ -717,6 +799,7 @@ __all__ = [
     "EdgeVectorStore",
     "Hit",
     "IndexedMemory",
+    "PointVector",
     "QdrantServerStore",
     "SearchFilters",
     "StoredPoint",

@@ -18,9 +18,9 @@ from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
+from memvault_core.vault_client import VaultClient
 from memvault_mcp.app import build_app
 from memvault_mcp.settings import Settings
-from memvault_mcp.vault_client import VaultClient
 
 log = logging.getLogger("memvault_mcp")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.metadata import version
 
 from mcp.server.mcpserver import MCPServer
@@ -12,9 +14,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from memvault_core.identity import IdentitySigner
+from memvault_core.vault_client import VaultClient
 from memvault_mcp.middleware import ArgumentsMiddleware, IdentityMiddleware, ScopeMiddleware
 from memvault_mcp.tools import build_tools
-from memvault_mcp.vault_client import VaultClient
+from memvault_mcp.tools.registry import ToolContext
 
 INSTRUCTIONS = (
     "memvault is the owner's long-term memory, shared by all of their AI agents. Call get_operating_guide "
@@ -24,9 +27,16 @@ INSTRUCTIONS = (
 
 
 def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
-    tools = build_tools(client)
-    server: MCPServer[object] = MCPServer(
+    """The MCP app over one vault client (the caller closes it)."""
+    tools = build_tools()
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer[ToolContext]) -> AsyncIterator[ToolContext]:
+        yield ToolContext(vault=client)  # what every tool call reaches the vault through
+
+    server: MCPServer[ToolContext] = MCPServer(
         name="memvault",
+        lifespan=lifespan,
         title="memvault",
         instructions=INSTRUCTIONS,
         version=version("memvault-mcp"),

@@ -12,6 +12,8 @@ from memvault.vault.v1 import (
     accounts_pb2_grpc,
     archive_pb2,
     archive_pb2_grpc,
+    backup_pb2,
+    backup_pb2_grpc,
     index_feed_pb2,
     index_feed_pb2_grpc,
     vault_pb2,
@@ -24,6 +26,7 @@ from memvault_core.postgres import address, database_error, is_connection_failur
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
 from memvault_vault.outbox.relay import OutboxRelay
@@ -31,6 +34,7 @@ from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.archive import ArchiveServicer
+from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.schema import (
@@ -86,6 +90,7 @@ async def serve(settings: Settings) -> None:
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(
             AccountServicer(services.accounts, services.audit, signer), server
         )
+        backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
         archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, signer), server)
         background = [asyncio.create_task(services.archive.run_imports())]
         if settings.vault.relay:
@@ -109,6 +114,7 @@ async def serve(settings: Settings) -> None:
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
             archive_pb2.DESCRIPTOR.services_by_name["ArchiveService"].full_name,
+            backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
@@ -172,7 +178,10 @@ def main(argv: list[str] | None = None) -> None:
         "period (the vault service also does this every MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS)",
     )
     purge_parser.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
+    backup_commands.add_parsers(commands)
     args = parser.parse_args(argv)
+    if args.command in backup_commands.COMMANDS:
+        raise SystemExit(backup_commands.run(args))
 
     if args.command in ("migrate", "rollback", "create-owner", "retention"):
         migrate_settings = load_settings(MigrateSettings)

@@ -87,3 +87,37 @@ class IndexClient:
             ({m.memory_id: m.cosine for m in result.memories}, {e.index: e.cosine for e in result.earlier})
             for result in response.results
         ]
+
+    # --- backup and restore (memvault_vault.backup) ---------------------------------------------------
+    # Longer deadlines than recall's: these move vectors in bulk, and nobody waits on them for an answer.
+
+    async def model(self) -> tuple[str, int]:
+        """The indexer's embedding model and its dimension."""
+        try:
+            info = await self._stub.GetIndexInfo(
+                index_pb2.GetIndexInfoRequest(), timeout=self._timeout * 10, metadata=self._metadata()
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+        return info.model, info.dimension
+
+    async def vectors(self, vault_id: str, memory_ids: Sequence[str]) -> tuple[str, int, list[index_pb2.StoredVector]]:
+        """(model, dimension, the stored vectors of those of these memories the index holds)."""
+        request = index_pb2.GetVectorsRequest(vault_id=vault_id, memory_ids=list(memory_ids))
+        try:
+            response = await self._stub.GetVectors(request, timeout=self._timeout * 20, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+        return response.model, response.dimension, list(response.vectors)
+
+    async def put_vectors(self, vault_id: str, model: str, vectors: Sequence[tuple[str, str, Sequence[float]]]) -> None:
+        """Store (memory id, hash of the indexed text, vector) made by `model` as the index's points."""
+        request = index_pb2.PutVectorsRequest(
+            vault_id=vault_id,
+            model=model,
+            vectors=[index_pb2.StoredVector(memory_id=i, content_hash=h, vector=v) for i, h, v in vectors],
+        )
+        try:
+            await self._stub.PutVectors(request, timeout=self._timeout * 20, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None

@@ -10,6 +10,8 @@ from memvault_vault.archive.service import ArchiveService
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.audit.service import AuditService
 from memvault_vault.audit.store import AuditStore
+from memvault_vault.backup.service import BackupService
+from memvault_vault.backup.store import BackupStore
 from memvault_vault.database import Database
 from memvault_vault.domain import duplicates
 from memvault_vault.guide.service import GuideService
@@ -17,6 +19,7 @@ from memvault_vault.guide.store import GuideStore
 from memvault_vault.imports.service import ImportService
 from memvault_vault.imports.store import ImportStore
 from memvault_vault.index_client import IndexClient
+from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.service import IndexFeedService
 from memvault_vault.index_feed.store import IndexFeedStore
 from memvault_vault.memories.service import MemoryService
@@ -41,6 +44,7 @@ class VaultServices:
     audit: AuditService
     index_feed: IndexFeedService
     archive: ArchiveService
+    backup: BackupService
 
     @classmethod
     def build(
@@ -55,7 +59,10 @@ class VaultServices:
         memories = MemoryStore(database)
         feed = IndexFeedStore(database)
         audit = AuditStore(database)
-        writer = Writer(memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds)
+        progress = IndexProgress()
+        writer = Writer(
+            memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds, index_progress=progress
+        )
         return cls(
             accounts=accounts,
             memories=MemoryService(memories, writer, accounts),
@@ -64,6 +71,7 @@ class VaultServices:
             review=ReviewService(ReviewStore(database), memories, accounts),
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
-            index_feed=IndexFeedService(feed),
             archive=ArchiveService(ArchiveStore(database), accounts),
+            index_feed=IndexFeedService(feed, progress),
+            backup=BackupService(BackupStore(database.pool), accounts, index),
         )

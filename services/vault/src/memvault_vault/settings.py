@@ -40,3 +40,12 @@ class MigrateSettings(ServiceSettings):
 
     postgres: PostgresSettings = PostgresSettings()
     log: LogSettings = LogSettings()
+
+
+class BackupSettings(ServiceSettings):
+    """`backup` and `restore` need the database, and the indexer (with the identity key) for embeddings."""
+
+    postgres: PostgresSettings = PostgresSettings()
+    vault: VaultGroup = VaultGroup()
+    identity: IdentitySettings | None = None
+    log: LogSettings = LogSettings()

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_core import limits
+from memvault_core import limits, wire
+from memvault_core import vault_client as rpc
 from memvault_core.errors import InvalidArgument
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
-from memvault_gateway.api.shapes import CHECKS, TYPES, BulkIn, ListLimit, batch_json, result_json, vault_call
+from memvault_gateway.api.shapes import BulkIn, ListLimit, batch_json, vault_call
 
 router = APIRouter(prefix="/api/v1")
 
@@ -27,11 +28,11 @@ async def bulk(body: BulkIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
         vault=body.vault,
         items=[item.draft() for item in body.items],
         text=body.text,
-        text_type=TYPES[body.type],
+        text_type=wire.MEMORY_TYPES.value(body.type),
         source=body.source,
     )
-    response = await vault_call(gw, "BulkRemember", request, caller, slow=True)
-    results = [result_json(r) for r in response.results]
+    response = await vault_call(gw, rpc.VaultClient.bulk_remember, request, caller)
+    results = [wire.write_result_for_api(r) for r in response.results]
     summary: dict[str, int] = {}
     for result in results:
         summary[result["outcome"]] = summary.get(result["outcome"], 0) + 1
@@ -39,7 +40,7 @@ async def bulk(body: BulkIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
         "vault": response.vault,
         "batch_id": response.batch_id,
         "summary": summary,
-        "duplicate_check": CHECKS.get(response.duplicate_check, "semantic"),
+        "duplicate_check": wire.DUPLICATE_CHECKS.name_or(response.duplicate_check, "semantic"),
         "notices": list(response.notices),
         "items": results,
     }
@@ -54,7 +55,7 @@ async def batches(
     cursor: Annotated[str, Query(max_length=2000)] = "",
 ) -> dict[str, Any]:
     request = vpb.ListImportBatchesRequest(vault=vault, limit=limit, cursor=cursor)
-    response = await vault_call(gw, "ListImportBatches", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.list_import_batches, request, caller)
     return {
         "vault": response.vault,
         "batches": [batch_json(b) for b in response.batches],
@@ -66,7 +67,7 @@ async def batches(
 async def undo(vault: Vault, batch_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Remove an import's memories and put back every memory it changed."""
     request = vpb.UndoImportBatchRequest(vault=vault, batch_id=batch_id)
-    response = await vault_call(gw, "UndoImportBatch", request, caller, slow=True)
+    response = await vault_call(gw, rpc.VaultClient.undo_import_batch, request, caller)
     return {
         "vault": response.vault,
         "batch": batch_json(response.batch),

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StrictInt
 
-from memvault_core import limits
+from memvault_core import limits, wire
 from memvault_core.errors import InvalidArgument, MemvaultError, NotFound, PermissionDenied
 from memvault_core.identity import SCOPES
 from memvault_core.validation import Between
@@ -25,7 +25,6 @@ from memvault_gateway.auth import credentials, people
 from memvault_gateway.auth.bearer import Principal
 from memvault_gateway.context import Gateway
 from memvault_gateway.store import Grant, Session
-from memvault_gateway.vault_client import ROLE_NAMES
 
 log = logging.getLogger("memvault_gateway")
 
@@ -169,7 +168,8 @@ async def list_members(vault: str, session: SessionDep, gw: GatewayDep) -> dict[
     return {
         "vault": vault,
         "members": [
-            {"subject": m.subject, "display_name": m.display_name, "role": ROLE_NAMES.get(m.role, "")} for m in members
+            {"subject": m.subject, "display_name": m.display_name, "role": wire.ROLES.name_or(m.role, "")}
+            for m in members
         ],
     }
 
@@ -186,7 +186,7 @@ async def set_member(
     if await gw.store.user_by_subject(subject) is None:
         raise NotFound(f"no account {subject[:64]!r}; an administrator creates accounts with POST /api/v1/accounts")
     member = await gw.vault.set_membership(session.user.subject, vault, subject, body.role)
-    return {"vault": vault, "subject": member.subject, "role": ROLE_NAMES.get(member.role, "")}
+    return {"vault": vault, "subject": member.subject, "role": wire.ROLES.name_or(member.role, "")}
 
 
 @router.delete("/vaults/{vault}/members/{subject}")

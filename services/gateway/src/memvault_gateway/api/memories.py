@@ -14,14 +14,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_core import limits
+from memvault_core import limits, wire
+from memvault_core import vault_client as rpc
 from memvault_core.validation import Between
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
 from memvault_gateway.api.shapes import (
-    CHECKS,
-    STATUS_NAMES,
-    STATUSES,
-    TYPES,
     ApproveIn,
     AuditKind,
     AuditLimit,
@@ -33,11 +30,7 @@ from memvault_gateway.api.shapes import (
     SupersedeIn,
     Time,
     VersionIn,
-    memory_json,
     related_json,
-    result_json,
-    time_of,
-    timestamp_of,
     vault_call,
 )
 
@@ -58,16 +51,16 @@ async def list_memories(
     """Memories newest first, by status, type and tag; follow next_cursor."""
     request = vpb.ListMemoriesRequest(
         vault=vault,
-        statuses=[STATUSES[s] for s in status],
-        types=[TYPES[t] for t in type],
+        statuses=[wire.MEMORY_STATUSES.value(s) for s in status],
+        types=[wire.MEMORY_TYPES.value(t) for t in type],
         tags=tag,
         limit=limit,
         cursor=cursor,
     )
-    response = await vault_call(gw, "ListMemories", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.list_memories, request, caller)
     return {
         "vault": response.vault,
-        "memories": [memory_json(m) for m in response.memories],
+        "memories": [wire.memory_for_api(m) for m in response.memories],
         "next_cursor": response.next_cursor or None,
     }
 
@@ -76,11 +69,11 @@ async def list_memories(
 async def remember(vault: Vault, body: RememberIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Store one memory (proposed or active by the vault's approval mode; `propose` always queues)."""
     request = vpb.RememberRequest(vault=vault, memory=body.draft(), propose=body.propose)
-    response = await vault_call(gw, "Remember", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.remember, request, caller)
     return {
         "vault": response.vault,
-        **result_json(response.result),
-        "duplicate_check": CHECKS.get(response.duplicate_check, "semantic"),
+        **wire.write_result_for_api(response.result),
+        "duplicate_check": wire.DUPLICATE_CHECKS.name_or(response.duplicate_check, "semantic"),
         "notices": list(response.notices),
     }
 
@@ -88,18 +81,20 @@ async def remember(vault: Vault, body: RememberIn, caller: Caller, gw: GatewayDe
 @router.get("/vaults/{vault}/memories/{memory_id}")
 async def explain(vault: Vault, memory_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """One memory with its state, full history, dependencies, dependents and similar memories."""
-    response = await vault_call(gw, "ExplainMemory", vpb.ExplainMemoryRequest(vault=vault, memory_id=memory_id), caller)
+    response = await vault_call(
+        gw, rpc.VaultClient.explain_memory, vpb.ExplainMemoryRequest(vault=vault, memory_id=memory_id), caller
+    )
     return {
         "vault": response.vault,
-        "memory": memory_json(response.memory),
+        "memory": wire.memory_for_api(response.memory),
         "state": list(response.notes),
         "history": [
             {
                 "version": h.version,
                 "change": h.change,
                 "actor": h.actor,
-                "at": time_of(h, "at"),
-                "status": STATUS_NAMES.get(h.status),
+                "at": wire.iso_for_api(h, "at"),
+                "status": wire.MEMORY_STATUSES.name(h.status),
                 "changed_fields": list(h.changed_fields),
                 "cause": h.cause or None,
                 "content": h.content or None,
@@ -114,7 +109,7 @@ async def explain(vault: Vault, memory_id: str, caller: Caller, gw: GatewayDep) 
 @router.delete("/vaults/{vault}/memories/{memory_id}")
 async def forget(vault: Vault, memory_id: str, caller: Caller, gw: GatewayDep) -> dict[str, str]:
     """Delete a memory and its history; its text is excluded from being stored again."""
-    response = await vault_call(gw, "Forget", vpb.ForgetRequest(vault=vault, memory_id=memory_id), caller)
+    response = await vault_call(gw, rpc.VaultClient.forget, vpb.ForgetRequest(vault=vault, memory_id=memory_id), caller)
     return {"vault": response.vault, "forgotten": response.memory_id}
 
 
@@ -128,10 +123,10 @@ async def approve(vault: Vault, memory_id: str, body: ApproveIn, caller: Caller,
         replace_ids=body.replace_ids,
         expected_version=body.expected_version,
     )
-    response = await vault_call(gw, "ApproveMemory", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.approve_memory, request, caller)
     return {
         "vault": response.vault,
-        "memory": memory_json(response.memory),
+        "memory": wire.memory_for_api(response.memory),
         "superseded": list(response.superseded),
         "flagged_dependents": list(response.flagged_dependents),
     }
@@ -142,8 +137,8 @@ async def reject(vault: Vault, memory_id: str, body: ReasonIn, caller: Caller, g
     request = vpb.RejectMemoryRequest(
         vault=vault, memory_id=memory_id, reason=body.reason, expected_version=body.expected_version
     )
-    response = await vault_call(gw, "RejectMemory", request, caller)
-    return {"vault": response.vault, "memory": memory_json(response.memory)}
+    response = await vault_call(gw, rpc.VaultClient.reject_memory, request, caller)
+    return {"vault": response.vault, "memory": wire.memory_for_api(response.memory)}
 
 
 @router.post("/vaults/{vault}/memories/{memory_id}/supersede")
@@ -152,11 +147,11 @@ async def supersede(vault: Vault, memory_id: str, body: SupersedeIn, caller: Cal
     request = vpb.SupersedeMemoryRequest(
         vault=vault, memory_id=memory_id, replacement=body.replacement.draft(), expected_version=body.expected_version
     )
-    response = await vault_call(gw, "SupersedeMemory", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.supersede_memory, request, caller)
     return {
         "vault": response.vault,
         "applied": response.applied,
-        **result_json(response.result),
+        **wire.write_result_for_api(response.result),
         "flagged_dependents": list(response.flagged_dependents),
     }
 
@@ -166,11 +161,11 @@ async def invalidate(vault: Vault, memory_id: str, body: ReasonIn, caller: Calle
     request = vpb.InvalidateMemoryRequest(
         vault=vault, memory_id=memory_id, reason=body.reason, expected_version=body.expected_version
     )
-    response = await vault_call(gw, "InvalidateMemory", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.invalidate_memory, request, caller)
     return {
         "vault": response.vault,
         "applied": response.applied,
-        "memory": memory_json(response.memory),
+        "memory": wire.memory_for_api(response.memory),
         "flagged_dependents": list(response.flagged_dependents),
     }
 
@@ -181,8 +176,8 @@ async def mark_reviewed(
 ) -> dict[str, Any]:
     """The owner checked it and it still holds: clears its flag and sets the next review date."""
     request = vpb.MarkReviewedRequest(vault=vault, memory_id=memory_id, expected_version=body.expected_version)
-    response = await vault_call(gw, "MarkReviewed", request, caller)
-    return {"vault": response.vault, "memory": memory_json(response.memory)}
+    response = await vault_call(gw, rpc.VaultClient.mark_reviewed, request, caller)
+    return {"vault": response.vault, "memory": wire.memory_for_api(response.memory)}
 
 
 @router.get("/vaults/{vault}/review-queue")
@@ -195,11 +190,13 @@ async def review_queue(
 ) -> dict[str, Any]:
     """Proposed memories, oldest first, each with what it may duplicate, contradict or replace."""
     request = vpb.ListReviewQueueRequest(vault=vault, limit=limit, cursor=cursor)
-    response = await vault_call(gw, "ListReviewQueue", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.list_review_queue, request, caller)
     return {
         "vault": response.vault,
         "total": response.total,
-        "items": [{"memory": memory_json(i.memory), "related": related_json(i.related)} for i in response.items],
+        "items": [
+            {"memory": wire.memory_for_api(i.memory), "related": related_json(i.related)} for i in response.items
+        ],
         "next_cursor": response.next_cursor or None,
     }
 
@@ -215,12 +212,17 @@ async def memory_audit(
 ) -> dict[str, Any]:
     """Memories that need attention: expired, conflicting, possibly contradicting, past review, flagged."""
     request = vpb.AuditMemoriesRequest(vault=vault, kinds=kind, limit=limit, cursor=cursor)
-    response = await vault_call(gw, "AuditMemories", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.audit_memories, request, caller)
     return {
         "vault": response.vault,
         "counts": dict(response.counts),
         "findings": [
-            {"memory": memory_json(f.memory), "kinds": list(f.kinds), "related": list(f.related), "advice": f.message}
+            {
+                "memory": wire.memory_for_api(f.memory),
+                "kinds": list(f.kinds),
+                "related": list(f.related),
+                "advice": f.message,
+            }
             for f in response.findings
         ],
         "next_cursor": response.next_cursor or None,
@@ -247,19 +249,19 @@ async def recall(
         query=q,
         limit=limit,
         cursor=cursor,
-        statuses=[STATUSES[s] for s in status],
-        types=[TYPES[t] for t in type],
+        statuses=[wire.MEMORY_STATUSES.value(s) for s in status],
+        types=[wire.MEMORY_TYPES.value(t) for t in type],
         tags=tag,
-        as_of=timestamp_of(as_of),
+        as_of=wire.to_timestamp(as_of),
         include_expired=include_expired,
     )
-    response = await vault_call(gw, "Recall", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.recall, request, caller)
     return {
         "vault": response.vault,
         "mode": response.mode,
         "results": [
             {
-                **memory_json(h.memory),
+                **wire.memory_for_api(h.memory),
                 "score": round(h.score, 4),
                 "may_conflict_with": list(h.may_conflict_with),
                 "conflicts_with": list(h.conflicts_with),

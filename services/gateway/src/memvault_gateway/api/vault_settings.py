@@ -9,20 +9,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_core import limits
+from memvault_core import limits, wire
+from memvault_core import vault_client as rpc
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
-from memvault_gateway.api.shapes import (
-    AuditLimit,
-    Before,
-    GuideIn,
-    ListLimit,
-    SettingsIn,
-    Time,
-    VersionIn,
-    time_of,
-    timestamp_of,
-    vault_call,
-)
+from memvault_gateway.api.shapes import AuditLimit, Before, GuideIn, ListLimit, SettingsIn, Time, VersionIn, vault_call
 
 router = APIRouter(prefix="/api/v1")
 
@@ -38,7 +28,7 @@ def _settings_json(settings: vpb.VaultSettings) -> dict[str, Any]:
 
 @router.get("/vaults/{vault}/settings")
 async def get_settings(vault: Vault, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
-    response = await vault_call(gw, "GetSettings", vpb.GetSettingsRequest(vault=vault), caller)
+    response = await vault_call(gw, rpc.VaultClient.get_settings, vpb.GetSettingsRequest(vault=vault), caller)
     return {"vault": response.vault, **_settings_json(response.settings)}
 
 
@@ -49,7 +39,7 @@ async def put_settings(vault: Vault, body: SettingsIn, caller: Caller, gw: Gatew
     for name in ("superseded_retention_days", "rejected_retention_days", "audit_retention_days"):
         if (value := getattr(body, name)) is not None:
             setattr(request, name, value)
-    response = await vault_call(gw, "UpdateSettings", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.update_settings, request, caller)
     return {"vault": response.vault, **_settings_json(response.settings)}
 
 
@@ -59,7 +49,7 @@ def _guide_json(response: vpb.GetOperatingGuideResponse) -> dict[str, Any]:
         "text": response.text,
         "version": response.version,
         "updated_by": response.updated_by,
-        "updated_at": time_of(response, "updated_at"),
+        "updated_at": wire.iso_for_api(response, "updated_at"),
         "newer_default_available": response.newer_default_available,
         "default_revision": response.default_revision,
         "default_text": response.default_text or None,
@@ -70,14 +60,14 @@ def _guide_json(response: vpb.GetOperatingGuideResponse) -> dict[str, Any]:
 async def get_guide(vault: Vault, caller: Caller, gw: GatewayDep, include_default: bool = False) -> dict[str, Any]:
     """The guide agents read first; `include_default` adds the bundled default to compare with."""
     request = vpb.GetOperatingGuideRequest(vault=vault, include_default=include_default)
-    return _guide_json(await vault_call(gw, "GetOperatingGuide", request, caller))
+    return _guide_json(await vault_call(gw, rpc.VaultClient.get_operating_guide, request, caller))
 
 
 @router.put("/vaults/{vault}/guide")
 async def put_guide(vault: Vault, body: GuideIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Save a new version of the guide (send the version you edited as expected_version)."""
     request = vpb.UpdateOperatingGuideRequest(vault=vault, text=body.text, expected_version=body.expected_version)
-    response = await vault_call(gw, "UpdateOperatingGuide", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.update_operating_guide, request, caller)
     return {"vault": response.vault, "version": response.version}
 
 
@@ -85,7 +75,7 @@ async def put_guide(vault: Vault, body: GuideIn, caller: Caller, gw: GatewayDep)
 async def adopt_default_guide(vault: Vault, body: VersionIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Replace the guide with the default this deployment ships (a new version; the old ones are kept)."""
     request = vpb.UpdateOperatingGuideRequest(vault=vault, adopt_default=True, expected_version=body.expected_version)
-    response = await vault_call(gw, "UpdateOperatingGuide", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.update_operating_guide, request, caller)
     return {"vault": response.vault, "version": response.version}
 
 
@@ -101,14 +91,14 @@ async def guide_versions(
     request = vpb.ListGuideVersionsRequest(
         vault=vault, limit=limit, before_version=before_version, include_text=include_text
     )
-    response = await vault_call(gw, "ListGuideVersions", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.list_guide_versions, request, caller)
     return {
         "vault": response.vault,
         "versions": [
             {
                 "version": v.version,
                 "updated_by": v.updated_by,
-                "updated_at": time_of(v, "updated_at"),
+                "updated_at": wire.iso_for_api(v, "updated_at"),
                 "chars": v.chars,
                 **({"text": v.text} if include_text else {}),
             }
@@ -138,12 +128,12 @@ async def vault_audit(
         actor=actor,
         action=action,
         target=target,
-        since=timestamp_of(since),
-        until=timestamp_of(until),
+        since=wire.to_timestamp(since),
+        until=wire.to_timestamp(until),
         limit=limit,
         before_id=before,
     )
-    response = await vault_call(gw, "ListVaultAudit", request, caller)
+    response = await vault_call(gw, rpc.VaultClient.list_vault_audit, request, caller)
     return {
         "vault": response.vault,
         "entries": [
@@ -153,7 +143,7 @@ async def vault_audit(
                 "action": e.action,
                 "target": e.target,
                 "details": json.loads(e.details_json or "{}"),
-                "at": time_of(e, "at"),
+                "at": wire.iso_for_api(e, "at"),
             }
             for e in response.entries
         ],

@@ -1,6 +1,5 @@
-"""/account: the signed-in owner's page in plain HTML (what has access, revoke, sign out).
-
-The dashboard can replace it; it exists so an owner can see and revoke grants without a tool.
+"""/account: the signed-in owner's page (what has access, revoke, sign out), shown in the dashboard's
+layout (`dashboard.account`) with its navigation.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from fastapi.responses import RedirectResponse, Response
 from memvault_core.errors import MemvaultError
 from memvault_gateway.auth import sessions
 from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.dashboard import account as dashboard_account
 from memvault_gateway.signin import account_email
 from memvault_gateway.web import pages
 
@@ -36,7 +36,10 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
         return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=302)
     grants = await gw.store.grants_of(session.user.id)
     user = session.user
-    return pages.account(
+    return await dashboard_account.page(
+        request,
+        gw,
+        session,
         user_name=user.display_name or user.username or user.subject,
         mcp_url=gw.mcp_resource,
         grants=[
@@ -51,7 +54,6 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
             )
             for g in grants
         ],
-        csrf=session.csrf_token,
         dev_subject=gw.settings.gateway.dev_subject if gw.dev_mode_usable else "",
         signed_in_by_proxy=sessions.signed_in_by_proxy(gw, request),
         email_section=(

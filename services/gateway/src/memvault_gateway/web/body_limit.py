@@ -1,7 +1,8 @@
 """Caps on request bodies, enforced before a route has read more than its cap.
 
 /api/v1 takes what the vault takes in one message (`max_request_bytes`: bulk imports and their
-text); the OAuth, sign-in and consent forms and /register need a few KiB; /mcp reads its body
+text); the OAuth, sign-in and consent forms and /register need a few KiB; a restore streams a backup
+file of any size on to the vault; /mcp reads its body
 itself (`proxy.read_body`, with the same `max_request_bytes`) and is left alone here.
 """
 
@@ -20,8 +21,8 @@ FORM_BYTES = 16 * 1024
 
 def cap_for(path: str) -> int | None:
     """The most bytes a request body to `path` may have; None when the route checks it itself."""
-    if path == "/mcp":
-        return None
+    if path == "/mcp" or (path.startswith("/api/v1/vaults/") and path.endswith("/restore")):
+        return None  # a restore streams a backup file of any size on to the vault
     if path.startswith("/api/v1/"):
         return limits.MAX_REQUEST_BYTES
     return FORM_BYTES

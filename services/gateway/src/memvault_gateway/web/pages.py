@@ -38,27 +38,35 @@ SCOPE_TEXT = {
 }
 
 
-def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = ()) -> HTMLResponse:
+def security_headers(
+    *, style_src: str = "'unsafe-inline'", script_src: str = "", form_action: Iterable[str] = ()
+) -> dict[str, str]:
+    """The headers every gateway page carries: a strict CSP (no framing, no inline script), no caching.
+
+    `script_src`: where scripts may come from ('self' for the dashboard's own files); none by default."""
     sources = " ".join(["'self'", *form_action])
+    scripts = f" script-src {script_src};" if script_src else ""
+    images = " img-src 'self';" if script_src else ""
     csp = (
-        f"default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'; form-action {sources}"
+        f"default-src 'none'; style-src {style_src};{scripts}{images} base-uri 'none'; frame-ancestors 'none';"
+        f" form-action {sources}"
     )
+    return {
+        "Content-Security-Policy": csp,
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+    }
+
+
+def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = ()) -> HTMLResponse:
     html = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
         f"content='width=device-width,initial-scale=1'><title>{escape(title)} · memvault</title>"
         f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>"
     )
-    return HTMLResponse(
-        html,
-        status_code=status,
-        headers={
-            "Content-Security-Policy": csp,
-            "X-Frame-Options": "DENY",
-            "Referrer-Policy": "same-origin",
-            "Cache-Control": "no-store",
-            "X-Content-Type-Options": "nosniff",
-        },
-    )
+    return HTMLResponse(html, status_code=status, headers=security_headers(form_action=form_action))
 
 
 def message(title: str, text: str, status: int = 200, *, link: tuple[str, str] | None = None) -> HTMLResponse:
@@ -268,56 +276,3 @@ class GrantRow:
     vaults: str
     created: str
     last_used: str
-
-
-def account(
-    *,
-    user_name: str,
-    mcp_url: str,
-    grants: list[GrantRow],
-    csrf: str,
-    signed_in_by_proxy: bool = False,
-    email_section: str = "",
-    dev_subject: str = "",
-) -> HTMLResponse:
-    """The signed-in owner's page: where agents connect, what has access, revoke, sign out.
-
-    `signed_in_by_proxy`: a forward-auth proxy signs this person in on every request, so a sign-out
-    button here would seem to do nothing; the page says where to sign out instead.
-    `email_section` is account_email.section's HTML (values escaped there), empty when email sign-in is off.
-    `dev_subject`: dev mode is on, and apps on this machine act as that account without asking."""
-    rows = "".join(
-        f"<tr><td>{escape(g.name)}<br><span class=muted>{'service token' if g.kind == 'service' else 'app'}</span></td>"
-        f"<td>{escape(g.scopes)}</td><td>{escape(g.vaults)}</td><td>{escape(g.created)}</td>"
-        f"<td>{escape(g.last_used)}</td><td><form method=post action='/account/grants/{escape(g.id)}/revoke'>"
-        + _hidden({"csrf_token": csrf})
-        + "<button type=submit>Revoke</button></form></td></tr>"
-        for g in grants
-    )
-    table = (
-        "<table><tr><th>App</th><th>May</th><th>Vaults</th><th>Since</th><th>Last used</th><th></th></tr>"
-        + rows
-        + "</table>"
-        if grants
-        else "<p>No app has access yet.</p>"
-    )
-    body = (
-        f"<p>Signed in as <strong>{escape(user_name)}</strong>.</p>"
-        + (
-            f"<p>Agents on this machine connect to <code>{escape(mcp_url)}</code> without signing in (dev mode:"
-            f" they act as <strong>{escape(dev_subject)}</strong>).</p>"
-            if dev_subject
-            else f"<p>Agents connect to <code>{escape(mcp_url)}</code>; each asks you here once.</p>"
-        )
-        + f"<h2>Apps with access</h2>{table}"
-        + email_section
-        + (
-            "<p class=muted>The sign-in service in front of memvault signed you in;"
-            " sign out there to sign out of memvault.</p>"
-            if signed_in_by_proxy
-            else "<form method=post action='/logout'>"
-            + _hidden({"csrf_token": csrf})
-            + "<button type=submit>Sign out</button></form>"
-        )
-    )
-    return page("Your memvault", body)

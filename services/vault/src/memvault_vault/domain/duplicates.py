@@ -20,6 +20,7 @@ skips in 50,600 generated ones. Another embedding model needs its own calibratio
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -141,7 +142,10 @@ def _product(core: str, letters: bool) -> bool:
     return (letters and any(c.isdigit() for c in core)) or (len(core) > 1 and any(c.isupper() for c in core[1:]))
 
 
+@functools.lru_cache(maxsize=4096)
 def identifiers(text: str) -> Identifiers:
+    """Names and words of a text (kept for the last few thousand texts: an import compares each new
+    text with up to SIMILAR_PER_TEXT others, and those with each other)."""
     names: set[str] = set()
     initial: set[str] = set()
     words: set[str] = set()
@@ -207,7 +211,9 @@ class Facts:
     negations: int
 
 
+@functools.lru_cache(maxsize=4096)
 def facts(text: str) -> Facts:
+    """Values, named dates and negations of a text (kept like `identifiers`)."""
     lowered = text.lower()
     values: list[str] = []
     rest = lowered

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.records import Document, IndexReport
 from memvault_vault.index_feed.store import IndexFeedStore
 
 
 class IndexFeedService:
-    def __init__(self, store: IndexFeedStore) -> None:
+    def __init__(self, store: IndexFeedStore, progress: IndexProgress | None = None) -> None:
         self._store = store
+        self._progress = progress or IndexProgress()
 
     async def documents(self, ids: Sequence[str]) -> list[Document]:
         """These memories as the indexer embeds them (any vault: the indexer serves them all)."""
@@ -23,3 +25,4 @@ class IndexFeedService:
     async def report_indexed(self, reports: Sequence[IndexReport]) -> None:
         """Record what the indexer indexed or failed to; a memory indexed at its current text is no longer pending."""
         await self._store.report_indexed(reports)
+        self._progress.reported()  # an import waiting for the index to catch up looks again

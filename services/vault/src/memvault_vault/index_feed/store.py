@@ -51,6 +51,16 @@ class IndexFeedStore:
         )
         return [(row["id"], row["content"]) for row in rows]
 
+    async def unindexed_older(self, vault: VaultAccess) -> int:
+        """Memories not in the index that recall cannot score from their text (written over 15 minutes ago):
+        a restore or reindex still catching up, or failures. Keyword search alone finds them."""
+        return int(
+            await self._pool.fetchval(
+                "SELECT count(*) FROM index_pending WHERE vault_id = $1 AND created_at <= now() - interval '15 minutes'",
+                vault.id,
+            )
+        )
+
     async def documents(self, ids: Sequence[str]) -> list[Document]:
         return _documents(
             await self._pool.fetch(

@@ -170,6 +170,18 @@ class MemoryStore:
         )
         return {str(row["id"]): memory_from_row(row, vault.name) for row in rows}
 
+    async def texts_and_statuses(self, vault: VaultAccess, ids: Sequence[str]) -> dict[str, tuple[str, Status]]:
+        """Text and status of these memories: what the duplicate check compares (an import reads thousands,
+        so not whole rows)."""
+        if not ids:
+            return {}
+        rows = await self._pool.fetch(
+            "SELECT id::text, content, status FROM memory WHERE vault_id = $1 AND id = ANY($2::uuid[])",
+            vault.id,
+            list(dict.fromkeys(ids)),
+        )
+        return {row["id"]: (row["content"], Status(row["status"])) for row in rows}
+
     async def require_memory(self, vault: VaultAccess, memory_id: str) -> Memory:
         """The memory, or NotFound telling the caller how to find ids."""
         memory = await self.get_memory(vault, memory_id)

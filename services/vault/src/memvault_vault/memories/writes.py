@@ -28,6 +28,7 @@ from memvault_vault.domain.memory import (
     initial_status,
 )
 from memvault_vault.index_client import IndexClient
+from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.store import IndexFeedStore
 from memvault_vault.memories.records import BatchRecord, Candidate, WritePlan, WriteReport, WriteSummary
 from memvault_vault.memories.store import MemoryStore
@@ -50,12 +51,14 @@ class Writer:
         index: IndexClient | None = None,
         *,
         index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
+        index_progress: IndexProgress | None = None,
     ) -> None:
         self._store = store
         self._feed = feed
         self._audit = audit
         self._index = index
         self._index_catch_up_seconds = index_catch_up_seconds
+        self._index_progress = index_progress or IndexProgress()
 
     async def refuse_secret(self, identity: Identity, vault: VaultAccess, draft: Draft) -> None:
         try:
@@ -264,13 +267,11 @@ class Writer:
         elif texts and self._index is not None:
             try:
                 similar, behind = await self._similar(vault, texts, wait_for_index=wait_for_index)
-                near = await self._store.memories(vault, [m for found_ids, _ in similar for m in found_ids])
-                statuses = {m.id: m.status for m in near.values()}
+                near = await self._store.texts_and_statuses(vault, [m for found_ids, _ in similar for m in found_ids])
+                statuses = {m: status for m, (_, status) in near.items()}
                 for position, (found_ids, before) in enumerate(similar):
                     matches[position] = [
-                        duplicates.Match(m, cosine, near[m].content, near[m].status)
-                        for m, cosine in found_ids.items()
-                        if m in near
+                        duplicates.Match(m, cosine, *near[m]) for m, cosine in found_ids.items() if m in near
                     ]
                     earlier[position] = before
                 if behind:
@@ -332,15 +333,18 @@ class Writer:
         """The newest memories the index does not hold yet (compared from their text), and how many more
         there are. When more are waiting than can be sent as text, an import first waits
         (briefly) for the index to catch up, so that every memory is compared; otherwise it goes on at once,
-        and the indexer indexes the last import while this one is checked."""
+        and the indexer indexes the last import while this one is checked.
+
+        The wait is explicit: it happens only when memories would go uncompared; it first asks the indexer
+        whether it answers at all (a stopped indexer will not catch up), then wakes on each progress report
+        of the indexer (`IndexProgress`) rather than on a timer."""
         assert self._index is not None
         pending, total = await self._unindexed(vault, budget)
-        # One tiny call first: a stopped indexer answers Unavailable at once, and will not catch up.
-        await self._index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
-        if wait:
+        if wait and total > len(pending):
+            await self._index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
             deadline = time.monotonic() + self._index_catch_up_seconds
-            while total > len(pending) and time.monotonic() < deadline:
-                await asyncio.sleep(0.2)
+            while total > len(pending) and (left := deadline - time.monotonic()) > 0:
+                await self._index_progress.wait(left)
                 pending, total = await self._unindexed(vault, budget)
         return pending, max(total - len(pending), 0)
 

@@ -93,6 +93,11 @@ class RecallService:
             )
         elif self._index is None:
             warnings.append("no indexer is configured: only memories sharing words with the query were searched")
+        if self._index is not None and (waiting := await self._feed.unindexed_older(vault)):
+            warnings.append(
+                f"{waiting} memories are not in the search index yet (after a restore or reindex it is catching up); "
+                "until they are, only their words are searched"
+            )
         if not ranked and offset == 0 and not await self._store.has_search_terms(query) and mode == KEYWORD_ONLY:
             warnings.append("the query has only common words (like 'what' or 'the'); add the specific terms you want")
         next_cursor = cursor.encode("recall", request, {"offset": offset + len(hits)}) if more else ""
@@ -138,35 +143,24 @@ class RecallService:
             )
             return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
         index = self._index
-        # Full-text search runs beside the vector search (and the lookup of recent writes it needs);
-        # the keyword hits the vector search did not return are scored afterwards (the indexer keeps
-        # the query's embedding, so that is cheap).
-        keyword_search = asyncio.ensure_future(
-            self._store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters)
+        # Full-text search runs beside the lookup of recent writes the index does not hold yet; then one
+        # indexer call embeds the query, finds the nearest memories and scores the keyword hits.
+        keyword, pending = await asyncio.gather(
+            self._store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters),
+            self._feed.unindexed_recent(vault, fusion.PENDING_TO_SCORE),
         )
-
-        async def dense() -> dict[str, float]:
-            pending = await self._feed.unindexed_recent(vault, fusion.PENDING_TO_SCORE)
-            return await index.search(vault.id, query, limit=fusion.DENSE_CANDIDATES, score_ids=(), pending=pending)
-
-        dense_search = asyncio.ensure_future(dense())
         try:
-            keyword = await keyword_search
-        except BaseException:
-            dense_search.cancel()
-            raise
-        try:
-            cosines = await dense_search
-            known = {found.id for found in keyword}
-            unscored = [found.id for found in keyword if found.id not in cosines]
-            dense_only = [i for i in cosines if i not in known]
-            # Scoring the keyword-only hits and reading the vector-only ones are independent: side by side.
-            scored, extra = await asyncio.gather(
-                index.search(vault.id, query, limit=0, score_ids=unscored, pending=()),
-                self._store.memories_by_ids(vault, dense_only, query, **filters),
+            cosines = await index.search(
+                vault.id,
+                query,
+                limit=fusion.DENSE_CANDIDATES,
+                score_ids=[found.id for found in keyword],
+                pending=pending,
             )
-            cosines.update(scored)
         except Unavailable as error:
             log.warning("recall fell back to keyword-only", extra={"reason": error.message})
             return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
+        known = {found.id for found in keyword}
+        dense_only = [i for i in cosines if i not in known]
+        extra = await self._store.memories_by_ids(vault, dense_only, query, **filters)
         return fusion.fuse([*keyword, *extra], cosines), HYBRID

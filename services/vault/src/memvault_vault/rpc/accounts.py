@@ -7,13 +7,12 @@ tokens reach memories through VaultService and nothing else.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from memvault.vault.v1 import accounts_pb2 as apb
 from memvault.vault.v1 import accounts_pb2_grpc
+from memvault_core import wire
 from memvault_core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
@@ -26,22 +25,13 @@ MAX_SUBJECT_CHARS = 200
 MAX_AUDIT_PAGE = 200
 MAX_AUDIT_DETAIL_CHARS = 500
 
-_ROLES = {apb.ROLE_OWNER: "owner", apb.ROLE_EDITOR: "editor", apb.ROLE_VIEWER: "viewer"}
-_ROLES_BACK = {name: value for value, name in _ROLES.items()}
-
-
-def _timestamp(value: datetime) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromDatetime(value.astimezone(UTC))
-    return stamp
-
 
 def _member(member: AccountMember) -> apb.Member:
     return apb.Member(
         subject=member.subject,
         display_name=member.display_name,
-        role=_ROLES_BACK[member.role],
-        since=_timestamp(member.since),
+        role=wire.ROLES.value(member.role),
+        since=wire.to_timestamp(member.since),
     )
 
 
@@ -102,7 +92,7 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
     ) -> apb.SetMembershipResponse:
         identity = self._identity(context)
         identity.require("admin")
-        role = _ROLES.get(request.role)
+        role = wire.ROLES.name(request.role)
         if role is None:
             raise InvalidArgument("role must be owner, editor or viewer", field="role")
         vault = await self._accounts.session_vault(identity, request.vault, owner=True)
@@ -155,7 +145,7 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
                     action=r.action,
                     target=r.target,
                     details_json=r.details_json,
-                    at=_timestamp(r.at),
+                    at=wire.to_timestamp(r.at),
                 )
                 for r in records
             ]

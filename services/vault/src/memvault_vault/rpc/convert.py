@@ -1,14 +1,15 @@
-"""Domain dataclasses to and from protobuf messages."""
+"""Domain dataclasses to and from protobuf messages.
+
+Enum values are matched by name: each domain enum's values are the names `memvault_core.wire`
+reads from the protobuf descriptors (MemoryType.FACT = "fact" <-> MEMORY_TYPE_FACT), so the edges,
+the vault and the .proto files say the same thing; a value missing on either side fails at import.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core import wire
 from memvault_core.errors import InvalidArgument
 from memvault_vault.domain.duplicates import DuplicateCheck
 from memvault_vault.domain.memory import (
@@ -23,24 +24,14 @@ from memvault_vault.domain.memory import (
 )
 from memvault_vault.imports.records import BatchInfo
 
-_TYPES = {t: getattr(pb, f"MEMORY_TYPE_{t.name}") for t in MemoryType}
-_TYPES_BACK = {v: k for k, v in _TYPES.items()}
-_STATUSES: dict[Status, pb.MemoryStatus.ValueType] = {s: getattr(pb, f"MEMORY_STATUS_{s.name}") for s in Status}
+_TYPES = {t: wire.MEMORY_TYPES.value(t.value) for t in MemoryType}
+_TYPES_BACK: dict[int, MemoryType] = {v: k for k, v in _TYPES.items()}
+_STATUSES = {s: wire.MEMORY_STATUSES.value(s.value) for s in Status}
 _STATUSES_BACK: dict[int, Status] = {v: k for k, v in _STATUSES.items()}
-_TRUSTS = {t: getattr(pb, f"TRUST_{t.name}") for t in Trust}
-_TRUSTS_BACK = {v: k for k, v in _TRUSTS.items()}
-_OUTCOMES = {o: getattr(vpb, f"WRITE_OUTCOME_{o.name}") for o in Outcome}
-_CHECKS: dict[DuplicateCheck, vpb.DuplicateCheck.ValueType] = {
-    c: getattr(vpb, f"DUPLICATE_CHECK_{c.name}") for c in DuplicateCheck
-}
-
-
-def timestamp(value: datetime | None) -> Timestamp | None:
-    if value is None:
-        return None
-    stamp = Timestamp()
-    stamp.FromDatetime(value.astimezone(UTC))
-    return stamp
+_TRUSTS = {t: wire.TRUSTS.value(t.value) for t in Trust}
+_TRUSTS_BACK: dict[int, Trust] = {v: k for k, v in _TRUSTS.items()}
+_OUTCOMES = {o: wire.WRITE_OUTCOMES.value(o.value) for o in Outcome}
+_CHECKS = {c: wire.DUPLICATE_CHECKS.value(c.value) for c in DuplicateCheck}
 
 
 def memory_to_proto(memory: Memory) -> pb.Memory:
@@ -58,10 +49,10 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
         trust=_TRUSTS[memory.trust],
         confidence=memory.confidence or 0.0,
         status=_STATUSES[memory.status],
-        valid_from=timestamp(memory.valid_from),
-        valid_to=timestamp(memory.valid_to),
-        review_after=timestamp(memory.review_after),
-        expires_at=timestamp(memory.expires_at),
+        valid_from=wire.to_timestamp(memory.valid_from),
+        valid_to=wire.to_timestamp(memory.valid_to),
+        review_after=wire.to_timestamp(memory.review_after),
+        expires_at=wire.to_timestamp(memory.expires_at),
         depends_on=memory.depends_on,
         supersedes=memory.supersedes or "",
         superseded_by=memory.superseded_by or "",
@@ -69,12 +60,12 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
         batch_id=memory.batch_id or "",
         version=memory.version,
         pinned=memory.pinned,
-        created_at=timestamp(memory.created_at),
-        updated_at=timestamp(memory.updated_at),
+        created_at=wire.to_timestamp(memory.created_at),
+        updated_at=wire.to_timestamp(memory.updated_at),
         status_reason=memory.status_reason or "",
         flagged_reason=memory.flagged_reason or "",
-        flagged_at=timestamp(memory.flagged_at),
-        reviewed_at=timestamp(memory.reviewed_at),
+        flagged_at=wire.to_timestamp(memory.flagged_at),
+        reviewed_at=wire.to_timestamp(memory.reviewed_at),
     )
 
 
@@ -90,21 +81,13 @@ def draft_from_proto(message: pb.MemoryDraft) -> Draft:
         source=message.source,
         trust=_TRUSTS_BACK.get(message.trust),
         confidence=message.confidence or None,
-        valid_from=time_of(message, "valid_from"),
-        valid_to=time_of(message, "valid_to"),
-        review_after=time_of(message, "review_after"),
+        valid_from=wire.from_timestamp(message, "valid_from"),
+        valid_to=wire.from_timestamp(message, "valid_to"),
+        review_after=wire.from_timestamp(message, "review_after"),
         no_review=message.no_review,
-        expires_at=time_of(message, "expires_at"),
+        expires_at=wire.from_timestamp(message, "expires_at"),
         depends_on=tuple(message.depends_on),
     )
-
-
-def time_of(message: Any, name: str) -> datetime | None:
-    """A Timestamp field as an aware datetime, or None when it is not set."""
-    if not message.HasField(name):
-        return None
-    value: datetime = getattr(message, name).ToDatetime(UTC)
-    return value
 
 
 def types_from_proto(values: list[int]) -> list[MemoryType]:
@@ -150,7 +133,7 @@ def batch_to_proto(batch: BatchInfo) -> vpb.ImportBatch:
         actor=batch.actor,
         item_count=batch.item_count,
         stored_count=batch.stored_count,
-        created_at=timestamp(batch.created_at),
-        undone_at=timestamp(batch.undone_at),
+        created_at=wire.to_timestamp(batch.created_at),
+        undone_at=wire.to_timestamp(batch.undone_at),
         outcomes=batch.outcomes,
     )

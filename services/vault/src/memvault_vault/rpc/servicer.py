@@ -7,7 +7,7 @@ import grpc
 from memvault.common.v1 import limits_pb2
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault.vault.v1 import vault_pb2_grpc
-from memvault_core import limits
+from memvault_core import limits, wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
 from memvault_vault.domain.memory import MemoryType
@@ -52,7 +52,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             newer_default_available=guide.newer_default_available,
             default_revision=guide.default_revision,
             default_text=guide.default_text,
-            updated_at=convert.timestamp(guide.updated_at),
+            updated_at=wire.to_timestamp(guide.updated_at),
             updated_by=guide.updated_by,
         )
 
@@ -100,7 +100,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             types=convert.types_from_proto(list(request.types)),
             tags=list(request.tags),
             statuses=convert.statuses_from_proto(list(request.statuses)),
-            as_of=convert.time_of(request, "as_of"),
+            as_of=wire.from_timestamp(request, "as_of"),
             include_expired=request.include_expired,
         )
         return vpb.RecallResponse(
@@ -240,7 +240,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
                     version=step.version,
                     change=step.change,
                     actor=step.actor,
-                    at=convert.timestamp(step.at),
+                    at=wire.to_timestamp(step.at),
                     cause=step.cause,
                     changed_fields=step.changed_fields,
                     status=convert.status_to_proto(step.status),
@@ -364,7 +364,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
                 vpb.GuideVersion(
                     version=version,
                     updated_by=by,
-                    updated_at=convert.timestamp(at),
+                    updated_at=wire.to_timestamp(at),
                     text=text if request.include_text else "",
                     chars=len(text),
                 )
@@ -381,8 +381,8 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             actor=request.actor,
             action=request.action,
             target=request.target,
-            since=convert.time_of(request, "since"),
-            until=convert.time_of(request, "until"),
+            since=wire.from_timestamp(request, "since"),
+            until=wire.from_timestamp(request, "until"),
             limit=request.limit,
             before_id=request.before_id,
         )
@@ -395,7 +395,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
                     action=e.action,
                     target=e.target,
                     details_json=e.details_json,
-                    at=convert.timestamp(e.at),
+                    at=wire.to_timestamp(e.at),
                 )
                 for e in entries
             ],

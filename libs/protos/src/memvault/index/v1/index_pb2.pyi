@@ -369,3 +369,128 @@ class SimilarResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SimilarResponse: _TypeAlias = SimilarResponse  # noqa: Y015
+
+@_typing.final
+class GetVectorsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_ID_FIELD_NUMBER: _builtins.int
+    MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    vault_id: _builtins.str
+    @_builtins.property
+    def memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault_id: _builtins.str = ...,
+        memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_ids", b"memory_ids", "vault_id", b"vault_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetVectorsRequest: _TypeAlias = GetVectorsRequest  # noqa: Y015
+
+@_typing.final
+class StoredVector(_message.Message):
+    """One memory's point: its vector and the hash of the text it was made from."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    content_hash: _builtins.str
+    @_builtins.property
+    def vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        content_hash: _builtins.str = ...,
+        vector: _abc.Iterable[_builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "memory_id", b"memory_id", "vector", b"vector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoredVector: _TypeAlias = StoredVector  # noqa: Y015
+
+@_typing.final
+class GetVectorsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    DIMENSION_FIELD_NUMBER: _builtins.int
+    VECTORS_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    dimension: _builtins.int
+    @_builtins.property
+    def vectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoredVector]:
+        """Only memories the index holds; the others are left out."""
+
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        dimension: _builtins.int = ...,
+        vectors: _abc.Iterable[Global___StoredVector] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dimension", b"dimension", "model", b"model", "vectors", b"vectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetVectorsResponse: _TypeAlias = GetVectorsResponse  # noqa: Y015
+
+@_typing.final
+class PutVectorsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_ID_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    VECTORS_FIELD_NUMBER: _builtins.int
+    vault_id: _builtins.str
+    model: _builtins.str
+    """The model that made the vectors; refused unless it is the indexer's."""
+    @_builtins.property
+    def vectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoredVector]: ...
+    def __init__(
+        self,
+        *,
+        vault_id: _builtins.str = ...,
+        model: _builtins.str = ...,
+        vectors: _abc.Iterable[Global___StoredVector] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "vault_id", b"vault_id", "vectors", b"vectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutVectorsRequest: _TypeAlias = PutVectorsRequest  # noqa: Y015
+
+@_typing.final
+class PutVectorsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORED_FIELD_NUMBER: _builtins.int
+    stored: _builtins.int
+    def __init__(
+        self,
+        *,
+        stored: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutVectorsResponse: _TypeAlias = PutVectorsResponse  # noqa: Y015

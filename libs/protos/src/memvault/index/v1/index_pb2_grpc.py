@@ -61,6 +61,16 @@ class IndexServiceStub:
                 request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileRequest.SerializeToString,
                 response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileResponse.FromString,
                 _registered_method=True)
+        self.GetVectors = channel.unary_unary(
+                '/memvault.index.v1.IndexService/GetVectors',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.GetVectorsRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.GetVectorsResponse.FromString,
+                _registered_method=True)
+        self.PutVectors = channel.unary_unary(
+                '/memvault.index.v1.IndexService/PutVectors',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsResponse.FromString,
+                _registered_method=True)
 
 
 class IndexServiceServicer:
@@ -104,6 +114,20 @@ class IndexServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetVectors(self, request, context):
+        """The stored vectors of some memories of one vault, with the model that made them (a backup's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutVectors(self, request, context):
+        """Store vectors made earlier by the configured model (a restore's), as indexing would have.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -131,6 +155,16 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.Reconcile,
                     request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileRequest.FromString,
                     response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ReconcileResponse.SerializeToString,
+            ),
+            'GetVectors': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVectors,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.GetVectorsRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.GetVectorsResponse.SerializeToString,
+            ),
+            'PutVectors': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutVectors,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -270,6 +304,60 @@ class IndexService:
             '/memvault.index.v1.IndexService/Reconcile',
             memvault_dot_index_dot_v1_dot_index__pb2.ReconcileRequest.SerializeToString,
             memvault_dot_index_dot_v1_dot_index__pb2.ReconcileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVectors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/GetVectors',
+            memvault_dot_index_dot_v1_dot_index__pb2.GetVectorsRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.GetVectorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutVectors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/PutVectors',
+            memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

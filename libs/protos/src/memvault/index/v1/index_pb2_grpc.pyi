@@ -47,6 +47,10 @@ class IndexServiceStub:
     """Rebuild the collection from the vault: every memory embedded again."""
     Reconcile: _grpc.UnaryUnaryMultiCallable[_index_pb2.ReconcileRequest, _index_pb2.ReconcileResponse]
     """Compare the collection with the vault and repair missing, stale and orphan points."""
+    GetVectors: _grpc.UnaryUnaryMultiCallable[_index_pb2.GetVectorsRequest, _index_pb2.GetVectorsResponse]
+    """The stored vectors of some memories of one vault, with the model that made them (a backup's)."""
+    PutVectors: _grpc.UnaryUnaryMultiCallable[_index_pb2.PutVectorsRequest, _index_pb2.PutVectorsResponse]
+    """Store vectors made earlier by the configured model (a restore's), as indexing would have."""
 
 @_typing.type_check_only
 class IndexServiceAsyncStub(IndexServiceStub):
@@ -67,6 +71,10 @@ class IndexServiceAsyncStub(IndexServiceStub):
     """Rebuild the collection from the vault: every memory embedded again."""
     Reconcile: _aio.UnaryUnaryMultiCallable[_index_pb2.ReconcileRequest, _index_pb2.ReconcileResponse]  # type: ignore[assignment]
     """Compare the collection with the vault and repair missing, stale and orphan points."""
+    GetVectors: _aio.UnaryUnaryMultiCallable[_index_pb2.GetVectorsRequest, _index_pb2.GetVectorsResponse]  # type: ignore[assignment]
+    """The stored vectors of some memories of one vault, with the model that made them (a backup's)."""
+    PutVectors: _aio.UnaryUnaryMultiCallable[_index_pb2.PutVectorsRequest, _index_pb2.PutVectorsResponse]  # type: ignore[assignment]
+    """Store vectors made earlier by the configured model (a restore's), as indexing would have."""
 
 class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
     """IndexService is the indexer's query side: the only reader of the vector store.
@@ -114,5 +122,21 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.ReconcileResponse, _abc.Awaitable[_index_pb2.ReconcileResponse]]:
         """Compare the collection with the vault and repair missing, stale and orphan points."""
+
+    @_abc_1.abstractmethod
+    def GetVectors(
+        self,
+        request: _index_pb2.GetVectorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.GetVectorsResponse, _abc.Awaitable[_index_pb2.GetVectorsResponse]]:
+        """The stored vectors of some memories of one vault, with the model that made them (a backup's)."""
+
+    @_abc_1.abstractmethod
+    def PutVectors(
+        self,
+        request: _index_pb2.PutVectorsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.PutVectorsResponse, _abc.Awaitable[_index_pb2.PutVectorsResponse]]:
+        """Store vectors made earlier by the configured model (a restore's), as indexing would have."""
 
 def add_IndexServiceServicer_to_server(servicer: IndexServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,177 @@
+"""Memories: hybrid search (as agents recall) or a filtered list, a page per memory, invalidate and forget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, Response
+
+from memvault_core import limits
+from memvault_core.errors import InvalidArgument
+from memvault_gateway.api import memories as api_memories
+from memvault_gateway.api import shapes as api_shapes
+from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
+from memvault_gateway.dashboard.i18n import N_
+
+router = APIRouter(route_class=DashboardRoute)
+
+PAGE_SIZE = 25
+STATUSES = list(api_shapes.StatusName.__args__)  # type: ignore[attr-defined]
+TYPES = list(api_shapes.MemoryType.__args__)  # type: ignore[attr-defined]
+DONE = {
+    "invalidated": N_("The memory is invalidated."),
+    "reviewed": N_("Marked as reviewed."),
+    "replaced": N_("This memory replaces the previous one, which is kept as superseded."),
+    "proposed": N_("The replacement waits in the review queue; this memory stays until it is approved."),
+}
+FORGOTTEN = N_("The memory is forgotten; its text will be refused from now on.")
+
+
+def _chosen(values: list[str], known: list[str], field: str) -> list[Any]:
+    chosen = [v for v in values if v]
+    unknown = [v for v in chosen if v not in known]
+    if unknown:
+        raise InvalidArgument(f"{field} must be one of: {', '.join(known)}", field=field)
+    return chosen
+
+
+@router.get(PREFIX + "/{vault}/memories")
+async def memories(
+    vault: str,
+    request: Request,
+    gw: GatewayDep,
+    q: Annotated[str, Query(max_length=limits.MAX_QUERY_CHARS)] = "",
+    status: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006 (FastAPI reads it, never mutates it)
+    type: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006
+    tag: Annotated[str, Query(max_length=limits.MAX_TAG_CHARS)] = "",
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+    forgotten: bool = False,
+) -> HTMLResponse:
+    """With words to look for: the same hybrid recall agents use (mode shown); without: newest first."""
+    person = await owner(request, gw, vault)
+    # The form's "any" sends an empty value; anything else must be a status or type the API knows.
+    statuses = _chosen(status, STATUSES, "status")
+    types = _chosen(type, TYPES, "type")
+    tags = [tag.strip()] if tag.strip() else []
+    mode, warnings, scores = "", [], True
+    if q.strip():
+        found = await api_memories.recall(
+            vault,
+            person.caller,
+            gw,
+            q=q.strip(),
+            limit=limits.MAX_RECALL_RESULTS,
+            cursor=cursor,
+            status=statuses,
+            type=types,
+            tag=tags,
+            as_of=None,
+            include_expired=True,
+        )
+        rows: list[dict[str, Any]] = found["results"]
+        mode, warnings, next_cursor = found["mode"], found["warnings"], found["next_cursor"]
+    else:
+        listed = await api_memories.list_memories(
+            vault, person.caller, gw, status=statuses, type=types, tag=tags, limit=PAGE_SIZE, cursor=cursor
+        )
+        rows, next_cursor, scores = listed["memories"], listed["next_cursor"], False
+    return person.render(
+        "memories.html",
+        "memories",
+        rows=rows,
+        q=q,
+        mode=mode,
+        warnings=warnings,
+        scores=scores,
+        chosen_status=statuses,
+        chosen_type=types,
+        tag=tag,
+        statuses=STATUSES,
+        types=TYPES,
+        next_cursor=next_cursor,
+        notice=person.gettext(FORGOTTEN) if forgotten else "",
+    )
+
+
+@router.get(PREFIX + "/{vault}/memories/{memory_id}")
+async def memory(
+    vault: str,
+    memory_id: str,
+    request: Request,
+    gw: GatewayDep,
+    done: str = "",
+) -> HTMLResponse:
+    person = await owner(request, gw, vault)
+    explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    return person.render(
+        "memory.html",
+        "memories",
+        m=explained["memory"],
+        state=explained["state"],
+        history=explained["history"],
+        related=explained["related"],
+        missing=explained["missing"],
+        notice=person.gettext(DONE[done]) if done in DONE else "",
+    )
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/invalidate")
+async def invalidate(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    body = api_shapes.ReasonIn(reason=str(form.get("reason") or ""), expected_version=form_number(form, "version"))
+    await api_memories.invalidate(vault, memory_id[:100], body, person.caller, gw)
+    return redirect(f"{person.url('memories')}/{memory_id}?done=invalidated")
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/reviewed")
+async def reviewed(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    body = api_shapes.VersionIn(expected_version=form_number(form, "version"))
+    await api_memories.mark_reviewed(vault, memory_id[:100], body, person.caller, gw)
+    return redirect(f"{person.url('memories')}/{memory_id}?done=reviewed")
+
+
+@router.get(PREFIX + "/{vault}/memories/{memory_id}/forget")
+async def confirm_forget(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> HTMLResponse:
+    """Forgetting cannot be undone: say what it does and ask once more."""
+    person = await owner(request, gw, vault)
+    explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    return person.render("forget.html", "memories", m=explained["memory"])
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/forget")
+async def forget(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    person = await owner(request, gw, vault)
+    await person.form()
+    await api_memories.forget(vault, memory_id[:100], person.caller, gw)
+    return redirect(f"{person.url('memories')}?forgotten=true")
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/replace")
+async def replace(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    """A changed fact: a new memory supersedes this one (kept in history), with the text and tags given."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    old = explained["memory"]
+    tags = [t.strip() for t in str(form.get("tags") or "").split(",") if t.strip()]
+    body = api_shapes.SupersedeIn.model_validate(
+        {
+            "replacement": {
+                "content": str(form.get("content") or "").replace("\r\n", "\n"),
+                "type": old["type"],
+                "key": old["key"] or "",
+                "scope": old["scope"] or "",
+                "tags": tags,
+                "source": "dashboard",
+            },
+            "expected_version": form_number(form, "version"),
+        }
+    )
+    answer = await api_memories.supersede(vault, memory_id[:100], body, person.caller, gw)
+    if answer["applied"] and answer["id"]:
+        return redirect(f"{person.url('memories')}/{answer['id']}?done=replaced")
+    return redirect(f"{person.url('memories')}/{memory_id}?done=proposed")

@@ -1,0 +1,55 @@
+"""The vault's overview: memories by status, proposals waiting, index health, last imports, settings."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core import vault_client as rpc
+from memvault_gateway.api import imports as api_imports
+from memvault_gateway.api import memories as api_memories
+from memvault_gateway.api import vault_settings as api_vault_settings
+from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, section_url
+
+router = APIRouter(route_class=DashboardRoute)
+
+STATUS_ORDER = ("proposed", "active", "superseded", "rejected", "invalidated")
+
+
+@router.get(PREFIX)
+async def dashboard_home(request: Request, gw: GatewayDep, vault: str = "") -> RedirectResponse:
+    """The chosen vault's overview (the vault switcher's form), else the person's 'default' or first vault."""
+    person = await owner(request, gw)
+    names = [v.name for v in person.vaults]
+    if not names:
+        return RedirectResponse("/account", status_code=303)
+    chosen = vault if vault in names else "default" if "default" in names else names[0]
+    return RedirectResponse(section_url(chosen, "overview"), status_code=303)
+
+
+@router.get(PREFIX + "/{vault}")
+async def overview(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
+    person = await owner(request, gw, vault)
+    stats = await gw.vault.call(rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity())
+    queue = await api_memories.review_queue(vault, person.caller, gw, limit=1)
+    imports = await api_imports.batches(vault, person.caller, gw, limit=5)
+    settings = await api_vault_settings.get_settings(vault, person.caller, gw)
+    counts = dict(stats.memories)
+    return person.render(
+        "overview.html",
+        "overview",
+        counts=[(status, counts.get(status, 0)) for status in STATUS_ORDER],
+        total=sum(counts.values()),
+        waiting=queue["total"],
+        index={
+            "indexed": stats.indexed,
+            "pending": stats.index_pending,
+            "failed": stats.index_failed,
+            "failures": [
+                {"memory_id": f.memory_id, "error": f.error, "attempts": f.attempts} for f in stats.recent_failures
+            ],
+        },
+        imports=imports["batches"],
+        settings=settings,
+    )

@@ -1,0 +1,260 @@
+"""The dashboard's templates and catalogues without a server: every page renders in both languages,
+memory text is escaped, every message has its Indonesian translation, the language is chosen right."""
+
+from __future__ import annotations
+
+import io
+from importlib import resources
+from typing import Any
+
+import pytest
+from babel.messages.extract import extract_from_dir
+from babel.messages.pofile import read_po
+from starlette.requests import Request
+
+from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_gateway.dashboard import i18n, render
+from memvault_gateway.web.pages import GrantRow
+
+pytestmark = pytest.mark.unit
+
+HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)>"
+FOLDER = resources.files("memvault_gateway.dashboard")
+
+
+class FakeOwner:
+    """What templates read of `common.Owner`."""
+
+    role = "owner"
+    can_review = True
+    is_owner = True
+
+    def url(self, section: str) -> str:
+        return f"/dashboard/default/{section}"
+
+
+def memory(**fields: Any) -> dict[str, Any]:
+    return {
+        "id": "0b5f0d4e-1111-2222-3333-444455556666",
+        "content": HOSTILE,
+        "type": "fact",
+        "status": "proposed",
+        "key": "deploy.target",
+        "scope": "",
+        "tags": ["ops"],
+        "source": "agent",
+        "client": "mcp:Deploy agent",
+        "trust": "stated",
+        "valid_from": None,
+        "valid_to": None,
+        "review_after": "2027-01-01T00:00:00+00:00",
+        "expires_at": None,
+        "version": 2,
+        "status_reason": None,
+        "created_at": "2026-12-01T10:00:00+00:00",
+        "score": 0.5,
+        **fields,
+    }
+
+
+def pages() -> dict[str, dict[str, Any]]:
+    batch = {
+        "id": "b1",
+        "source": "notes.md",
+        "actor": "owner",
+        "item_count": 2,
+        "stored_count": 1,
+        "outcomes": {"stored": 1, "duplicate": 1},
+        "created_at": "2026-12-01T10:00:00+00:00",
+        "undone_at": None,
+    }
+    settings = {
+        "approval_mode": "review",
+        "superseded_retention_days": 30,
+        "rejected_retention_days": 7,
+        "audit_retention_days": 0,
+    }
+    return {
+        "overview.html": {
+            "counts": [("proposed", 1), ("active", 2)],
+            "total": 3,
+            "waiting": 1,
+            "index": {
+                "indexed": 2,
+                "pending": 1,
+                "failed": 1,
+                "failures": [{"memory_id": "m", "error": HOSTILE, "attempts": 3}],
+            },
+            "imports": [batch],
+            "settings": settings,
+        },
+        "review.html": {
+            "items": [
+                {
+                    "memory": memory(),
+                    "related": [{"relation": "same_key", "memory": memory(status="active"), "differences": ["status"]}],
+                }
+            ],
+            "total": 1,
+            "next_cursor": "abc",
+            "failed": 1,
+        },
+        "memories.html": {
+            "rows": [memory()],
+            "q": HOSTILE,
+            "mode": "hybrid",
+            "warnings": [HOSTILE],
+            "scores": True,
+            "chosen_status": ["active"],
+            "chosen_type": [],
+            "tag": "",
+            "statuses": ["active"],
+            "types": ["fact"],
+            "next_cursor": "n",
+        },
+        "memory.html": {
+            "m": memory(status="active"),
+            "state": [HOSTILE],
+            "history": [
+                {"version": 1, "change": "create", "actor": "owner", "at": None, "cause": None, "content": HOSTILE}
+            ],
+            "related": {"supersedes": [memory()]},
+            "missing": ["x"],
+        },
+        "forget.html": {"m": memory()},
+        "imports.html": {
+            "batches": [batch],
+            "next_cursor": None,
+            "result": {
+                "summary": {"stored": 1},
+                "notices": [],
+                "items": [{"index": 0, "outcome": "stored", "id": "m1", "match": None, "message": HOSTILE}],
+            },
+            "text": HOSTILE,
+            "types": ["fact"],
+        },
+        "guide.html": {
+            "guide": {
+                "text": HOSTILE,
+                "version": 3,
+                "updated_by": "owner",
+                "updated_at": None,
+                "newer_default_available": True,
+            },
+            "versions": [{"version": 3, "updated_by": "owner", "updated_at": None, "chars": 10, "text": HOSTILE}],
+            "shown": {"version": 3, "text": HOSTILE},
+            "diff": [("file", "--- version 3"), ("removed", "-" + HOSTILE), ("added", "+new")],
+        },
+        "settings.html": {"settings": settings, "saved": True, "fields": ()},
+        "audit.html": {
+            "entries": [
+                {
+                    "at": "2026-12-01T10:00:00+00:00",
+                    "actor": "owner",
+                    "action": "memory.approve",
+                    "target": "m",
+                    "details": {"x": HOSTILE},
+                }
+            ],
+            "filters": {"actor": HOSTILE, "action": "", "target": "", "since": "", "until": ""},
+            "older": "?before=3",
+        },
+        "apps.html": {
+            "grants": [
+                {
+                    "id": "g",
+                    "kind": "oauth",
+                    "name": HOSTILE,
+                    "scopes": ["read"],
+                    "vaults": ["default"],
+                    "created_at": None,
+                    "last_used_at": None,
+                }
+            ],
+            "mcp_url": "http://127.0.0.1/mcp",
+            "scopes": ("read", "write", "admin"),
+            "created": {"name": HOSTILE, "token": "mvsvc_x"},
+        },
+        "account.html": {
+            "account_name": HOSTILE,
+            "mcp_url": "http://127.0.0.1/mcp",
+            "grants": [GrantRow("g", "oauth", HOSTILE, "read", "default", "2026-12-01", "never")],
+            "dev_subject": "",
+            "signed_in_by_proxy": False,
+            "email_section": "",
+        },
+        "members.html": {
+            "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],
+            "roles": ("owner", "editor", "viewer"),
+            "is_admin": True,
+            "created": {"username": "new", "role": "viewer", "setup_url": "http://127.0.0.1/setup/x"},
+        },
+    }
+
+
+@pytest.mark.parametrize("language", list(i18n.LANGUAGES))
+@pytest.mark.parametrize("template", list(pages()))
+def test_every_page_renders_and_shows_memory_text_as_text(language: str, template: str) -> None:
+    context = {
+        "owner": FakeOwner(),
+        "user_name": HOSTILE,
+        "csrf": "token",
+        "vault": vpb.VaultInfo(name="default", role="owner", approval_mode="review"),
+        "vaults": [vpb.VaultInfo(name="default", role="owner")],
+        "section": "review",
+        "sections": [("review", "Review", "/dashboard/default/review")],
+        "here": "/dashboard/default",
+        "notice": HOSTILE,
+        **pages()[template],
+    }
+    response = render.render(language, template, context)
+    html = bytes(response.body).decode()
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert f'<html lang="{language}">' in html
+    policy = response.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy and "unsafe-inline" not in policy
+
+
+def test_every_message_has_an_indonesian_translation() -> None:
+    wanted = set()
+    method_map = [("**.py", "python"), ("templates/**.html", "jinja2")]
+    options = {"templates/**.html": {"extensions": "jinja2.ext.i18n", "trim_blocks": "true", "lstrip_blocks": "true"}}
+    for _, _, message, _, _ in extract_from_dir(
+        str(FOLDER),
+        method_map,
+        options_map=options,
+        keywords={"_": None, "gettext": None, "ngettext": (1, 2), "N_": None},
+    ):
+        wanted.add(message[0] if isinstance(message, tuple) else message)
+    catalogue = read_po(io.BytesIO(FOLDER.joinpath("locale/id/LC_MESSAGES/messages.po").read_bytes()), locale="id")
+    translated = {
+        (m.id[0] if isinstance(m.id, tuple) else m.id)
+        for m in catalogue
+        if m.id and (all(m.string) if isinstance(m.string, tuple) else m.string)
+    }
+    assert len(wanted) > 100
+    assert sorted(wanted - translated) == []
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("id-ID,id;q=0.9,en-US;q=0.8", "id"),
+        ("en-GB,en;q=0.9,id;q=0.8", "en"),
+        ("fr-FR,fr;q=0.9,id;q=0.5", "id"),
+        ("id;q=0,en;q=0.1", "en"),
+        ("de", "en"),
+        ("", "en"),
+        ("id;q=bogus, en", "en"),
+    ],
+)
+def test_the_language_follows_accept_language(header: str, expected: str) -> None:
+    request = Request({"type": "http", "headers": [(b"accept-language", header.encode())]})
+    assert i18n.language_of(request) == expected
+
+
+def test_the_switchers_choice_wins_over_the_browsers_language() -> None:
+    cookie = f"{i18n.LANGUAGE_COOKIE}=id".encode()
+    request = Request({"type": "http", "headers": [(b"accept-language", b"en"), (b"cookie", cookie)]})
+    assert i18n.language_of(request) == "id"

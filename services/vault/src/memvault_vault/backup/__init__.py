@@ -1,0 +1,1 @@
+"""Backup, restore and readable export of a vault (docs/backup-format.md)."""

@@ -9,12 +9,12 @@ import grpc
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault.vault.v1 import archive_pb2_grpc
+from memvault_core import wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
 from memvault_vault.archive.records import ConversationRecord, ImportRecord, Receipt
 from memvault_vault.archive.service import ArchiveService, Draft
 from memvault_vault.domain.archive import snippet
-from memvault_vault.rpc import convert
 
 
 def drafts(messages: Sequence[pb.MessageDraft]) -> list[Draft]:
@@ -40,8 +40,8 @@ def summary(record: ConversationRecord) -> pb.ConversationSummary:
         message_count=record.message_count,
         source=record.source,
         external_id=record.external_id,
-        created_at=convert.timestamp(record.created_at),
-        updated_at=convert.timestamp(record.updated_at),
+        created_at=wire.to_timestamp(record.created_at),
+        updated_at=wire.to_timestamp(record.updated_at),
         content_sha256=record.content_sha256,
     )
 
@@ -160,7 +160,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                     kind=r.kind,
                     message_count=r.message_count,
                     content_sha256=r.content_sha256,
-                    created_at=convert.timestamp(r.created_at),
+                    created_at=wire.to_timestamp(r.created_at),
                     created_by=r.created_by,
                     head=r.head,
                 )
@@ -224,7 +224,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                     content_type=m.content_type,
                     text=m.text,
                     content_json=m.content or "",
-                    created_at=convert.timestamp(m.created_at),
+                    created_at=wire.to_timestamp(m.created_at),
                     active=m.active,
                     position=m.position,
                 )

@@ -9,6 +9,7 @@ fixture), or where there is none the same store class in qdrant-client's local m
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path

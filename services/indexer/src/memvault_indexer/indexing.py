@@ -129,6 +129,12 @@ class Indexer:
         await self.feed.report(documents, self.model)
         self._since_optimize += len(documents)
 
+    async def put_vectors(self, vault_id: str, vectors: Sequence[tuple[str, str, list[float]]]) -> None:
+        """Store vectors made elsewhere by this model (memory id, content hash, vector), as a restore does."""
+        await self.store.upsert(
+            [IndexedMemory(memory_id, vault_id, vector, digest) for memory_id, digest, vector in vectors]
+        )
+
     async def forget(self, memory_ids: Sequence[str]) -> None:
         if memory_ids:
             await self.store.delete(list(memory_ids))

@@ -15,7 +15,6 @@ from memvault_core.errors import InvalidArgument
 from memvault_core.grpc import identity_token
 from memvault_core.identity import IdentitySigner
 from memvault_indexer.indexing import Indexer
-from memvault_indexer.store import IndexedMemory
 
 MAX_VECTORS = 1000
 """Memories per GetVectors or PutVectors call."""
@@ -135,7 +134,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         dimension = self._indexer.embedder.dimension
         if any(len(v.vector) != dimension for v in request.vectors):
             raise InvalidArgument(f"every vector must have {dimension} dimensions", field="vectors")
-        await self._indexer.store.upsert(
-            [IndexedMemory(v.memory_id, request.vault_id, list(v.vector), v.content_hash) for v in request.vectors]
+        await self._indexer.put_vectors(
+            request.vault_id, [(v.memory_id, v.content_hash, list(v.vector)) for v in request.vectors]
         )
         return pb.PutVectorsResponse(stored=len(request.vectors))

@@ -238,6 +238,7 @@ class ArchiveService:
         graph: bool,
         limit: int,
         page: str,
+        start: int = 0,
     ) -> tuple[ConversationRecord, int, list[MessageRecord], str]:
         """One conversation at a pinned revision (the head unless given); a cursor keeps that revision."""
         conversation_id = rules.parse_conversation_id(conversation_id)
@@ -248,7 +249,9 @@ class ArchiveService:
         summary = await self._store.conversation(vault, conversation_id)
         request = cursor.fingerprint("conversation", vault.id, conversation_id, graph, limit)
         position = cursor.decode(page, "archive", request)
-        after = -1
+        if start < 0:
+            raise InvalidArgument("start_position must not be negative", field="start_position")
+        after = start - 1
         if position is not None:
             pinned, last = position.get("revision"), position.get("after")
             if not isinstance(pinned, int) or not isinstance(last, int):

@@ -211,6 +211,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
             graph=request.view == pb.CONVERSATION_VIEW_GRAPH,
             limit=request.limit,
             page=request.cursor,
+            start=request.start_position,
         )
         return pb.GetConversationResponse(
             conversation=summary(record),

@@ -706,6 +706,7 @@ class GetConversationRequest(_message.Message):
     VIEW_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    START_POSITION_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     conversation_id: _builtins.str
     revision: _builtins.int
@@ -713,6 +714,8 @@ class GetConversationRequest(_message.Message):
     view: Global___ConversationView.ValueType
     limit: _builtins.int
     cursor: _builtins.str
+    start_position: _builtins.int
+    """Without a cursor: the first position to read (0 from the start)."""
     def __init__(
         self,
         *,
@@ -722,10 +725,11 @@ class GetConversationRequest(_message.Message):
         view: Global___ConversationView.ValueType = ...,
         limit: _builtins.int = ...,
         cursor: _builtins.str = ...,
+        start_position: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "cursor", b"cursor", "limit", b"limit", "revision", b"revision", "vault", b"vault", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "cursor", b"cursor", "limit", b"limit", "revision", b"revision", "start_position", b"start_position", "vault", b"vault", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -21,8 +21,18 @@ NAMES = [
     "invalidate",
     "audit_memory",
     "explain_memory",
+    "archive_search",
+    "archive_read",
 ]
-READ_ONLY = {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
+READ_ONLY = {
+    "get_operating_guide",
+    "recall",
+    "list_memories",
+    "audit_memory",
+    "explain_memory",
+    "archive_search",
+    "archive_read",
+}
 
 
 @pytest.mark.unit

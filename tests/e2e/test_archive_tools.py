@@ -74,6 +74,13 @@ async def test_agent_searches_and_reads_the_archive(fresh_stack: StackStarter) -
         found = await call(client, "archive_search", query="where is the spare garage key")
         hit = found["hits"][0]
         assert hit["kind"] == "message" and hit["title"] == "Garage" and "water heater" in hit["snippet"]
+        # One call finds it wherever it lives: memories and conversations, each hit saying which.
+        await call(client, "remember", content="The bike lock code is 4312.")
+        both = await call(client, "recall", query="spare garage key", conversations=True)
+        assert [h["kind"] for h in both["conversation_hits"]][:1] == ["message"]
+        assert both["conversation_hits"][0]["conversation_id"] == hit["conversation_id"]
+        bike = await call(client, "recall", query="bike lock code", conversations=True)
+        assert bike["results"][0]["kind"] == "memory" and "4312" in bike["results"][0]["content"]
         around = await call(client, "archive_read", mode="conversation", conversation_id=hit["conversation_id"])
         assert [m["text"] for m in around["messages"]][1] == "noted"
 

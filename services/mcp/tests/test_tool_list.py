@@ -21,6 +21,8 @@ NAMES = [
     "invalidate",
     "audit_memory",
     "explain_memory",
+    "track_source",
+    "sources",
     "archive_search",
     "archive_read",
 ]

@@ -23,8 +23,18 @@ NAMES = [
     "explain_memory",
     "track_source",
     "sources",
+    "archive_search",
+    "archive_read",
 ]
-READ_ONLY = {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
+READ_ONLY = {
+    "get_operating_guide",
+    "recall",
+    "list_memories",
+    "audit_memory",
+    "explain_memory",
+    "archive_search",
+    "archive_read",
+}
 
 
 @pytest.mark.unit

@@ -88,6 +88,7 @@ async def test_recall_sends_the_filters_and_returns_ranked_results_with_their_wa
                 "created_at": "2026-11-30T12:00:00Z",
                 "conflicts_with": ["m2"],
                 "warnings": ["conflict"],
+                "kind": "memory",
             },
             {
                 "id": "m3",
@@ -97,6 +98,7 @@ async def test_recall_sends_the_filters_and_returns_ranked_results_with_their_wa
                 "score": 0.5,
                 "created_at": "2026-11-30T12:00:00Z",
                 "may_conflict_with": [ID],
+                "kind": "memory",
             },
         ],
         "warnings": ["only common words matched", "m1 conflicts with m2"],

@@ -13,7 +13,8 @@ from typing import TypeVar
 import grpc
 
 from memvault.vault.v1 import accounts_pb2 as apb
-from memvault.vault.v1 import accounts_pb2_grpc, sources_pb2_grpc, vault_pb2_grpc
+from memvault.vault.v1 import accounts_pb2_grpc, archive_pb2_grpc, sources_pb2_grpc, vault_pb2_grpc
+from memvault.vault.v1 import archive_pb2 as arpb
 from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.grpc import client_channel, error_from_rpc
@@ -33,6 +34,7 @@ class VaultClient:
         self.channel = client_channel(address)
         self._vault = vault_pb2_grpc.VaultServiceStub(self.channel)
         self._accounts = accounts_pb2_grpc.AccountServiceStub(self.channel)
+        self._archive = archive_pb2_grpc.ArchiveServiceStub(self.channel)
         self._sources = sources_pb2_grpc.SourcesServiceStub(self.channel)
         self._timeout = timeout_seconds
 
@@ -170,6 +172,27 @@ class VaultClient:
 
     async def list_audit(self, identity: str, request: apb.ListAuditRequest) -> apb.ListAuditResponse:
         return await self._call(self._accounts.ListAudit, request, identity)
+
+    # --- ArchiveService -----------------------------------------------------------------------------
+
+    async def search_messages(self, identity: str, request: arpb.SearchMessagesRequest) -> arpb.SearchMessagesResponse:
+        return await self._call(self._archive.SearchMessages, request, identity)
+
+    async def list_conversations(
+        self, identity: str, request: arpb.ListConversationsRequest
+    ) -> arpb.ListConversationsResponse:
+        return await self._call(self._archive.ListConversations, request, identity)
+
+    async def get_conversation(
+        self, identity: str, request: arpb.GetConversationRequest
+    ) -> arpb.GetConversationResponse:
+        return await self._call(self._archive.GetConversation, request, identity)
+
+    async def list_revisions(self, identity: str, request: arpb.ListRevisionsRequest) -> arpb.ListRevisionsResponse:
+        return await self._call(self._archive.ListRevisions, request, identity)
+
+    async def get_import(self, identity: str, request: arpb.GetImportRequest) -> arpb.GetImportResponse:
+        return await self._call(self._archive.GetImport, request, identity)
 
     # --- SourcesService ------------------------------------------------------------------------------
 

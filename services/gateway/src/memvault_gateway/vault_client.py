@@ -7,9 +7,10 @@ the deadline and turns the vault's errors back into MemvaultError.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memvault.vault.v1 import accounts_pb2 as apb
+from memvault.vault.v1 import archive_pb2_grpc
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import vault_client as rpc
 from memvault_core import wire
@@ -27,6 +28,7 @@ class VaultClient:
         self.rpc = rpc.VaultClient(address, timeout_seconds)
         self.channel = self.rpc.channel
         self._signer = signer
+        self._archive = archive_pb2_grpc.ArchiveServiceStub(self.channel)
 
     async def close(self) -> None:
         await self.rpc.close()
@@ -43,6 +45,10 @@ class VaultClient:
         """One vault RPC (`rpc.VaultClient.<method>`) as `identity`: a session's owner, or a token limited to
         some vaults and scopes, so the vault applies the same rules as for an agent."""
         return await method(self.rpc, self._signer.sign(identity), request)
+
+    async def archive_call(self, method: str, request: object, identity: Identity) -> Any:
+        """ArchiveService.<method> as `identity`, with the deadline of a slow call (uploads of parts)."""
+        return await self.rpc._call(getattr(self._archive, method), request, self._signer.sign(identity), slow=True)
 
     async def ensure_account(self, subject: str, display_name: str = "") -> bool:
         request = apb.EnsureAccountRequest(display_name=display_name)

@@ -10,6 +10,8 @@ import sys
 
 from memvault.vault.v1 import (
     accounts_pb2_grpc,
+    archive_pb2,
+    archive_pb2_grpc,
     backup_pb2,
     backup_pb2_grpc,
     index_admin_pb2,
@@ -35,6 +37,7 @@ from memvault_vault.outbox.relay import OutboxRelay
 from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.archive import ArchiveServicer
 from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.index_admin import IndexAdminServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
@@ -100,7 +103,8 @@ async def serve(settings: Settings) -> None:
         index_admin_pb2_grpc.add_IndexAdminServiceServicer_to_server(
             IndexAdminServicer(services.index_admin, signer), server
         )
-        background = []
+        archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, signer), server)
+        background = [asyncio.create_task(services.archive.run_imports())]
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
         if settings.vault.retention_interval_seconds > 0:
@@ -125,6 +129,7 @@ async def serve(settings: Settings) -> None:
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
+            archive_pb2.DESCRIPTOR.services_by_name["ArchiveService"].full_name,
             sources_pb2.DESCRIPTOR.services_by_name["SourcesService"].full_name,
             backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
             index_admin_pb2.DESCRIPTOR.services_by_name["IndexAdminService"].full_name,

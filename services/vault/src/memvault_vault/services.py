@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.archive.service import ArchiveService
+from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.audit.service import AuditService
 from memvault_vault.audit.store import AuditStore
 from memvault_vault.backup.service import BackupService
@@ -46,6 +48,7 @@ class VaultServices:
     guide: GuideService
     audit: AuditService
     index_feed: IndexFeedService
+    archive: ArchiveService
     sources: SourceService
     backup: BackupService
     index_admin: IndexAdminService
@@ -78,6 +81,7 @@ class VaultServices:
             review=ReviewService(ReviewStore(database), memories, accounts),
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
+            archive=ArchiveService(ArchiveStore(database), accounts),
             index_feed=IndexFeedService(feed, progress),
             backup=BackupService(BackupStore(database.pool), accounts, index),
             index_admin=IndexAdminService(IndexAdminStore(database), accounts, index),

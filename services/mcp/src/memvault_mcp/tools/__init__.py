@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver.tools.base import Tool
 
-from memvault_mcp.tools import changes, guide, reading, sources, writing
+from memvault_mcp.tools import archive, changes, guide, reading, sources, writing
 from memvault_mcp.tools.registry import SPECS, ToolFunction
 
 # The order tools/list shows them in: the guide first, then the way an agent usually goes.
@@ -24,6 +24,8 @@ ORDER: tuple[ToolFunction, ...] = (
     reading.explain_memory,
     sources.track_source,
     sources.sources,
+    archive.archive_search,
+    archive.archive_read,
 )
 
 

@@ -13,6 +13,7 @@ from memvault_core import limits, wire
 from memvault_core.validation import Between
 from memvault_core.vault_client import VaultClient
 from memvault_core.wire import AUDIT_KINDS, AuditKindName, MemoryTypeName, StatusName
+from memvault_mcp.tools import archive
 from memvault_mcp.tools.arguments import CursorArg, MemoryIdArg, VaultArg, parse_time
 from memvault_mcp.tools.registry import READ_ONLY, ask_vault, tool
 from memvault_mcp.tools.sources import source_for_agent
@@ -68,6 +69,9 @@ async def recall(
         ),
     ] = "",
     include_expired: Annotated[bool, Field(description="Also return memories past their expires_at.")] = False,
+    conversations: Annotated[
+        bool, Field(description="Also search archived conversations; their hits come in conversation_hits.")
+    ] = False,
 ) -> dict[str, Any]:
     request = vpb.RecallRequest(
         vault=vault,
@@ -93,14 +97,21 @@ async def recall(
             view["conflicts_with"] = list(hit.conflicts_with)
         if hit.memory.id in flags:
             view["warnings"] = flags[hit.memory.id]
+        view["kind"] = "memory"
         results.append(view)
-    return {
+    answer: dict[str, Any] = {
         "vault": response.vault,
         "mode": response.mode,
         "results": results,
         "warnings": [*response.warnings, *(w.message for w in response.memory_warnings)],
         "next_cursor": response.next_cursor or None,
     }
+    if conversations:
+        found = await archive.archive_search(ctx, query=query, limit=limit, tags=[], vault=vault)
+        answer["conversation_hits"] = found["hits"]
+        if "omitted" in found:
+            answer["omitted"] = found["omitted"]
+    return answer
 
 
 @tool(

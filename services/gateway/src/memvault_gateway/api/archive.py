@@ -1,0 +1,140 @@
+"""/api/v1 conversation archive: uploading an export (in parts when it is over the direct limit),
+its progress, and reading and searching archived conversations. Acts as the caller."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from memvault.vault.v1 import archive_pb2 as pb
+from memvault_core.errors import InvalidArgument, LimitExceeded
+from memvault_gateway.api.access import Caller, GatewayDep, Vault
+
+router = APIRouter(prefix="/api/v1")
+
+MAX_PART_BYTES = 3 * 1024 * 1024
+"""Bytes in one uploaded part (the vault's max_import_part_bytes)."""
+
+
+class ImportIn(BaseModel):
+    format: str = Field("chatgpt", max_length=20)
+    filename: str = Field("", max_length=200)
+    size: int = Field(ge=1)
+    sha256: str = Field(min_length=64, max_length=64)
+
+
+def import_json(status: pb.ImportStatus) -> dict[str, Any]:
+    return {
+        "id": status.id,
+        "state": status.state,
+        "filename": status.filename,
+        "size": status.size,
+        "sha256": status.sha256,
+        "parts": status.parts,
+        "total": status.total,
+        "done": status.done,
+        "remaining": status.remaining,
+        "imported": status.imported,
+        "updated": status.updated,
+        "duplicates": status.duplicates,
+        "failed": status.failed,
+        "failures": [{"conversation_id": f.conversation_id, "error": f.error} for f in status.failures],
+        "duplicate_of": status.duplicate_of or None,
+        "error": status.error or None,
+        "part_bytes": MAX_PART_BYTES,
+    }
+
+
+@router.post("/vaults/{vault}/archive/imports", status_code=201)
+async def start_import(vault: Vault, body: ImportIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Announce an upload (size and sha256); send its bytes with PUT .../parts/{n}, then POST .../finish."""
+    request = pb.StartImportRequest(
+        vault=vault, format=body.format, filename=body.filename, size=body.size, sha256=body.sha256
+    )
+    response = await gw.vault.archive_call("StartImport", request, caller.identity())
+    return import_json(getattr(response, "import"))
+
+
+@router.put("/vaults/{vault}/archive/imports/{import_id}/parts/{part}")
+async def upload_part(
+    vault: Vault, import_id: str, part: int, request: Request, caller: Caller, gw: GatewayDep
+) -> dict[str, Any]:
+    """One part of the file as the raw request body (application/octet-stream), parts in order from 0."""
+    data = await request.body()
+    if len(data) > MAX_PART_BYTES:
+        raise LimitExceeded(f"a part holds at most {MAX_PART_BYTES} bytes; send smaller parts", field="body")
+    if not data:
+        raise InvalidArgument("the part is empty", field="body")
+    message = pb.UploadImportPartRequest(vault=vault, import_id=import_id, part=part, data=data)
+    response = await gw.vault.archive_call("UploadImportPart", message, caller.identity())
+    return {"import_id": import_id, "part": part, "received": response.received}
+
+
+@router.post("/vaults/{vault}/archive/imports/{import_id}/finish")
+async def finish_import(vault: Vault, import_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Check the whole upload's size and sha256 and queue it; an export already imported is a duplicate."""
+    request = pb.FinishImportRequest(vault=vault, import_id=import_id)
+    response = await gw.vault.archive_call("FinishImport", request, caller.identity())
+    return import_json(getattr(response, "import"))
+
+
+@router.get("/vaults/{vault}/archive/imports/{import_id}")
+async def get_import(vault: Vault, import_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Progress: done, remaining, duplicates, failures with the conversation id."""
+    request = pb.GetImportRequest(vault=vault, import_id=import_id)
+    response = await gw.vault.archive_call("GetImport", request, caller.identity())
+    return import_json(getattr(response, "import"))
+
+
+@router.get("/vaults/{vault}/conversations")
+async def list_conversations(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    limit: Annotated[int, Query(ge=0, le=100)] = 0,
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+    tag: Annotated[list[str] | None, Query(max_length=20)] = None,
+) -> dict[str, Any]:
+    request = pb.ListConversationsRequest(vault=vault, tags_all=tag or [], limit=limit, cursor=cursor)
+    response = await gw.vault.archive_call("ListConversations", request, caller.identity())
+    return {
+        "conversations": [
+            {
+                "id": c.id,
+                "title": c.title if c.has_title else None,
+                "tags": list(c.tags),
+                "head_revision": c.head_revision,
+                "message_count": c.message_count,
+                "source": c.source,
+            }
+            for c in response.conversations
+        ],
+        "next_cursor": response.next_cursor or None,
+    }
+
+
+@router.get("/vaults/{vault}/archive/search")
+async def search(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    q: Annotated[str, Query(min_length=1, max_length=1000)],
+    limit: Annotated[int, Query(ge=0, le=50)] = 0,
+) -> dict[str, Any]:
+    request = pb.SearchMessagesRequest(vault=vault, query=q, limit=limit)
+    response = await gw.vault.archive_call("SearchMessages", request, caller.identity())
+    return {
+        "hits": [
+            {
+                "conversation_id": h.conversation_id,
+                "revision": h.revision,
+                "message_id": h.message_id,
+                "role": h.role,
+                "snippet": h.snippet,
+                "score": h.score,
+            }
+            for h in response.hits
+        ]
+    }

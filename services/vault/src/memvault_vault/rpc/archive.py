@@ -1,0 +1,289 @@
+"""ArchiveService over gRPC: check the caller's identity, translate, delegate to the archive service."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC
+
+import grpc
+
+from memvault.vault.v1 import archive_pb2 as pb
+from memvault.vault.v1 import archive_pb2_grpc
+from memvault_core import wire
+from memvault_core.grpc import identity_token
+from memvault_core.identity import Identity, IdentitySigner
+from memvault_vault.archive.records import ConversationRecord, ImportRecord, Receipt
+from memvault_vault.archive.service import ArchiveService, Draft
+from memvault_vault.domain.archive import snippet
+
+
+def drafts(messages: Sequence[pb.MessageDraft]) -> list[Draft]:
+    return [
+        (
+            m.role.strip().lower(),
+            m.text,
+            m.content_type.strip(),
+            m.created_at.ToDatetime(tzinfo=UTC) if m.HasField("created_at") else None,
+        )
+        for m in messages
+    ]
+
+
+def summary(record: ConversationRecord) -> pb.ConversationSummary:
+    return pb.ConversationSummary(
+        id=record.id,
+        title=record.title or "",
+        has_title=record.title is not None,
+        tags=record.tags,
+        tags_version=record.tags_version,
+        head_revision=record.head_revision,
+        message_count=record.message_count,
+        source=record.source,
+        external_id=record.external_id,
+        created_at=wire.to_timestamp(record.created_at),
+        updated_at=wire.to_timestamp(record.updated_at),
+        content_sha256=record.content_sha256,
+    )
+
+
+def receipt(record: Receipt) -> pb.WriteReceipt:
+    return pb.WriteReceipt(
+        conversation_id=record.conversation_id,
+        revision=record.revision,
+        durable=record.durable,
+        indexing=record.indexing,
+        replayed=record.replayed,
+        content_sha256=record.content_sha256,
+        message_count=record.message_count,
+        verified=summary(record.verified) if record.verified else None,
+    )
+
+
+def import_status(record: ImportRecord) -> pb.ImportStatus:
+    return pb.ImportStatus(
+        id=record.id,
+        state=record.state,
+        filename=record.filename,
+        size=record.size,
+        sha256=record.sha256,
+        total=record.total,
+        done=record.next_index,
+        remaining=max(record.total - record.next_index, 0),
+        duplicates=record.duplicates,
+        failed=record.failed,
+        imported=record.imported,
+        updated=record.updated,
+        failures=[pb.ImportFailure(conversation_id=ref, error=error) for ref, error in record.failures],
+        duplicate_of=record.duplicate_of or "",
+        error=record.error,
+        parts=record.parts,
+    )
+
+
+class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
+    def __init__(self, archive: ArchiveService, signer: IdentitySigner) -> None:
+        self._archive = archive
+        self._signer = signer
+
+    def _identity(self, context: grpc.aio.ServicerContext) -> Identity:
+        return self._signer.verify(identity_token(context))
+
+    async def CreateConversation(
+        self, request: pb.CreateConversationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateConversationResponse:
+        record = await self._archive.create(
+            self._identity(context),
+            request.vault,
+            title=request.title,
+            tags=list(request.tags),
+            drafts=drafts(request.messages),
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        return pb.CreateConversationResponse(receipt=receipt(record))
+
+    async def AppendMessages(
+        self, request: pb.AppendMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendMessagesResponse:
+        record = await self._archive.revise(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            kind="append",
+            base_revision=request.base_revision,
+            drafts=drafts(request.messages),
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        return pb.AppendMessagesResponse(receipt=receipt(record))
+
+    async def ReplaceTranscript(
+        self, request: pb.ReplaceTranscriptRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReplaceTranscriptResponse:
+        record = await self._archive.revise(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            kind="replace",
+            base_revision=request.base_revision,
+            drafts=drafts(request.messages),
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        return pb.ReplaceTranscriptResponse(receipt=receipt(record))
+
+    async def RestoreRevision(
+        self, request: pb.RestoreRevisionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RestoreRevisionResponse:
+        record = await self._archive.restore(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            revision=request.revision,
+            base_revision=request.base_revision,
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        return pb.RestoreRevisionResponse(receipt=receipt(record))
+
+    async def ListRevisions(
+        self, request: pb.ListRevisionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListRevisionsResponse:
+        rows, more = await self._archive.revisions(
+            self._identity(context), request.vault, request.conversation_id, limit=request.limit, page=request.cursor
+        )
+        return pb.ListRevisionsResponse(
+            revisions=[
+                pb.RevisionInfo(
+                    number=r.number,
+                    parent=r.parent or 0,
+                    kind=r.kind,
+                    message_count=r.message_count,
+                    content_sha256=r.content_sha256,
+                    created_at=wire.to_timestamp(r.created_at),
+                    created_by=r.created_by,
+                    head=r.head,
+                )
+                for r in rows
+            ],
+            next_cursor=more,
+        )
+
+    async def SetTags(self, request: pb.SetTagsRequest, context: grpc.aio.ServicerContext) -> pb.SetTagsResponse:
+        tags, version = await self._archive.set_tags(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            list(request.tags),
+            request.expected_tags_version,
+        )
+        return pb.SetTagsResponse(tags=tags, tags_version=version)
+
+    async def DeleteConversation(
+        self, request: pb.DeleteConversationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteConversationResponse:
+        revisions, messages = await self._archive.delete(
+            self._identity(context), request.vault, request.conversation_id, request.confirm
+        )
+        return pb.DeleteConversationResponse(revisions_deleted=revisions, messages_deleted=messages)
+
+    async def ListConversations(
+        self, request: pb.ListConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListConversationsResponse:
+        rows, more = await self._archive.conversations(
+            self._identity(context),
+            request.vault,
+            tags_all=list(request.tags_all),
+            tags_any=list(request.tags_any),
+            limit=request.limit,
+            page=request.cursor,
+        )
+        return pb.ListConversationsResponse(conversations=[summary(r) for r in rows], next_cursor=more)
+
+    async def GetConversation(
+        self, request: pb.GetConversationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetConversationResponse:
+        record, revision, messages, more = await self._archive.conversation(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            revision=request.revision,
+            graph=request.view == pb.CONVERSATION_VIEW_GRAPH,
+            limit=request.limit,
+            page=request.cursor,
+            start=request.start_position,
+        )
+        return pb.GetConversationResponse(
+            conversation=summary(record),
+            revision=revision,
+            messages=[
+                pb.ArchivedMessage(
+                    id=m.id,
+                    node_id=m.node_id,
+                    parent_node_id=m.parent_node_id or "",
+                    role=m.role,
+                    content_type=m.content_type,
+                    text=m.text,
+                    content_json=m.content or "",
+                    created_at=wire.to_timestamp(m.created_at),
+                    active=m.active,
+                    position=m.position,
+                )
+                for m in messages
+            ],
+            next_cursor=more,
+        )
+
+    async def SearchMessages(
+        self, request: pb.SearchMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SearchMessagesResponse:
+        hits = await self._archive.search(
+            self._identity(context), request.vault, request.query, tags_any=list(request.tags_any), limit=request.limit
+        )
+        return pb.SearchMessagesResponse(
+            hits=[
+                pb.MessageHit(
+                    conversation_id=h.conversation_id,
+                    revision=h.revision,
+                    message_id=h.message_id,
+                    title=h.title or "",
+                    role=h.role,
+                    snippet=snippet(h.text, request.query),
+                    score=h.score,
+                    position=h.position,
+                )
+                for h in hits
+            ]
+        )
+
+    async def StartImport(
+        self, request: pb.StartImportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StartImportResponse:
+        record = await self._archive.start_import(
+            self._identity(context),
+            request.vault,
+            fmt=request.format.strip().lower(),
+            filename=request.filename,
+            size=request.size,
+            sha256=request.sha256,
+            data=request.data,
+        )
+        return pb.StartImportResponse(**{"import": import_status(record)})
+
+    async def UploadImportPart(
+        self, request: pb.UploadImportPartRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UploadImportPartResponse:
+        received = await self._archive.upload_part(
+            self._identity(context), request.vault, request.import_id, request.part, request.data
+        )
+        return pb.UploadImportPartResponse(received=received)
+
+    async def FinishImport(
+        self, request: pb.FinishImportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FinishImportResponse:
+        record = await self._archive.finish_import(self._identity(context), request.vault, request.import_id)
+        return pb.FinishImportResponse(**{"import": import_status(record)})
+
+    async def GetImport(self, request: pb.GetImportRequest, context: grpc.aio.ServicerContext) -> pb.GetImportResponse:
+        record = await self._archive.get_import(self._identity(context), request.vault, request.import_id)
+        return pb.GetImportResponse(**{"import": import_status(record)})

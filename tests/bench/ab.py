@@ -8,7 +8,8 @@ its own, both stacks up side by side. Each round:
 1. for `before` and `after` in turn (the order swaps every round, so neither always runs on a warmer
    or cooler machine): the bundled model alone, in a process of its own, on the indexer's default
    2 threads (texts/s and CPU per text: the yardstick the import is compared with, taken right
-   before it); then `--imports` memories through `bulk_remember` over MCP, 500 per call, one client,
+   before it); then `--imports` memories through `bulk_remember` over MCP, 500 per call, one client
+   (`--in-flight` calls at a time, default 1: each call sent when the one before has answered),
    until every one is searchable (memories/s, and CPU milliseconds per memory by process); then a
    wait until the indexer has built its vector index after the burst, so that no build runs during
    the next measurement, of either stack;
@@ -145,11 +146,17 @@ async def measure_import(side: Side, round_no: int, args: argparse.Namespace) ->
         meter.start()
         start = time.perf_counter()
         exact_only = 0
-        for offset in range(0, len(texts), PER_CALL):
-            answer = await call(
-                client, "bulk_remember", items=[{"content": t} for t in texts[offset : offset + PER_CALL]]
-            )
+        in_flight = asyncio.Semaphore(args.in_flight)
+
+        async def one_call(offset: int) -> None:
+            nonlocal exact_only
+            async with in_flight:
+                answer = await call(
+                    client, "bulk_remember", items=[{"content": t} for t in texts[offset : offset + PER_CALL]]
+                )
             exact_only += answer.get("duplicate_check") == "exact-only"
+
+        await asyncio.gather(*(one_call(offset) for offset in range(0, len(texts), PER_CALL)))
         imported = time.perf_counter() - start
         side.imported += len(texts)
         await until_indexed(stack, side.imported)
@@ -253,7 +260,7 @@ def summary(before: Side, after: Side, args: argparse.Namespace) -> str:
 
     lines = [
         f"{len(before.rows)} rounds, before = {args.before_name}, after = {args.after_name}; each round imports "
-        f"{args.imports:,} memories (500 per `bulk_remember`) into a vault of {args.seed:,} or more, then "
+        f"{args.imports:,} memories (500 per `bulk_remember`, {args.in_flight} call(s) in flight) into a vault of {args.seed:,} or more, then "
         f"{args.recalls} recalls over MCP. Per round, before → after; ratio = median of after / before.",
         "",
         "| measure | per round | ratio |",
@@ -335,6 +342,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1000, help="memories each vault starts with (default 1,000)")
     parser.add_argument("--imports", type=int, default=3000, help="memories imported per measurement (3,000)")
     parser.add_argument("--recalls", type=int, default=200, help="recalls per measurement (default 200)")
+    parser.add_argument(
+        "--in-flight", type=int, default=1, help="bulk_remember calls the import keeps in flight (default 1)"
+    )
     parser.add_argument("--model-texts", type=int, default=1000, help="texts the model alone embeds (1,000)")
     parser.add_argument("--max-minutes", type=float, default=30, help="start no new round after this long")
     parser.add_argument("--out", type=Path, help="also write the summary table to this file")

@@ -6,6 +6,7 @@ whatever the test says, so the duplicate and conflict rules can be checked exact
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -36,6 +37,8 @@ class FakeIndex:
         self.cosines: dict[frozenset[str], float] = {}
         self.down = False
         self.similar_calls = 0
+        self.delay = 0.0
+        """Seconds each Similar call takes (as embedding does), so that calls can overlap."""
 
     def set(self, a: str, b: str, cosine: float) -> None:
         self.cosines[frozenset((normalize(a), normalize(b)))] = cosine
@@ -62,6 +65,7 @@ class FakeIndex:
         if self.down:
             raise Unavailable("the fake indexer is down")
         self.similar_calls += 1
+        await asyncio.sleep(self.delay)
         rows = await self.database.pool.fetch("SELECT id::text, content FROM memory WHERE vault_id = $1", vault_id)
         results = []
         for position, text in enumerate(texts):

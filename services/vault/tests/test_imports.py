@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -169,6 +170,25 @@ async def test_undo_of_an_untouched_import_is_exact(owner: Caller, fake_index: F
         vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=imported.batch_id), metadata=owner.metadata()
     )
     assert await vault_state(database, owner) == before
+
+
+async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_index: FakeIndex) -> None:
+    """Two imports into one vault sent at once: the second is checked against what the first wrote
+    (it waits its turn, having had its texts embedded meanwhile), so a near-duplicate across them is
+    found (a near-duplicate at cosine 0.97), not stored twice as new."""
+    await set_mode(owner, "auto")
+    first, second = "The boiler was serviced in March 2025.", "The boiler got its service in March 2025."
+    fake_index.set(first, second, 0.97)
+    calls = fake_index.similar_calls
+    fake_index.delay = 0.3
+    try:
+        one, two = await asyncio.gather(bulk(owner, first), bulk(owner, second))
+    finally:
+        fake_index.delay = 0.0
+    results = sorted([one.results[0], two.results[0]], key=lambda r: r.outcome)
+    assert [r.outcome for r in results] == [vpb.WRITE_OUTCOME_STORED, vpb.WRITE_OUTCOME_DUPLICATE]
+    assert results[1].memory_id == results[0].memory_id
+    assert fake_index.similar_calls - calls == 3  # each import's check, and the waiting one's embedding ahead
 
 
 async def test_undo_needs_a_reviewer_and_a_real_batch(owner: Caller) -> None:

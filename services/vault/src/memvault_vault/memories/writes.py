@@ -7,7 +7,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from memvault_core import limits
@@ -59,6 +61,8 @@ class Writer:
         self._index = index
         self._index_catch_up_seconds = index_catch_up_seconds
         self._index_progress = index_progress or IndexProgress()
+        self._import_turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._warming: set[asyncio.Task[None]] = set()
 
     async def refuse_secret(self, identity: Identity, vault: VaultAccess, draft: Draft) -> None:
         try:
@@ -89,6 +93,22 @@ class Writer:
                 results[index] = WriteResult(Outcome.INVALID, "", Status.REJECTED, item.message, index)
             else:
                 drafts[index] = item
+        async with self._import_turn(vault, drafts, batch_source is not None):
+            return await self._decide_and_write(
+                identity, vault, items, results, drafts, propose, default_trust, batch_source
+            )
+
+    async def _decide_and_write(
+        self,
+        identity: Identity,
+        vault: VaultAccess,
+        items: Sequence[Draft | InvalidArgument],
+        results: dict[int, WriteResult],
+        drafts: dict[int, Draft],
+        propose: bool,
+        default_trust: Trust,
+        batch_source: str | None,
+    ) -> WriteSummary:
         plan = await self.plan(vault, drafts, results, wait_for_index=batch_source is not None)
         status = initial_status(vault.approval_mode, propose)
         new_ids: dict[int, str] = {
@@ -132,6 +152,36 @@ class Writer:
         for index, decision in plan.decisions.items():
             results[index] = self._result(index, decision, plan, new_ids, by_id, report, vault)
         return WriteSummary([results[i] for i in range(len(items))], report.batch_id, plan.check, plan.notices)
+
+    @asynccontextmanager
+    async def _import_turn(self, vault: VaultAccess, drafts: dict[int, Draft], is_import: bool) -> AsyncIterator[None]:
+        """Imports into one vault decide and write one after another (in this process), so each one's
+        duplicate check sees the memories the one before wrote. A client may still keep two imports in
+        flight: while one is decided and written, the next one's texts are embedded already (the
+        indexer keeps them, and its Similar call under the turn then finds them embedded or awaits the
+        embedding under way), so the indexer's cores do not idle while the vault writes."""
+        if not is_import or self._index is None:
+            yield
+            return
+        turn = self._import_turns.get(vault.id)
+        if turn is None:
+            turn = self._import_turns[vault.id] = asyncio.Lock()
+        if turn.locked() and drafts:
+            warming = asyncio.create_task(
+                self._embed_ahead(vault, list(dict.fromkeys(d.content for d in drafts.values())))
+            )
+            self._warming.add(warming)
+            warming.add_done_callback(self._warming.discard)
+        async with turn:
+            yield
+
+    async def _embed_ahead(self, vault: VaultAccess, texts: list[str]) -> None:
+        """Have the indexer embed texts now (its Similar call, nearest one only; the answer is not used)."""
+        assert self._index is not None
+        try:
+            await self._index.similar(vault.id, texts, limit=1, min_cosine=1.0)
+        except Unavailable as error:
+            log.info("embedding ahead failed; the duplicate check embeds the texts", extra={"reason": error.message})
 
     def _result(
         self,

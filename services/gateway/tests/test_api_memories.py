@@ -158,3 +158,46 @@ async def test_a_vault_shared_a_moment_ago_is_usable_at_once_and_not_after_it_is
     assert (await alice.api("DELETE", f"{base}/members/{bob_name}")).status_code == 200
     gone = await bob.api("GET", f"{base}/memories")
     assert gone.status_code == 404 and "no vault named" in gone.text, gone.text
+
+
+async def test_edit_in_place_keeps_the_id_and_the_previous_text_in_history(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    typo = await ok(
+        await browser.api("POST", f"{base}/memories", json={"content": "Lives in Lisbn.", "tags": ["home"]}), 201
+    )
+    other = await ok(await browser.api("POST", f"{base}/memories", json={"content": "Prefers green tea."}), 201)
+    memory = f"{base}/memories/{typo['id']}"
+
+    fixed = await ok(await browser.api("PATCH", memory, json={"content": "Lives in Lisbon.", "expected_version": 1}))
+    assert fixed["changed"] == ["content"] and fixed["memory"]["id"] == typo["id"]
+    assert fixed["memory"]["content"] == "Lives in Lisbon." and fixed["memory"]["version"] == 2
+    assert fixed["memory"]["tags"] == ["home"]
+    stale = await browser.api("PATCH", memory, json={"content": "Lives in Porto.", "expected_version": 1})
+    assert stale.status_code == 409 and "version" in stale.json()["detail"]
+
+    tagged = await ok(await browser.api("PATCH", memory, json={"tags": ["Home", "city"], "expected_version": 2}))
+    assert tagged["changed"] == ["tags"] and sorted(tagged["memory"]["tags"]) == ["city", "home"]
+    assert tagged["memory"]["content"] == "Lives in Lisbon."
+
+    explained = await ok(await browser.api("GET", memory))
+    assert [h["change"] for h in explained["history"]] == ["created", "edited", "edited"]
+    assert [h["content"] for h in explained["history"]][:2] == ["Lives in Lisbn.", "Lives in Lisbon."]
+
+    duplicate = await browser.api("PATCH", memory, json={"content": "prefers  GREEN tea."})
+    assert duplicate.status_code == 409 and other["id"] in duplicate.json()["detail"]
+    secret = await browser.api("PATCH", memory, json={"content": "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"})
+    assert secret.status_code == 400 and "secrets are never stored" in secret.text
+    forgotten = await ok(await browser.api("DELETE", f"{base}/memories/{other['id']}"))
+    assert forgotten
+    excluded = await browser.api("PATCH", memory, json={"content": "Prefers green tea."})
+    assert excluded.status_code == 409 and "refused from then on" in excluded.json()["detail"]
+    empty = await browser.api("PATCH", memory, json={})
+    assert empty.status_code == 400 and "nothing to change" in empty.text
+    assert (await ok(await browser.api("GET", memory)))["memory"]["content"] == "Lives in Lisbon."
+
+    audit = await ok(await browser.api("GET", f"{base}/audit", params={"target": typo["id"]}))
+    edits = [e for e in audit["entries"] if e["action"] == "memory.edit"]
+    assert len(edits) == 2 and all(not e["actor"].startswith("mcp:") for e in edits)
+    assert "Lisbon" not in str(audit)

@@ -90,6 +90,9 @@ class VaultClient:
     async def supersede_memory(self, identity: str, request: vpb.SupersedeMemoryRequest) -> vpb.SupersedeMemoryResponse:
         return await self._call(self._vault.SupersedeMemory, request, identity)
 
+    async def edit_memory(self, identity: str, request: vpb.EditMemoryRequest) -> vpb.EditMemoryResponse:
+        return await self._call(self._vault.EditMemory, request, identity)
+
     async def invalidate_memory(
         self, identity: str, request: vpb.InvalidateMemoryRequest
     ) -> vpb.InvalidateMemoryResponse:

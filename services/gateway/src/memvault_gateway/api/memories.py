@@ -1,5 +1,5 @@
-"""/api/v1 for memories: list, write, explain, forget, review (approve, reject, mark reviewed), supersede,
-invalidate, the review queue, the memory audit and recall.
+"""/api/v1 for memories: list, write, explain, forget, review (approve, reject, mark reviewed), edit in place,
+supersede, invalidate, the review queue, the memory audit and recall.
 
 Every route acts as the caller (`access.principal`: the owner's session with its CSRF token for
 changes, or a bearer token for the API) and is one VaultService call; the vault checks roles and
@@ -16,12 +16,14 @@ from fastapi import APIRouter, Query
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits, wire
 from memvault_core import vault_client as rpc
+from memvault_core.errors import InvalidArgument
 from memvault_core.validation import Between
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
 from memvault_gateway.api.shapes import (
     ApproveIn,
     AuditKind,
     AuditLimit,
+    EditIn,
     ListLimit,
     MemoryType,
     ReasonIn,
@@ -139,6 +141,15 @@ async def reject(vault: Vault, memory_id: str, body: ReasonIn, caller: Caller, g
     )
     response = await vault_call(gw, rpc.VaultClient.reject_memory, request, caller)
     return {"vault": response.vault, "memory": wire.memory_for_api(response.memory)}
+
+
+@router.patch("/vaults/{vault}/memories/{memory_id}")
+async def edit(vault: Vault, memory_id: str, body: EditIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Fix a memory in place (its text, its tags): same id, the previous version stays in its history."""
+    if body.content is None and body.tags is None:
+        raise InvalidArgument("nothing to change: give the corrected content, tags, or both", field="content")
+    response = await vault_call(gw, rpc.VaultClient.edit_memory, body.request(vault, memory_id), caller)
+    return {"vault": response.vault, "changed": list(response.changed), "memory": wire.memory_for_api(response.memory)}
 
 
 @router.post("/vaults/{vault}/memories/{memory_id}/supersede")

@@ -15,7 +15,7 @@ import asyncpg
 from memvault_core.errors import Conflict, NotFound
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess, lock_vault
-from memvault_vault.domain.memory import Memory, MemoryType, Status, check_version, require_status
+from memvault_vault.domain.memory import Memory, MemoryType, Status, check_version, content_hash, require_status
 from memvault_vault.memories.records import (
     BatchRecord,
     Candidate,
@@ -227,6 +227,67 @@ class MemoryStore:
                 )
             flagged = await retire(conn, vault, [old_id], by=candidate.id, actor=actor) if apply else []
             return report, flagged
+
+    async def edit(
+        self,
+        vault: VaultAccess,
+        memory_id: str,
+        *,
+        content: str,
+        tags: Sequence[str],
+        expected_version: int,
+        actor: str,
+    ) -> tuple[Memory, list[str]]:
+        """Change a memory's text and tags in place (same id, one more version in its history)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
+            memory = await locked(conn, vault, memory_id)
+            require_status(memory, (Status.ACTIVE, Status.PROPOSED), "edit")
+            check_version(memory, expected_version)
+            new_hash = content_hash(content)
+            changed = [
+                name
+                for name, differs in (
+                    ("content", content != memory.content),
+                    ("tags", sorted(tags) != sorted(memory.tags)),
+                )
+                if differs
+            ]
+            if not changed:
+                return memory, []
+            if new_hash != memory.content_hash:
+                holder = await conn.fetchval(
+                    "SELECT id::text FROM memory WHERE vault_id = $1 AND content_hash = $2", vault.id, new_hash
+                )
+                if holder is not None:
+                    raise Conflict(
+                        f"the new text is already stored as memory {holder}; if {memory_id} is no longer needed, "
+                        "invalidate or forget it",
+                        field="content",
+                    )
+                if await conn.fetchval(
+                    "SELECT 1 FROM exclusion WHERE vault_id = $1 AND content_hash = $2", vault.id, new_hash
+                ):
+                    raise Conflict(
+                        "the new text was forgotten in this vault and is refused from then on; "
+                        "lift its exclusion first if it should be stored again",
+                        field="content",
+                    )
+            await conn.execute(
+                "UPDATE memory SET content = $3, content_hash = $4, tags = $5::text[], version = version + 1,"
+                " updated_at = now() WHERE vault_id = $1 AND id = $2::uuid",
+                vault.id,
+                memory_id,
+                content,
+                new_hash,
+                list(tags),
+            )
+            await write_history(conn, [memory_id], "edited", actor)
+            if "content" in changed:
+                await enqueue(conn, [events.memory_created(memory_id, vault.id, new_hash)])
+            await append_audit(conn, vault.id, actor, "memory.edit", memory_id, {"changed": changed})
+            row = await conn.fetchrow("SELECT * FROM memory WHERE id = $1::uuid", memory_id)
+            return memory_from_row(row, vault.name), changed
 
     async def invalidate(
         self, vault: VaultAccess, memory_id: str, reason: str, *, apply: bool, expected_version: int, actor: str

@@ -174,6 +174,19 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             notices=outcome.notices,
         )
 
+    async def EditMemory(
+        self, request: vpb.EditMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.EditMemoryResponse:
+        vault, memory, changed = await self._services.memories.edit(
+            self._identity(context),
+            request.vault,
+            request.memory_id,
+            content=request.content if request.HasField("content") else None,
+            tags=list(request.tags) if request.replace_tags else None,
+            expected_version=request.expected_version,
+        )
+        return vpb.EditMemoryResponse(vault=vault.name, memory=convert.memory_to_proto(memory), changed=changed)
+
     async def InvalidateMemory(
         self, request: vpb.InvalidateMemoryRequest, context: grpc.aio.ServicerContext
     ) -> vpb.InvalidateMemoryResponse:

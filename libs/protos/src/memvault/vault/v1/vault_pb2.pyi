@@ -879,6 +879,75 @@ class SupersedeMemoryResponse(_message.Message):
 Global___SupersedeMemoryResponse: _TypeAlias = SupersedeMemoryResponse  # noqa: Y015
 
 @_typing.final
+class EditMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    REPLACE_TAGS_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    content: _builtins.str
+    """The corrected text; unset keeps the text."""
+    replace_tags: _builtins.bool
+    """With replace_tags, the memory's tags become exactly `tags` (empty clears them)."""
+    expected_version: _builtins.int
+    """If set, refuse unless the memory is still at this version."""
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        content: _builtins.str | None = ...,
+        replace_tags: _builtins.bool = ...,
+        tags: _abc.Iterable[_builtins.str] | None = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "content", b"content"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "content", b"content", "expected_version", b"expected_version", "memory_id", b"memory_id", "replace_tags", b"replace_tags", "tags", b"tags", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__content: _TypeAlias = _typing.Literal["content"]  # noqa: Y015
+    _WhichOneofArgType__content: _TypeAlias = _typing.Literal["_content", b"_content"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__content) -> _WhichOneofReturnType__content | None: ...
+
+Global___EditMemoryRequest: _TypeAlias = EditMemoryRequest  # noqa: Y015
+
+@_typing.final
+class EditMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def changed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What changed: "content", "tags"."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+        changed: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "memory", b"memory", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EditMemoryResponse: _TypeAlias = EditMemoryResponse  # noqa: Y015
+
+@_typing.final
 class InvalidateMemoryRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -92,6 +92,11 @@ class VaultServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.FromString,
                 _registered_method=True)
+        self.EditMemory = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/EditMemory',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryResponse.FromString,
+                _registered_method=True)
         self.ApproveMemory = channel.unary_unary(
                 '/memvault.vault.v1.VaultService/ApproveMemory',
                 request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ApproveMemoryRequest.SerializeToString,
@@ -229,6 +234,13 @@ class VaultServiceServicer:
 
     def InvalidateMemory(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EditMemory(self, request, context):
+        """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -371,6 +383,11 @@ def add_VaultServiceServicer_to_server(servicer, server):
                     servicer.InvalidateMemory,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.SerializeToString,
+            ),
+            'EditMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.EditMemory,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryResponse.SerializeToString,
             ),
             'ApproveMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.ApproveMemory,
@@ -738,6 +755,33 @@ class VaultService:
             '/memvault.vault.v1.VaultService/InvalidateMemory',
             memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EditMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/EditMemory',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,8 @@ class VaultServiceStub:
     SupersedeMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]
     """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories."""
     InvalidateMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.InvalidateMemoryRequest, _vault_pb2.InvalidateMemoryResponse]
+    EditMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.EditMemoryRequest, _vault_pb2.EditMemoryResponse]
+    """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history."""
     ApproveMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ApproveMemoryRequest, _vault_pb2.ApproveMemoryResponse]
     RejectMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.RejectMemoryRequest, _vault_pb2.RejectMemoryResponse]
     MarkReviewed: _grpc.UnaryUnaryMultiCallable[_vault_pb2.MarkReviewedRequest, _vault_pb2.MarkReviewedResponse]
@@ -87,6 +89,8 @@ class VaultServiceAsyncStub(VaultServiceStub):
     SupersedeMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]  # type: ignore[assignment]
     """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories."""
     InvalidateMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.InvalidateMemoryRequest, _vault_pb2.InvalidateMemoryResponse]  # type: ignore[assignment]
+    EditMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.EditMemoryRequest, _vault_pb2.EditMemoryResponse]  # type: ignore[assignment]
+    """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history."""
     ApproveMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.ApproveMemoryRequest, _vault_pb2.ApproveMemoryResponse]  # type: ignore[assignment]
     RejectMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.RejectMemoryRequest, _vault_pb2.RejectMemoryResponse]  # type: ignore[assignment]
     MarkReviewed: _aio.UnaryUnaryMultiCallable[_vault_pb2.MarkReviewedRequest, _vault_pb2.MarkReviewedResponse]  # type: ignore[assignment]
@@ -188,6 +192,14 @@ class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _vault_pb2.InvalidateMemoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_vault_pb2.InvalidateMemoryResponse, _abc.Awaitable[_vault_pb2.InvalidateMemoryResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def EditMemory(
+        self,
+        request: _vault_pb2.EditMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.EditMemoryResponse, _abc.Awaitable[_vault_pb2.EditMemoryResponse]]:
+        """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history."""
 
     @_abc_1.abstractmethod
     def ApproveMemory(

@@ -118,6 +118,7 @@ async def test_a_viewer_is_refused_every_change_by_the_server(start_gateway: Sta
         f"/dashboard/{vault}/guide": {"text": "Mine now.", "version": "0"},
         f"/dashboard/{vault}/imports": {"text": "- A viewer's import."},
         f"/dashboard/{vault}/memories/{memory_id}/forget": {},
+        f"/dashboard/{vault}/memories/{memory_id}/edit": {"content": "Held.", "version": "1"},
     }
     for path, form in attempts.items():
         refused = await viewer.http.post(path, data={**form, "csrf_token": csrf})
@@ -125,7 +126,7 @@ async def test_a_viewer_is_refused_every_change_by_the_server(start_gateway: Sta
         assert "Not allowed" in refused.text
     assert (await viewer.http.get(f"/dashboard/{vault}/audit")).status_code == 403
     after = await owner.api("GET", f"/api/v1/vaults/{vault}/memories/{memory_id}")
-    assert after.json()["memory"]["status"] == "proposed"
+    assert after.json()["memory"]["status"] == "proposed" and after.json()["memory"]["content"] == "Hold."
     settings = await owner.api("GET", f"/api/v1/vaults/{vault}/settings")
     assert settings.json()["approval_mode"] == "review"
     await owner.close()
@@ -257,4 +258,32 @@ async def test_replacing_a_memory_supersedes_it_and_keeps_it_as_history(start_ga
         data={"csrf_token": csrf, "version": version.group(1), "content": "Lunch at 14."},
     )
     assert stale.status_code in (400, 409) and stale.headers["content-type"].startswith("text/html")
+    await browser.close()
+
+
+async def test_editing_a_memory_in_place_keeps_its_id_and_the_old_text_in_history(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await signed_in(gateway)
+    stored = await browser.api("POST", f"/api/v1/vaults/{vault}/memories", json={"content": "Lunch at noom."})
+    memory_id = stored.json()["id"]
+    page = await browser.http.get(f"/dashboard/{vault}/memories/{memory_id}")
+    assert "Edit in place" in page.text
+    csrf = await browser.csrf()
+    edited = await browser.http.post(
+        f"/dashboard/{vault}/memories/{memory_id}/edit",
+        data={"csrf_token": csrf, "version": "1", "content": "Lunch at noon.", "tags": "food, daily"},
+    )
+    assert edited.status_code == 303, edited.text
+    assert edited.headers["location"] == f"/dashboard/{vault}/memories/{memory_id}?done=edited"
+    shown = await browser.http.get(edited.headers["location"])
+    assert "Saved in place" in shown.text and "Lunch at noom." in shown.text  # the old text, in the history
+    memory = (await browser.api("GET", f"/api/v1/vaults/{vault}/memories/{memory_id}")).json()["memory"]
+    assert memory["content"] == "Lunch at noon." and sorted(memory["tags"]) == ["daily", "food"]
+    stale = await browser.http.post(
+        f"/dashboard/{vault}/memories/{memory_id}/edit",
+        data={"csrf_token": csrf, "version": "1", "content": "Lunch at one."},
+    )
+    assert stale.status_code == 409 and stale.headers["content-type"].startswith("text/html")
+    audit = await browser.http.get(f"/dashboard/{vault}/audit", params={"action": "memory.edit"})
+    assert audit.status_code == 200 and "memory.edit" in audit.text
     await browser.close()

@@ -1,4 +1,5 @@
-"""Memories: hybrid search (as agents recall) or a filtered list, a page per memory, invalidate and forget."""
+"""Memories: hybrid search (as agents recall) or a filtered list, a page per memory, edit in place, replace,
+invalidate and forget."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ TYPES = list(api_shapes.MemoryType.__args__)  # type: ignore[attr-defined]
 DONE = {
     "invalidated": N_("The memory is invalidated."),
     "reviewed": N_("Marked as reviewed."),
+    "edited": N_("Saved in place: the same memory, with the previous version in its history."),
+    "unchanged": N_("Nothing changed."),
     "replaced": N_("This memory replaces the previous one, which is kept as superseded."),
     "proposed": N_("The replacement waits in the review queue; this memory stays until it is approved."),
 }
@@ -150,6 +153,27 @@ async def forget(vault: str, memory_id: str, request: Request, gw: GatewayDep) -
     return redirect(f"{person.url('memories')}?forgotten=true")
 
 
+def _tags(form: Any) -> list[str]:
+    return [t.strip() for t in str(form.get("tags") or "").split(",") if t.strip()]
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/edit")
+async def edit(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    """A typo fix or new tags: the same memory (same id), its previous version kept in the history."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    body = api_shapes.EditIn.model_validate(
+        {
+            "content": str(form.get("content") or "").replace("\r\n", "\n"),
+            "tags": _tags(form),
+            "expected_version": form_number(form, "version"),
+        }
+    )
+    answer = await api_memories.edit(vault, memory_id[:100], body, person.caller, gw)
+    done = "edited" if answer["changed"] else "unchanged"
+    return redirect(f"{person.url('memories')}/{memory_id}?done={done}")
+
+
 @router.post(PREFIX + "/{vault}/memories/{memory_id}/replace")
 async def replace(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
     """A changed fact: a new memory supersedes this one (kept in history), with the text and tags given."""
@@ -157,7 +181,7 @@ async def replace(vault: str, memory_id: str, request: Request, gw: GatewayDep) 
     form = await person.form()
     explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
     old = explained["memory"]
-    tags = [t.strip() for t in str(form.get("tags") or "").split(",") if t.strip()]
+    tags = _tags(form)
     body = api_shapes.SupersedeIn.model_validate(
         {
             "replacement": {

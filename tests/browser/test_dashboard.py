@@ -362,3 +362,28 @@ async def test_without_javascript_every_form_still_works(oauth_stack: OAuthStack
     await expect(page.locator(".notice")).to_have_text("Disetujui: 1.")
     status = (await api(page, "GET", f"{base}/api/v1/vaults/work/memories/{proposed['id']}"))["memory"]["status"]
     assert status == "active"
+
+
+async def test_the_owner_fixes_a_typo_in_place(oauth_stack: OAuthStack, browser_pages: PageShots) -> None:
+    stack = await oauth_stack()
+    base = stack.gateway_url
+    page = await browser_pages.new()
+    await choose_password(page, await asyncio.to_thread(setup_link, stack))
+    await sign_in(page, base, "owner")
+    await api(page, "POST", f"{base}/api/v1/vaults", {"name": "work"})
+    typo = await api(page, "POST", f"{base}/api/v1/vaults/work/memories", {"content": "Standup at 9 in room Blu."})
+    await page.goto(f"{base}/dashboard/work/memories/{typo['id']}")
+    form = page.locator("form", has=page.get_by_role("heading", name="Edit in place"))
+    await form.get_by_label("Text").fill("Standup at 9 in room Blue.")
+    await form.get_by_label("Tags (comma-separated)").fill("team")
+    await form.get_by_role("button", name="Save").click()
+    await expect(page.locator(".notice")).to_contain_text("Saved in place")
+    assert page.url.endswith(f"/dashboard/work/memories/{typo['id']}?done=edited")
+    history = page.locator("table tbody tr")
+    await expect(history).to_have_count(2)
+    await expect(history.nth(0)).to_contain_text("Standup at 9 in room Blu.")
+    await expect(history.nth(1)).to_contain_text("edited")
+    await accessible(page)
+    await document(page, "memory-edit")
+    memory = (await api(page, "GET", f"{base}/api/v1/vaults/work/memories/{typo['id']}"))["memory"]
+    assert memory["content"] == "Standup at 9 in room Blue." and memory["tags"] == ["team"]

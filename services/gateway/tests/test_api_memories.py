@@ -201,3 +201,44 @@ async def test_edit_in_place_keeps_the_id_and_the_previous_text_in_history(start
     edits = [e for e in audit["entries"] if e["action"] == "memory.edit"]
     assert len(edits) == 2 and all(not e["actor"].startswith("mcp:") for e in edits)
     assert "Lisbon" not in str(audit)
+
+
+async def test_forgotten_texts_are_listed_checked_and_can_be_lifted(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    texts = ["Old phone number is 555-0100.", "Old address is Elm Street 4."]
+    stored = [await ok(await browser.api("POST", f"{base}/memories", json={"content": t}), 201) for t in texts]
+    for memory in stored:
+        await ok(await browser.api("DELETE", f"{base}/memories/{memory['id']}"))
+    listed = await ok(await browser.api("GET", f"{base}/exclusions"))
+    assert listed["total"] == 2 and {e["reason"] for e in listed["exclusions"]} == {"forgotten"}
+    assert all(len(e["content_hash"]) == 64 and e["created_at"] for e in listed["exclusions"])
+    assert "555-0100" not in str(listed)
+    page = await ok(await browser.api("GET", f"{base}/exclusions", params={"limit": 1, "offset": 1}))
+    assert len(page["exclusions"]) == 1 and page["total"] == 2
+
+    refused = await ok(await browser.api("POST", f"{base}/memories", json={"content": texts[0]}), 201)
+    assert refused["outcome"] == "excluded"
+    checked = await ok(
+        await browser.api("POST", f"{base}/exclusions/check", json={"text": "old PHONE number is 555-0100."})
+    )
+    assert checked["excluded"] is True
+    lifted = await ok(await browser.api("POST", f"{base}/exclusions/lift", json={"text": texts[0]}))
+    assert lifted["lifted"] == checked["exclusion"]["content_hash"]
+    again = await ok(await browser.api("POST", f"{base}/memories", json={"content": texts[0]}), 201)
+    assert again["outcome"] == "stored"
+
+    other_hash = next(e["content_hash"] for e in listed["exclusions"] if e["content_hash"] != lifted["lifted"])
+    assert (await browser.api("DELETE", f"{base}/exclusions/{other_hash}")).status_code == 200
+    gone = await browser.api("DELETE", f"{base}/exclusions/{other_hash}")
+    assert gone.status_code == 404 and "has no exclusion" in gone.json()["detail"]
+    bad = await browser.api("DELETE", f"{base}/exclusions/not-a-hash")
+    assert bad.status_code == 400 and "64 hexadecimal" in bad.json()["detail"]
+    assert (await ok(await browser.api("GET", f"{base}/exclusions")))["total"] == 0
+    audit = await ok(await browser.api("GET", f"{base}/audit", params={"action": "exclusion."}))
+    assert [e["action"] for e in audit["entries"]] == ["exclusion.lift", "exclusion.lift"]
+
+    stranger, _ = await owner_with_vault(gateway)
+    hidden = await stranger.api("GET", f"{base}/exclusions")
+    assert hidden.status_code == 404

@@ -24,6 +24,7 @@ from memvault_gateway.api.shapes import (
     AuditKind,
     AuditLimit,
     EditIn,
+    LiftIn,
     ListLimit,
     MemoryType,
     ReasonIn,
@@ -141,6 +142,57 @@ async def reject(vault: Vault, memory_id: str, body: ReasonIn, caller: Caller, g
     )
     response = await vault_call(gw, rpc.VaultClient.reject_memory, request, caller)
     return {"vault": response.vault, "memory": wire.memory_for_api(response.memory)}
+
+
+def exclusion_json(exclusion: vpb.Exclusion) -> dict[str, Any]:
+    return {
+        "content_hash": exclusion.content_hash,
+        "reason": exclusion.reason,
+        "created_at": wire.iso_for_api(exclusion, "created_at"),
+    }
+
+
+@router.get("/vaults/{vault}/exclusions")
+async def exclusions(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
+    offset: Annotated[int, Query(), Between(0, 1_000_000)] = 0,
+) -> dict[str, Any]:
+    """Texts refused because they were forgotten (or rejected), newest first: only their hashes remain."""
+    request = vpb.ListExclusionsRequest(vault=vault, limit=limit, offset=offset)
+    response = await vault_call(gw, rpc.VaultClient.list_exclusions, request, caller)
+    return {
+        "vault": response.vault,
+        "exclusions": [exclusion_json(e) for e in response.exclusions],
+        "total": response.total,
+    }
+
+
+@router.post("/vaults/{vault}/exclusions/check")
+async def check_exclusion(vault: Vault, body: LiftIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Whether this text is refused (sent in the body, so it stays out of URLs and logs)."""
+    request = vpb.ListExclusionsRequest(vault=vault, limit=1, text=body.text)
+    response = await vault_call(gw, rpc.VaultClient.list_exclusions, request, caller)
+    found = [exclusion_json(e) for e in response.exclusions]
+    return {"vault": response.vault, "excluded": bool(found), "exclusion": found[0] if found else None}
+
+
+@router.post("/vaults/{vault}/exclusions/lift")
+async def lift_exclusion_of_text(vault: Vault, body: LiftIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Let this forgotten text be stored again."""
+    request = vpb.LiftExclusionRequest(vault=vault, text=body.text)
+    response = await vault_call(gw, rpc.VaultClient.lift_exclusion, request, caller)
+    return {"vault": response.vault, "lifted": response.content_hash}
+
+
+@router.delete("/vaults/{vault}/exclusions/{content_hash}")
+async def lift_exclusion(vault: Vault, content_hash: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Let the forgotten text with this hash be stored again."""
+    request = vpb.LiftExclusionRequest(vault=vault, content_hash=content_hash[:100])
+    response = await vault_call(gw, rpc.VaultClient.lift_exclusion, request, caller)
+    return {"vault": response.vault, "lifted": response.content_hash}
 
 
 @router.patch("/vaults/{vault}/memories/{memory_id}")

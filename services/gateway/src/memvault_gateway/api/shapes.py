@@ -128,6 +128,12 @@ class VersionIn(Body):
     expected_version: Version = 0
 
 
+class LiftIn(Body):
+    """Lift the exclusion of this text (the text is hashed, never stored)."""
+
+    text: str = Field(min_length=1, max_length=limits.MAX_CONTENT_CHARS)
+
+
 class EditIn(Body):
     """A fix in place: the corrected text, the new tags, or both (what is left out stays)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from memvault_vault.domain.memory import (
     Trust,
     WriteResult,
     check_reason,
+    content_hash,
     fit_page,
     parse_memory_id,
     validate_draft,
@@ -30,6 +32,7 @@ from memvault_vault.domain.memory import (
 )
 from memvault_vault.memories.records import (
     Candidate,
+    ExclusionRecord,
     Explanation,
     HistoryStep,
     SupersedeOutcome,
@@ -38,6 +41,8 @@ from memvault_vault.memories.records import (
 )
 from memvault_vault.memories.store import MemoryStore
 from memvault_vault.memories.writes import Writer
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class MemoryService:
@@ -103,6 +108,37 @@ class MemoryService:
                 field="memory_id",
             )
         return vault, memory_id
+
+    async def exclusions(
+        self, identity: Identity, vault_name: str, *, limit: int = 0, offset: int = 0, text: str = ""
+    ) -> tuple[VaultAccess, list[ExclusionRecord], int]:
+        """Texts refused because they were forgotten (or rejected and purged); with `text`, only its own."""
+        limit = validate_page_size(limit, limits.DEFAULT_LIST_RESULTS, limits.MAX_LIST_RESULTS)
+        if offset < 0:
+            raise InvalidArgument("offset must be 0 or more", field="offset")
+        if len(text) > limits.MAX_CONTENT_CHARS:
+            raise InvalidArgument(f"text is longer than {limits.MAX_CONTENT_CHARS} characters", field="text")
+        vault = await self._accounts.access(identity, vault_name)
+        only = content_hash(text) if text.strip() else None
+        found, total = await self._store.exclusions(vault, limit=limit, offset=offset, only_hash=only)
+        return vault, found, total
+
+    async def lift_exclusion(
+        self, identity: Identity, vault_name: str, *, hash_of: str = "", text: str = ""
+    ) -> tuple[VaultAccess, str]:
+        """Let a forgotten text be stored again (owners and editors, as people: it undoes a forget)."""
+        if bool(hash_of.strip()) == bool(text.strip()):
+            raise InvalidArgument("give either content_hash or text", field="content_hash")
+        if text.strip():
+            target = content_hash(text)
+        else:
+            target = hash_of.strip().lower()
+            if not _SHA256.fullmatch(target):
+                raise InvalidArgument("content_hash must be 64 hexadecimal characters (a sha256)", field="content_hash")
+        vault = await self._accounts.reviewer(identity, vault_name)
+        if not await self._store.lift_exclusion(vault, target, identity.actor):
+            raise NotFound(f"vault '{vault.name}' has no exclusion {target}", field="content_hash")
+        return vault, target
 
     def _applies_now(self, identity: Identity, vault: VaultAccess) -> bool:
         """An agent's change to existing memories waits for review unless the vault is in auto mode; a person

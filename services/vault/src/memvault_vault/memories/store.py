@@ -19,6 +19,7 @@ from memvault_vault.domain.memory import Memory, MemoryType, Status, check_versi
 from memvault_vault.memories.records import (
     BatchRecord,
     Candidate,
+    ExclusionRecord,
     Existing,
     HistoryRecord,
     WriteReport,
@@ -93,6 +94,41 @@ class MemoryStore:
             )
             await enqueue(conn, [events.memory_forgotten(memory_id, vault.id)])
             await append_audit(conn, vault.id, actor, "memory.forget", memory_id, {})
+            return True
+
+    async def exclusions(
+        self, vault: VaultAccess, *, limit: int, offset: int, only_hash: str | None
+    ) -> tuple[list[ExclusionRecord], int]:
+        """This vault's exclusions, newest first, and how many there are."""
+        rows = await self._pool.fetch(
+            "SELECT content_hash, reason, created_at, count(*) OVER () AS total FROM exclusion"
+            " WHERE vault_id = $1 AND ($2::text IS NULL OR content_hash = $2)"
+            " ORDER BY created_at DESC, content_hash LIMIT $3 OFFSET $4",
+            vault.id,
+            only_hash,
+            limit,
+            offset,
+        )
+        total = rows[0]["total"] if rows else 0
+        if not rows and offset:
+            total = await self._pool.fetchval(
+                "SELECT count(*) FROM exclusion WHERE vault_id = $1 AND ($2::text IS NULL OR content_hash = $2)",
+                vault.id,
+                only_hash,
+            )
+        return [ExclusionRecord(r["content_hash"], r["reason"], r["created_at"]) for r in rows], int(total)
+
+    async def lift_exclusion(self, vault: VaultAccess, content_hash: str, actor: str) -> bool:
+        """Let a forgotten text be stored again."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            reason = await conn.fetchval(
+                "DELETE FROM exclusion WHERE vault_id = $1 AND content_hash = $2 RETURNING reason",
+                vault.id,
+                content_hash,
+            )
+            if reason is None:
+                return False
+            await append_audit(conn, vault.id, actor, "exclusion.lift", content_hash, {"reason": reason})
             return True
 
     async def list_memories(

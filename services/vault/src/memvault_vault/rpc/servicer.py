@@ -142,6 +142,29 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
         )
         return vpb.ForgetResponse(vault=vault.name, memory_id=memory_id)
 
+    async def ListExclusions(
+        self, request: vpb.ListExclusionsRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ListExclusionsResponse:
+        vault, found, total = await self._services.memories.exclusions(
+            self._identity(context), request.vault, limit=request.limit, offset=request.offset, text=request.text
+        )
+        return vpb.ListExclusionsResponse(
+            vault=vault.name,
+            exclusions=[
+                vpb.Exclusion(content_hash=e.content_hash, reason=e.reason, created_at=wire.to_timestamp(e.created_at))
+                for e in found
+            ],
+            total=total,
+        )
+
+    async def LiftExclusion(
+        self, request: vpb.LiftExclusionRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.LiftExclusionResponse:
+        vault, lifted = await self._services.memories.lift_exclusion(
+            self._identity(context), request.vault, hash_of=request.content_hash, text=request.text
+        )
+        return vpb.LiftExclusionResponse(vault=vault.name, content_hash=lifted)
+
     async def GetStats(self, request: vpb.GetStatsRequest, context: grpc.aio.ServicerContext) -> vpb.GetStatsResponse:
         vault, stats = await self._services.memories.stats(self._identity(context), request.vault)
         return vpb.GetStatsResponse(

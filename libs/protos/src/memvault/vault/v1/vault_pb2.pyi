@@ -879,6 +879,137 @@ class SupersedeMemoryResponse(_message.Message):
 Global___SupersedeMemoryResponse: _TypeAlias = SupersedeMemoryResponse  # noqa: Y015
 
 @_typing.final
+class Exclusion(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    content_hash: _builtins.str
+    """sha256 of the normalised text (the text itself is gone)."""
+    reason: _builtins.str
+    """"forgotten", or "rejected" for proposals the owner rejected and retention purged."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        content_hash: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "created_at", b"created_at", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Exclusion: _TypeAlias = Exclusion  # noqa: Y015
+
+@_typing.final
+class ListExclusionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    offset: _builtins.int
+    text: _builtins.str
+    """If set, only the exclusion of this text (if it is refused)."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        offset: _builtins.int = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "offset", b"offset", "text", b"text", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListExclusionsRequest: _TypeAlias = ListExclusionsRequest  # noqa: Y015
+
+@_typing.final
+class ListExclusionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    total: _builtins.int
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Exclusion]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        exclusions: _abc.Iterable[Global___Exclusion] | None = ...,
+        total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exclusions", b"exclusions", "total", b"total", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListExclusionsResponse: _TypeAlias = ListExclusionsResponse  # noqa: Y015
+
+@_typing.final
+class LiftExclusionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    content_hash: _builtins.str
+    """The exclusion to lift, by its hash or by the text itself."""
+    text: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        content_hash: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "text", b"text", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiftExclusionRequest: _TypeAlias = LiftExclusionRequest  # noqa: Y015
+
+@_typing.final
+class LiftExclusionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    content_hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        content_hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiftExclusionResponse: _TypeAlias = LiftExclusionResponse  # noqa: Y015
+
+@_typing.final
 class EditMemoryRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

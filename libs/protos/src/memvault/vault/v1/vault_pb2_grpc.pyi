@@ -44,6 +44,11 @@ class VaultServiceStub:
     Recall: _grpc.UnaryUnaryMultiCallable[_vault_pb2.RecallRequest, _vault_pb2.RecallResponse]
     ListMemories: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListMemoriesRequest, _vault_pb2.ListMemoriesResponse]
     Forget: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]
+    ListExclusions: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListExclusionsRequest, _vault_pb2.ListExclusionsResponse]
+    """Texts refused because they were forgotten (or rejected and purged), newest first; lifting one lets
+    the text be stored again.
+    """
+    LiftExclusion: _grpc.UnaryUnaryMultiCallable[_vault_pb2.LiftExclusionRequest, _vault_pb2.LiftExclusionResponse]
     GetStats: _grpc.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]
     """Counts by status and the state of the search index, for one vault."""
     SupersedeMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]
@@ -84,6 +89,11 @@ class VaultServiceAsyncStub(VaultServiceStub):
     Recall: _aio.UnaryUnaryMultiCallable[_vault_pb2.RecallRequest, _vault_pb2.RecallResponse]  # type: ignore[assignment]
     ListMemories: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListMemoriesRequest, _vault_pb2.ListMemoriesResponse]  # type: ignore[assignment]
     Forget: _aio.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]  # type: ignore[assignment]
+    ListExclusions: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListExclusionsRequest, _vault_pb2.ListExclusionsResponse]  # type: ignore[assignment]
+    """Texts refused because they were forgotten (or rejected and purged), newest first; lifting one lets
+    the text be stored again.
+    """
+    LiftExclusion: _aio.UnaryUnaryMultiCallable[_vault_pb2.LiftExclusionRequest, _vault_pb2.LiftExclusionResponse]  # type: ignore[assignment]
     GetStats: _aio.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]  # type: ignore[assignment]
     """Counts by status and the state of the search index, for one vault."""
     SupersedeMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]  # type: ignore[assignment]
@@ -169,6 +179,23 @@ class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _vault_pb2.ForgetRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_vault_pb2.ForgetResponse, _abc.Awaitable[_vault_pb2.ForgetResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListExclusions(
+        self,
+        request: _vault_pb2.ListExclusionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ListExclusionsResponse, _abc.Awaitable[_vault_pb2.ListExclusionsResponse]]:
+        """Texts refused because they were forgotten (or rejected and purged), newest first; lifting one lets
+        the text be stored again.
+        """
+
+    @_abc_1.abstractmethod
+    def LiftExclusion(
+        self,
+        request: _vault_pb2.LiftExclusionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.LiftExclusionResponse, _abc.Awaitable[_vault_pb2.LiftExclusionResponse]]: ...
 
     @_abc_1.abstractmethod
     def GetStats(

@@ -367,8 +367,8 @@ async def test_without_javascript_every_form_still_works(oauth_stack: OAuthStack
 async def test_the_owner_fixes_a_typo_in_place(oauth_stack: OAuthStack, browser_pages: PageShots) -> None:
     stack = await oauth_stack()
     base = stack.gateway_url
+    await choose_password(await browser_pages.new(), await asyncio.to_thread(setup_link, stack))
     page = await browser_pages.new()
-    await choose_password(page, await asyncio.to_thread(setup_link, stack))
     await sign_in(page, base, "owner")
     await api(page, "POST", f"{base}/api/v1/vaults", {"name": "work"})
     typo = await api(page, "POST", f"{base}/api/v1/vaults/work/memories", {"content": "Standup at 9 in room Blu."})

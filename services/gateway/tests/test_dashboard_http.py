@@ -119,6 +119,7 @@ async def test_a_viewer_is_refused_every_change_by_the_server(start_gateway: Sta
         f"/dashboard/{vault}/imports": {"text": "- A viewer's import."},
         f"/dashboard/{vault}/memories/{memory_id}/forget": {},
         f"/dashboard/{vault}/memories/{memory_id}/edit": {"content": "Held.", "version": "1"},
+        f"/dashboard/{vault}/exclusions/lift": {"text": "Anything."},
     }
     for path, form in attempts.items():
         refused = await viewer.http.post(path, data={**form, "csrf_token": csrf})
@@ -286,4 +287,44 @@ async def test_editing_a_memory_in_place_keeps_its_id_and_the_old_text_in_histor
     assert stale.status_code == 409 and stale.headers["content-type"].startswith("text/html")
     audit = await browser.http.get(f"/dashboard/{vault}/audit", params={"action": "memory.edit"})
     assert audit.status_code == 200 and "memory.edit" in audit.text
+    await browser.close()
+
+
+async def test_forgotten_texts_are_listed_and_lifted_from_the_dashboard(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await signed_in(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    texts = ["Door code hint: the blue one.", "Parks the car on level 3."]
+    for text in texts:
+        stored = await browser.api("POST", f"{base}/memories", json={"content": text})
+        memory_id = stored.json()["id"]
+        confirm = await browser.http.get(f"/dashboard/{vault}/memories/{memory_id}/forget")
+        assert "Its text will be refused from then on" in confirm.text and "can be lifted" in confirm.text
+        csrf = await browser.csrf()
+        forgot = await browser.http.post(f"/dashboard/{vault}/memories/{memory_id}/forget", data={"csrf_token": csrf})
+        assert forgot.status_code == 303
+    page = await browser.http.get(f"/dashboard/{vault}/exclusions")
+    assert page.status_code == 200 and "2 of 2" in page.text and "the blue one" not in page.text
+    hashes = re.findall(r'name="content_hash" value="([0-9a-f]{64})"', page.text)
+    assert len(hashes) == 2
+    csrf = await browser.csrf()
+    by_text = await browser.http.post(
+        f"/dashboard/{vault}/exclusions/lift", data={"csrf_token": csrf, "text": texts[0], "content_hash": ""}
+    )
+    assert by_text.status_code == 303 and by_text.headers["location"].endswith("/exclusions?lifted=true")
+    lifted_page = await browser.http.get(by_text.headers["location"])
+    assert "The exclusion is lifted" in lifted_page.text and "1 of 1" in lifted_page.text
+    again = await browser.api("POST", f"{base}/memories", json={"content": texts[0]})
+    assert again.json()["outcome"] == "stored"
+    remaining = re.findall(r'name="content_hash" value="([0-9a-f]{64})"', lifted_page.text)
+    by_hash = await browser.http.post(
+        f"/dashboard/{vault}/exclusions/lift", data={"csrf_token": csrf, "content_hash": remaining[0]}
+    )
+    assert by_hash.status_code == 303
+    empty = await browser.http.get(f"/dashboard/{vault}/exclusions", headers={"Accept-Language": "id"})
+    assert "Tidak ada teks yang ditolak di vault ini." in empty.text
+    unknown = await browser.http.post(
+        f"/dashboard/{vault}/exclusions/lift", data={"csrf_token": csrf, "content_hash": remaining[0]}
+    )
+    assert unknown.status_code == 404 and unknown.headers["content-type"].startswith("text/html")
     await browser.close()

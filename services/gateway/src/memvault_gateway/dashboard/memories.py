@@ -29,6 +29,8 @@ DONE = {
     "proposed": N_("The replacement waits in the review queue; this memory stays until it is approved."),
 }
 FORGOTTEN = N_("The memory is forgotten; its text will be refused from now on.")
+LIFTED = N_("The exclusion is lifted: the text can be stored again.")
+EXCLUSIONS_PAGE = 50
 
 
 def _chosen(values: list[str], known: list[str], field: str) -> list[Any]:
@@ -95,6 +97,41 @@ async def memories(
         next_cursor=next_cursor,
         notice=person.gettext(FORGOTTEN) if forgotten else "",
     )
+
+
+@router.get(PREFIX + "/{vault}/exclusions")
+async def exclusions(
+    vault: str,
+    request: Request,
+    gw: GatewayDep,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    lifted: bool = False,
+) -> HTMLResponse:
+    """Texts refused because they were forgotten or rejected: only their hashes remain; each can be lifted."""
+    person = await owner(request, gw, vault)
+    answer = await api_memories.exclusions(vault, person.caller, gw, limit=EXCLUSIONS_PAGE, offset=offset)
+    return person.render(
+        "exclusions.html",
+        "memories",
+        exclusions=answer["exclusions"],
+        total=answer["total"],
+        offset=offset,
+        page_size=EXCLUSIONS_PAGE,
+        notice=person.gettext(LIFTED) if lifted else "",
+    )
+
+
+@router.post(PREFIX + "/{vault}/exclusions/lift")
+async def lift_exclusion(vault: str, request: Request, gw: GatewayDep) -> Response:
+    """Lift one exclusion, by its hash (a row's button) or by the text the owner pastes."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    text = str(form.get("text") or "").replace("\r\n", "\n")
+    if text.strip():
+        await api_memories.lift_exclusion_of_text(vault, api_shapes.LiftIn(text=text), person.caller, gw)
+    else:
+        await api_memories.lift_exclusion(vault, str(form.get("content_hash") or ""), person.caller, gw)
+    return redirect(f"{person.url('exclusions')}?lifted=true")
 
 
 @router.get(PREFIX + "/{vault}/memories/{memory_id}")

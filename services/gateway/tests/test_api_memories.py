@@ -242,3 +242,31 @@ async def test_forgotten_texts_are_listed_checked_and_can_be_lifted(start_gatewa
     stranger, _ = await owner_with_vault(gateway)
     hidden = await stranger.api("GET", f"{base}/exclusions")
     assert hidden.status_code == 404
+
+
+async def test_two_accounts_each_have_a_vault_of_the_same_name(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    name = unique("work")
+    people = []
+    for text in ("Ana's standup is at 9.", "Budi's standup is at 10."):
+        username, password = await gateway.create_user()
+        browser = Browser(gateway)
+        assert (await browser.sign_in(username, password)).status_code == 303
+        await ok(await browser.api("POST", "/api/v1/vaults", json={"name": name}), 201)
+        await ok(await browser.api("POST", f"/api/v1/vaults/{name}/memories", json={"content": text}), 201)
+        people.append((username, browser))
+    (ana, ana_browser), (budi, budi_browser) = people
+    for browser, mine, theirs in ((ana_browser, "Ana", "Budi"), (budi_browser, "Budi", "Ana")):
+        listed = await ok(await browser.api("GET", f"/api/v1/vaults/{name}/memories"))
+        contents = [m["content"] for m in listed["memories"]]
+        assert len(contents) == 1 and contents[0].startswith(mine) and theirs not in str(contents)
+    again = await ana_browser.api("POST", "/api/v1/vaults", json={"name": name})
+    assert again.status_code in (200, 201, 409), again.text  # her own vault already: nothing new is made
+    # Ana cannot also be a member of Budi's vault of the same name: names are unique among one's vaults.
+    shared = await budi_browser.api("PUT", f"/api/v1/vaults/{name}/members/{ana}", json={"role": "viewer"})
+    assert shared.status_code == 409 and "already has a vault named" in shared.json()["detail"]
+    other = unique("team")
+    await ok(await budi_browser.api("POST", "/api/v1/vaults", json={"name": other}), 201)
+    await ok(await budi_browser.api("PUT", f"/api/v1/vaults/{other}/members/{ana}", json={"role": "viewer"}))
+    taken = await ana_browser.api("POST", "/api/v1/vaults", json={"name": other})
+    assert taken.status_code == 409 and "choose another name" in taken.json()["detail"]

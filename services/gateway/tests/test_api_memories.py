@@ -255,7 +255,7 @@ async def test_two_accounts_each_have_a_vault_of_the_same_name(start_gateway: St
         await ok(await browser.api("POST", "/api/v1/vaults", json={"name": name}), 201)
         await ok(await browser.api("POST", f"/api/v1/vaults/{name}/memories", json={"content": text}), 201)
         people.append((username, browser))
-    (ana, ana_browser), (budi, budi_browser) = people
+    (ana, ana_browser), (_, budi_browser) = people
     for browser, mine, theirs in ((ana_browser, "Ana", "Budi"), (budi_browser, "Budi", "Ana")):
         listed = await ok(await browser.api("GET", f"/api/v1/vaults/{name}/memories"))
         contents = [m["content"] for m in listed["memories"]]

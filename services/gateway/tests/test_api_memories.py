@@ -196,6 +196,12 @@ async def test_edit_in_place_keeps_the_id_and_the_previous_text_in_history(start
     empty = await browser.api("PATCH", memory, json={})
     assert empty.status_code == 400 and "nothing to change" in empty.text
     assert (await ok(await browser.api("GET", memory)))["memory"]["content"] == "Lives in Lisbon."
+    found = await ok(await browser.api("GET", f"{base}/recall", params={"q": "Lisbon"}))  # the new text is searched
+    assert [r["id"] for r in found["results"]] == [typo["id"]] and found["mode"] == "keyword-only"
+    assert found["results"][0]["keyword_score"] == 1.0 and found["results"][0]["meaning_score"] is None
+    assert (await ok(await browser.api("GET", f"{base}/recall", params={"q": "Lisbn"})))["results"] == []
+    page = await browser.http.get(f"/dashboard/{vault}/memories", params={"q": "Lisbon"})
+    assert "meaning not scored · keywords 1.0" in " ".join(page.text.split())
 
     audit = await ok(await browser.api("GET", f"{base}/audit", params={"target": typo["id"]}))
     edits = [e for e in audit["entries"] if e["action"] == "memory.edit"]

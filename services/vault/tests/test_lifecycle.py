@@ -674,3 +674,27 @@ async def test_an_edit_in_place_gets_the_duplicate_rules_and_agents_in_review_mo
     assert rpc_error_kind(error.value) == "permission_denied"
     assert "supersede the memory instead" in (error.value.details() or "")
     assert (await get(owner, speed.result.memory_id)).content == SPEED
+
+
+async def test_each_recall_hit_says_why_it_matched_by_meaning_and_by_keywords(
+    owner: Caller, fake_index: FakeIndex
+) -> None:
+    await set_mode(owner, "auto")
+    lantern = await remember(owner, "The harbor lantern is painted green.")
+    marina = await remember(owner, "Boats rest overnight in the marina.")
+    cosines = {lantern.result.memory_id: 0.81, marina.result.memory_id: 0.64}
+
+    async def search(vault_id: str, query: str, **_: Any) -> dict[str, float]:
+        return cosines
+
+    fake_index.search = search  # type: ignore[method-assign]
+    found = await recall(owner, "harbor lantern")
+    assert found.mode == "hybrid"
+    parts = {h.memory.id: (round(h.meaning_score, 2), round(h.keyword_score, 2)) for h in found.hits}
+    assert parts == {lantern.result.memory_id: (0.81, 1.0), marina.result.memory_id: (0.64, 0.0)}
+
+    del fake_index.search  # back to the fake's own search, which fails while it is down
+    fake_index.down = True
+    keyword_only = await recall(owner, "harbor lantern")
+    assert keyword_only.mode == "keyword-only" and len(keyword_only.hits) == 1
+    assert not keyword_only.hits[0].HasField("meaning_score") and keyword_only.hits[0].keyword_score == 1.0

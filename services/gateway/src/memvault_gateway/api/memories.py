@@ -326,6 +326,8 @@ async def recall(
             {
                 **wire.memory_for_api(h.memory),
                 "score": round(h.score, 4),
+                "meaning_score": round(h.meaning_score, 4) if h.HasField("meaning_score") else None,
+                "keyword_score": round(h.keyword_score, 4),
                 "may_conflict_with": list(h.may_conflict_with),
                 "conflicts_with": list(h.conflicts_with),
             }

@@ -111,6 +111,8 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
                     score=h.score,
                     may_conflict_with=h.may_conflict_with,
                     conflicts_with=h.conflicts_with,
+                    meaning_score=h.meaning_score,
+                    keyword_score=h.keyword_score,
                 )
                 for h in page.hits
             ],

@@ -492,7 +492,15 @@ class RecallHit(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     MAY_CONFLICT_WITH_FIELD_NUMBER: _builtins.int
     CONFLICTS_WITH_FIELD_NUMBER: _builtins.int
+    MEANING_SCORE_FIELD_NUMBER: _builtins.int
+    KEYWORD_SCORE_FIELD_NUMBER: _builtins.int
     score: _builtins.float
+    meaning_score: _builtins.float
+    """Why it matched, the two parts `score` fuses: the cosine of its meaning to the query's (unset in
+    keyword-only mode or when the index could not score it) and its keyword rank relative to the
+    best keyword hit (0 to 1; 0 when it shares no words with the query).
+    """
+    keyword_score: _builtins.float
     @_builtins.property
     def memory(self) -> _memory_pb2.Memory: ...
     @_builtins.property
@@ -510,12 +518,16 @@ class RecallHit(_message.Message):
         score: _builtins.float = ...,
         may_conflict_with: _abc.Iterable[_builtins.str] | None = ...,
         conflicts_with: _abc.Iterable[_builtins.str] | None = ...,
+        meaning_score: _builtins.float | None = ...,
+        keyword_score: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_meaning_score", b"_meaning_score", "meaning_score", b"meaning_score", "memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conflicts_with", b"conflicts_with", "may_conflict_with", b"may_conflict_with", "memory", b"memory", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_meaning_score", b"_meaning_score", "conflicts_with", b"conflicts_with", "keyword_score", b"keyword_score", "may_conflict_with", b"may_conflict_with", "meaning_score", b"meaning_score", "memory", b"memory", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__meaning_score: _TypeAlias = _typing.Literal["meaning_score"]  # noqa: Y015
+    _WhichOneofArgType__meaning_score: _TypeAlias = _typing.Literal["_meaning_score", b"_meaning_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__meaning_score) -> _WhichOneofReturnType__meaning_score | None: ...
 
 Global___RecallHit: _TypeAlias = RecallHit  # noqa: Y015
 

@@ -8,7 +8,7 @@ PACKAGES := libs/protos libs/core libs/devstack services/vault services/mcp serv
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 PROTO_OUT := libs/protos/src
 
-.PHONY: help install run setup-link test test-extras test-unit lint fmt proto proto-check bench eval clean chart-check conformance
+.PHONY: help install run demo setup-link test test-extras test-unit lint fmt proto proto-check bench eval clean chart-check conformance
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -30,6 +30,9 @@ install: $(STAMP)  ## make .venv and install every package, editable
 PORT = 8080
 run: $(STAMP)  ## start Postgres, NATS and the four services; data under .data/ (PORT=8080)
 	$(BIN)/memvault-dev run --data-dir .data --gateway-port $(PORT)
+
+demo: $(STAMP)  ## the tracked-sources story (campaign budget, text policy) end to end, step by step
+	$(BIN)/python scripts/demo_sources.py
 
 setup-link: $(STAMP)  ## print a new one-time link to set or reset the owner's password, for the running `make run`
 	$(BIN)/memvault-dev setup-link --data-dir .data

@@ -108,7 +108,7 @@ async def test_deleted_collection_is_rebuilt_by_reindex_with_identical_recall(fr
             text=True,
             check=True,
         )
-        assert f"reindexed {len(FACTS)} memories" in done.stdout
+        assert f"rebuild finished: {len(FACTS)} of {len(FACTS)} memories, 0 failed" in done.stdout
         assert await index_points(stack) == len(FACTS)
         after = [await call(client, "recall", query=q) for q in queries]
     assert [[r["id"] for r in page["results"]] for page in after] == [

@@ -211,6 +211,47 @@ topologySpreadConstraints:
 {{ include "memvault.env.postgres" . }}
 {{ include "memvault.env.nats" . }}
 {{ include "memvault.env.identity" . }}
+{{ include "memvault.env.sources" . }}
+{{- end }}
+
+{{/* Tracked sources: the mounted roots, the URL rules, and whether the vault's own loop runs. */}}
+{{- define "memvault.env.sources" -}}
+{{- $roots := list }}
+{{- range .Values.sources.fileRoots }}{{ $roots = append $roots .mountPath }}{{ end }}
+- name: MEMVAULT_SOURCES__FILE_ROOTS
+  value: {{ toJson $roots | quote }}
+- name: MEMVAULT_SOURCES__URL_HOSTS
+  value: {{ toJson .Values.sources.urlHosts | quote }}
+- name: MEMVAULT_SOURCES__PRIVATE_NETWORKS
+  value: {{ toJson .Values.sources.privateNetworks | quote }}
+- name: MEMVAULT_SOURCES__CHECK_INTERVAL_SECONDS
+  value: {{ ternary 0 .Values.sources.checkIntervalSeconds .Values.sources.cronJob.enabled | quote }}
+{{- end }}
+
+{{- define "memvault.sources.mounts" -}}
+{{- range .Values.sources.fileRoots }}
+- name: {{ printf "source-%s" .name }}
+  mountPath: {{ .mountPath }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "memvault.sources.volumes" -}}
+{{- range .Values.sources.fileRoots }}
+- name: {{ printf "source-%s" .name }}
+  {{- if .configMap }}
+  configMap:
+    name: {{ .configMap }}
+  {{- else if .persistentVolumeClaim }}
+  persistentVolumeClaim:
+    claimName: {{ .persistentVolumeClaim }}
+    readOnly: true
+  {{- else }}
+  hostPath:
+    path: {{ .hostPath }}
+    type: Directory
+  {{- end }}
+{{- end }}
 {{- end }}
 
 {{- define "memvault.env.indexer" -}}
@@ -250,8 +291,8 @@ topologySpreadConstraints:
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
-{{- /* Maintenance commands each image has today; extend when source sync and backup land. */}}
-{{- $commands := dict "vault" (list "migrate" "retention" "backup") "indexer" (list "reconcile" "reindex") }}
+{{- /* Maintenance commands each image has today; extend when a new command lands. */}}
+{{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources") "indexer" (list "reconcile" "reindex") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}
 {{- if not (has (first $job.args) $available) }}

@@ -25,7 +25,7 @@ from memvault_core.settings import IdentitySettings, PostgresSettings
 from memvault_core.vault_client import VaultClient as McpVaultClient
 from memvault_gateway.app import create_app
 from memvault_gateway.settings import GatewayGroup, Settings
-from memvault_gateway.store import apply_migrations as apply_gateway_migrations
+from memvault_gateway.store import MIGRATIONS as GATEWAY_MIGRATIONS
 from memvault_mcp.app import build_app as build_mcp_app
 from memvault_vault.database import Database as VaultDatabase
 from memvault_vault.rpc.accounts import AccountServicer
@@ -38,7 +38,7 @@ from memvault_vault.services import VaultServices
 @pytest_asyncio.fixture(scope="session")
 async def gateway_dsn(postgres_dsn: str) -> str:
     await asyncio.to_thread(apply_vault_migrations, postgres_dsn)
-    await asyncio.to_thread(apply_gateway_migrations, postgres_dsn)
+    await asyncio.to_thread(GATEWAY_MIGRATIONS.apply, postgres_dsn)
     return postgres_dsn
 
 

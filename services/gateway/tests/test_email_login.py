@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from gateway_helpers import Agent, Browser, RunningGateway, StartGateway, csrf_of, pkce, query_of, unique
 from pydantic import ValidationError
-from yoyo import get_backend, read_migrations
 
 from memvault_devstack.mailbox import Mailbox, Received
+from memvault_devstack.migrations import roll_back_one
 from memvault_devstack.postgres import create_database, drop_database, psql, with_database
 from memvault_gateway.__main__ import EmailTaken, main, set_email, setup_link
 from memvault_gateway.auth import credentials
 from memvault_gateway.settings import MigrateSettings, SmtpGroup
 from memvault_gateway.signin import email_login
-from memvault_gateway.store import MIGRATIONS, apply_migrations
+from memvault_gateway.store import MIGRATIONS
 from memvault_gateway.web.throttle import RULES
 
 pytestmark = pytest.mark.integration
@@ -385,17 +385,14 @@ def test_the_email_migration_rolls_back_and_applies_again(postgres_dsn: str) -> 
     server, name = with_database(postgres_dsn, "postgres"), f"memvault_email_{unique('db')[-10:]}"
     dsn = create_database(server, name)
     try:
-        apply_migrations(dsn)
+        MIGRATIONS.apply(dsn)
         columns = "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'gateway'"
         has_email = f"{columns} AND table_name = 'user_account' AND column_name = 'email'"
         assert psql(dsn, has_email).strip() == "1"
-        backend = get_backend(dsn.replace("postgresql://", "postgresql+psycopg://", 1) + "?schema=gateway")
-        email = [m for m in read_migrations(str(MIGRATIONS)) if m.id == "0002_email_sign_in"]
-        with backend.lock():
-            backend.rollback_migrations(email)
+        roll_back_one(MIGRATIONS, dsn, "0002_email_sign_in")
         assert psql(dsn, has_email).strip() == "0"
         assert psql(dsn, "SELECT to_regclass('gateway.email_link') IS NULL").strip() == "t"
-        assert apply_migrations(dsn) == ["0002_email_sign_in"]
+        assert MIGRATIONS.apply(dsn) == ["0002_email_sign_in"]
         assert psql(dsn, has_email).strip() == "1"
     finally:
         drop_database(server, name)

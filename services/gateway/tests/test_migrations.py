@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -20,18 +19,11 @@ import httpx
 import psycopg
 import pytest
 from gateway_helpers import SECRET, free_port
-from yoyo import read_migrations
-from yoyo.migrations import MigrationList, topological_sort
 
-from memvault_devstack.postgres import create_database, drop_database
-from memvault_gateway.store import MIGRATIONS, Store, apply_migrations, migration_backend
+from memvault_devstack.migrations import apply_up_to, fresh_database, roll_back_one
+from memvault_gateway.store import MIGRATIONS, Store
 
 pytestmark = pytest.mark.integration
-
-
-def migration_order() -> list[str]:
-    """The ids in the order `migrate` applies them (dependencies first)."""
-    return [m.id for m in topological_sort(read_migrations(str(MIGRATIONS)))]
 
 
 def digest(token: str) -> str:
@@ -40,21 +32,8 @@ def digest(token: str) -> str:
 
 @pytest.fixture
 def fresh_dsn(postgres_dsn: str) -> Iterator[str]:
-    name = f"gateway_migrations_{uuid.uuid4().hex[:10]}"
-    dsn = create_database(postgres_dsn, name, exist_ok=False)
-    try:
+    with fresh_database(postgres_dsn, "gateway_migrations") as dsn:
         yield dsn
-    finally:
-        drop_database(postgres_dsn, name)
-
-
-def apply_up_to(dsn: str, last: str) -> list[str]:
-    backend = migration_backend(dsn)
-    pending = list(backend.to_apply(read_migrations(str(MIGRATIONS))))
-    chosen = MigrationList(pending[: [m.id for m in pending].index(last) + 1])
-    with backend.lock():
-        backend.apply_migrations(chosen)
-    return [m.id for m in chosen]
 
 
 def seed(dsn: str) -> dict[str, str]:
@@ -188,12 +167,12 @@ async def check_usable(dsn: str, ids: dict[str, str], seeded_at: list[str]) -> N
         await store.close()
 
 
-@pytest.mark.parametrize("version", migration_order()[:-1])
+@pytest.mark.parametrize("version", MIGRATIONS.order()[:-1])
 async def test_gateway_data_written_at_every_earlier_version_survives_the_upgrade(fresh_dsn: str, version: str) -> None:
-    seeded_at = apply_up_to(fresh_dsn, version)
+    seeded_at = apply_up_to(MIGRATIONS, fresh_dsn, version)
     ids = seed(fresh_dsn)
-    applied = apply_migrations(fresh_dsn)
-    assert seeded_at + applied == migration_order()
+    applied = MIGRATIONS.apply(fresh_dsn)
+    assert seeded_at + applied == MIGRATIONS.order()
     await check_usable(fresh_dsn, ids, seeded_at)
 
 
@@ -236,11 +215,11 @@ def serve_until_healthy(dsn: str) -> None:
 async def test_a_gateway_on_a_database_one_migration_behind_migrates_it_and_serves(fresh_dsn: str) -> None:
     """The gateway's `serve` applies its own pending migrations (idempotent, under yoyo's lock), so
     a replica of the new release that starts before the migration Job finishes serves anyway."""
-    order = migration_order()
-    seeded_at = apply_up_to(fresh_dsn, order[-2])
+    order = MIGRATIONS.order()
+    seeded_at = apply_up_to(MIGRATIONS, fresh_dsn, order[-2])
     ids = seed(fresh_dsn)
     await asyncio.to_thread(serve_until_healthy, fresh_dsn)
-    assert list(migration_backend(fresh_dsn).to_apply(read_migrations(str(MIGRATIONS)))) == []
+    assert MIGRATIONS.apply(fresh_dsn) == [], "serve left a migration unapplied"
     await check_usable(fresh_dsn, ids, seeded_at)
 
 
@@ -257,8 +236,8 @@ def run_gateway(dsn: str, *arguments: str) -> subprocess.CompletedProcess[str]:
 
 
 async def test_rolling_the_gateway_back_for_an_older_release_then_upgrading_again(fresh_dsn: str) -> None:
-    order = migration_order()
-    assert apply_migrations(fresh_dsn) == order
+    order = MIGRATIONS.order()
+    assert MIGRATIONS.apply(fresh_dsn) == order
     ids = seed(fresh_dsn)
 
     unknown = run_gateway(fresh_dsn, "rollback", "--to", "0099_nope")
@@ -307,22 +286,19 @@ def _schema(dsn: str) -> list[tuple[Any, ...]]:
 def test_every_gateway_rollback_undoes_its_migration(fresh_dsn: str) -> None:
     """From the newest, with data in it, each rollback restores the schema as it was before its
     migration; then everything applies again."""
-    order = migration_order()
+    order = MIGRATIONS.order()
     before: dict[str, list[tuple[Any, ...]]] = {}
     for migration_id in order:
         before[migration_id] = _schema(fresh_dsn)
-        apply_up_to(fresh_dsn, migration_id)
+        apply_up_to(MIGRATIONS, fresh_dsn, migration_id)
     newest = _schema(fresh_dsn)
     seed(fresh_dsn)
     with psycopg.connect(fresh_dsn) as conn:
         # A link replaced under 0003, which a rollback must not leave behind as live.
         conn.execute("UPDATE gateway.setup_link SET replaced_at = now() WHERE token_hash = %s", (digest("setup-live"),))
 
-    backend = migration_backend(fresh_dsn)
     for migration_id in reversed(order):
-        with backend.lock():
-            applied = backend.to_rollback(read_migrations(str(MIGRATIONS)))
-            backend.rollback_migrations(MigrationList([m for m in applied if m.id == migration_id]))
+        roll_back_one(MIGRATIONS, fresh_dsn, migration_id)
         assert _schema(fresh_dsn) == before[migration_id], f"rolling back {migration_id} left the schema changed"
         if migration_id == "0003_setup_link_replaced":
             with psycopg.connect(fresh_dsn) as conn:
@@ -332,5 +308,5 @@ def test_every_gateway_rollback_undoes_its_migration(fresh_dsn: str) -> None:
                 ).fetchone()
             assert live == (0,)
 
-    assert apply_migrations(fresh_dsn) == order
+    assert MIGRATIONS.apply(fresh_dsn) == order
     assert _schema(fresh_dsn) == newest

@@ -13,7 +13,7 @@ import pytest
 from gateway_helpers import SECRET, free_port
 
 from memvault_devstack.postgres import create_database, drop_database, psql, with_database
-from memvault_gateway.store import NewerDatabaseError, apply_migrations
+from memvault_gateway.store import MIGRATIONS, NewerDatabaseError
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +41,14 @@ def own_database(postgres_dsn: str) -> Iterator[str]:
 
 
 def test_a_database_migrated_by_a_newer_memvault_is_refused(own_database: str) -> None:
-    apply_migrations(own_database)
+    MIGRATIONS.apply(own_database)
     psql(
         own_database,
         "INSERT INTO gateway._yoyo_migration (migration_hash, migration_id, applied_at_utc)"
         " VALUES ('f00d', '0099_from_the_future', now())",
     )
     with pytest.raises(NewerDatabaseError, match="0099_from_the_future; run that version or restore a backup"):
-        apply_migrations(own_database)
+        MIGRATIONS.apply(own_database)
     for command in ("migrate", "serve"):
         result = run_gateway(own_database, command)
         assert result.returncode == 1

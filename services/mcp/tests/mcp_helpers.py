@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
+from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.errors import MemvaultError
 from memvault_core.grpc import ErrorInterceptor, identity_token
@@ -45,7 +46,7 @@ class Call:
 
 
 class StandInVault:
-    """Answers VaultService calls as a test tells it to; any call it was not told about fails the test."""
+    """Answers VaultService and SourcesService calls as a test tells it to; any call it was not told about fails the test."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
@@ -58,8 +59,13 @@ class StandInVault:
     def requests(self, method: str) -> list[Any]:
         return [c.request for c in self.calls if c.method == method]
 
-    def handlers(self) -> grpc.GenericRpcHandler:
-        service = vpb.DESCRIPTOR.services_by_name["VaultService"]
+    def handlers(self) -> tuple[grpc.GenericRpcHandler, ...]:
+        return (
+            self._handler(vpb.DESCRIPTOR.services_by_name["VaultService"]),
+            self._handler(spb.DESCRIPTOR.services_by_name["SourcesService"]),
+        )
+
+    def _handler(self, service: Any) -> grpc.GenericRpcHandler:
         methods = {
             method.name: grpc.unary_unary_rpc_method_handler(
                 self._answering(method.name),
@@ -137,7 +143,7 @@ async def running_service() -> AsyncIterator[Service]:
     """A stand-in vault on a free port and the MCP app on another, both stopped on the way out."""
     vault = StandInVault()
     grpc_server = grpc.aio.server(interceptors=[ErrorInterceptor()])
-    grpc_server.add_generic_rpc_handlers((vault.handlers(),))
+    grpc_server.add_generic_rpc_handlers(vault.handlers())
     vault_port = grpc_server.add_insecure_port("127.0.0.1:0")
     await grpc_server.start()
     client = VaultClient(f"127.0.0.1:{vault_port}", 5.0)

@@ -21,6 +21,8 @@ NAMES = [
     "invalidate",
     "audit_memory",
     "explain_memory",
+    "track_source",
+    "sources",
 ]
 READ_ONLY = {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
 

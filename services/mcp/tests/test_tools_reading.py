@@ -9,6 +9,7 @@ import pytest
 from mcp_helpers import Service
 
 from memvault.vault.v1 import memory_pb2 as pb
+from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import wire
 
@@ -153,6 +154,24 @@ async def test_audit_memory_lists_findings_with_their_problems_and_advice(servic
 
 async def test_explain_memory_shows_the_memory_in_full_with_history_and_relations(service: Service) -> None:
     service.vault.answer(
+        "ListMemorySources",
+        spb.ListMemorySourcesResponse(
+            vault="home",
+            sources=[
+                spb.TrackedSource(
+                    id="s1",
+                    memory_id="m1",
+                    kind=spb.SOURCE_KIND_JSON_FILE,
+                    location="/data/c.json",
+                    selector="/budget",
+                    mode=spb.SOURCE_MODE_AUTO,
+                    interval_seconds=300,
+                    last_error="gone",
+                )
+            ],
+        ),
+    )
+    service.vault.answer(
         "ExplainMemory",
         vpb.ExplainMemoryResponse(
             vault="home",
@@ -193,3 +212,5 @@ async def test_explain_memory_shows_the_memory_in_full_with_history_and_relation
     ]
     assert [m["id"] for m in answer["related"]["similar"]] == ["m5"]
     assert answer["missing"] == ["m9"]
+    [source] = answer["sources"]
+    assert source["source_id"] == "s1" and source["kind"] == "json_file" and source["error"] == "gone"

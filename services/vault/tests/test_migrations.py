@@ -18,18 +18,16 @@ import psycopg
 import pytest
 from psycopg import sql
 from vault_helpers import SECRET
-from yoyo import read_migrations
-from yoyo.migrations import MigrationList, topological_sort
 
 from memvault_core.identity import Identity
+from memvault_devstack.migrations import apply_up_to, fresh_database, roll_back_one
 from memvault_devstack.ports import free_port, port_accepts
-from memvault_devstack.postgres import create_database, drop_database
 from memvault_vault.audit.store import AuditStore
 from memvault_vault.database import Database
 from memvault_vault.domain.memory import Draft, MemoryType, Status, content_hash
 from memvault_vault.guide.store import GuideStore
 from memvault_vault.memories.store import MemoryStore
-from memvault_vault.schema import MIGRATIONS, apply_migrations, migration_backend, missing_migrations
+from memvault_vault.schema import SCHEMA, apply_migrations, missing_migrations
 from memvault_vault.services import VaultServices
 
 pytestmark = pytest.mark.integration
@@ -49,29 +47,14 @@ GUIDE_V2 = "Remember decisions with their reasons. Never store credentials."
 
 def migration_order() -> list[str]:
     """The ids in the order `migrate` applies them to an empty database (dependencies first)."""
-    return [m.id for m in topological_sort(read_migrations(str(MIGRATIONS)))]
+    return SCHEMA.order()
 
 
 @pytest.fixture
 def fresh_dsn(postgres_dsn: str) -> Iterator[str]:
     """An empty database of this test's own on the test server."""
-    name = f"migrations_{uuid.uuid4().hex[:10]}"
-    dsn = create_database(postgres_dsn, name, exist_ok=False)
-    try:
+    with fresh_database(postgres_dsn, "migrations") as dsn:
         yield dsn
-    finally:
-        drop_database(postgres_dsn, name)
-
-
-def apply_up_to(dsn: str, last: str) -> list[str]:
-    """Apply the migrations `migrate` would, in its order, up to and including `last`."""
-    backend = migration_backend(dsn)
-    pending = backend.to_apply(read_migrations(str(MIGRATIONS)))
-    ids = [m.id for m in pending]
-    chosen = MigrationList(list(pending)[: ids.index(last) + 1])
-    with backend.lock():
-        backend.apply_migrations(chosen)
-    return [m.id for m in chosen]
 
 
 def _columns(conn: psycopg.Connection[Any], table: str) -> set[str]:
@@ -393,7 +376,7 @@ async def _check_usable(dsn: str, ids: dict[str, str], seeded_at: list[str]) -> 
 
 @pytest.mark.parametrize("version", migration_order()[:-1])
 async def test_data_written_at_every_earlier_version_survives_the_upgrade(fresh_dsn: str, version: str) -> None:
-    seeded_at = apply_up_to(fresh_dsn, version)
+    seeded_at = apply_up_to(SCHEMA, fresh_dsn, version)
     ids = seed(fresh_dsn)
     applied = apply_migrations(fresh_dsn)
     assert seeded_at + applied == migration_order()
@@ -415,7 +398,7 @@ def run_vault(env: dict[str, str], *arguments: str, timeout: float = 60.0) -> su
 
 def test_a_vault_on_a_database_one_migration_behind_refuses_until_migrate_runs(fresh_dsn: str) -> None:
     order = migration_order()
-    apply_up_to(fresh_dsn, order[-2])
+    apply_up_to(SCHEMA, fresh_dsn, order[-2])
     env = {"MEMVAULT_POSTGRES__DSN": fresh_dsn, "MEMVAULT_VAULT__LISTEN": f"127.0.0.1:{free_port()}"}
     serve = run_vault(env, "serve")
     assert serve.returncode == 1
@@ -528,19 +511,13 @@ def test_every_rollback_undoes_its_migration(fresh_dsn: str) -> None:
     empty = _schema(fresh_dsn)
     for migration_id in order:
         before[migration_id] = _schema(fresh_dsn)
-        apply_up_to(fresh_dsn, migration_id)
+        apply_up_to(SCHEMA, fresh_dsn, migration_id)
     newest = _schema(fresh_dsn)
     ids = seed(fresh_dsn)
     assert ids
 
-    backend = migration_backend(fresh_dsn)
     for migration_id in reversed(order):
-        with backend.lock():
-            backend.rollback_migrations(
-                MigrationList(
-                    [m for m in backend.to_rollback(read_migrations(str(MIGRATIONS))) if m.id == migration_id]
-                )
-            )
+        roll_back_one(SCHEMA, fresh_dsn, migration_id)
         assert _schema(fresh_dsn) == before[migration_id], f"rolling back {migration_id} left the schema changed"
     assert _schema(fresh_dsn) == empty
 

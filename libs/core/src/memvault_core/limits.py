@@ -70,6 +70,20 @@ MIN_CONFIDENCE: Final = 0.001
 """Smallest confidence a memory can state (1 is the largest; 0 or none means not stated). Answers show
 confidence to three decimals, and the database keeps it as a 4-byte float."""
 
+MAX_METADATA_BYTES: Final = 8 * 1024
+"""Largest free-form JSON metadata a memory carries (UTF-8 bytes of its compact JSON)."""
+
+MAX_SOURCE_BYTES: Final = 5 * 1024 * 1024
+"""Largest tracked source (file or URL body) the vault reads."""
+MAX_SOURCE_LOCATION_CHARS: Final = 2000
+MAX_SOURCE_VALUE_CHARS: Final = 4000
+"""Largest JSON value (compact JSON) a tracked source may hold at its selector."""
+MIN_SOURCE_INTERVAL_SECONDS: Final = 10
+MAX_SOURCE_INTERVAL_SECONDS: Final = 30 * 24 * 3600
+DEFAULT_SOURCE_INTERVAL_SECONDS: Final = 300
+MAX_SOURCES_LISTED: Final = 200
+"""Most sources or changes one status or changes answer lists."""
+
 DEFAULT_RECALL_RESULTS: Final = 10
 DEFAULT_LIST_RESULTS: Final = 20
 
@@ -93,4 +107,6 @@ def as_dict() -> dict[str, int]:
         "max_import_text_chars": MAX_IMPORT_TEXT_CHARS,
         "max_guide_chars": MAX_GUIDE_CHARS,
         "max_audit_results": MAX_AUDIT_RESULTS,
+        "max_metadata_bytes": MAX_METADATA_BYTES,
+        "max_source_bytes": MAX_SOURCE_BYTES,
     }

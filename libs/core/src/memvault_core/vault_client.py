@@ -13,7 +13,8 @@ from typing import TypeVar
 import grpc
 
 from memvault.vault.v1 import accounts_pb2 as apb
-from memvault.vault.v1 import accounts_pb2_grpc, vault_pb2_grpc
+from memvault.vault.v1 import accounts_pb2_grpc, sources_pb2_grpc, vault_pb2_grpc
+from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.grpc import client_channel, error_from_rpc
 from memvault_core.identity import GRPC_METADATA_KEY
@@ -26,12 +27,13 @@ SLOW_CALL_FACTOR = 5
 
 
 class VaultClient:
-    """VaultService and AccountService over one channel."""
+    """VaultService, AccountService and SourcesService over one channel."""
 
     def __init__(self, address: str, timeout_seconds: float) -> None:
         self.channel = client_channel(address)
         self._vault = vault_pb2_grpc.VaultServiceStub(self.channel)
         self._accounts = accounts_pb2_grpc.AccountServiceStub(self.channel)
+        self._sources = sources_pb2_grpc.SourcesServiceStub(self.channel)
         self._timeout = timeout_seconds
 
     async def close(self) -> None:
@@ -177,3 +179,35 @@ class VaultClient:
 
     async def list_audit(self, identity: str, request: apb.ListAuditRequest) -> apb.ListAuditResponse:
         return await self._call(self._accounts.ListAudit, request, identity)
+
+    # --- SourcesService ------------------------------------------------------------------------------
+
+    async def track_source(self, identity: str, request: spb.TrackSourceRequest) -> spb.TrackSourceResponse:
+        return await self._call(self._sources.TrackSource, request, identity)
+
+    async def untrack_source(self, identity: str, request: spb.UntrackSourceRequest) -> spb.UntrackSourceResponse:
+        return await self._call(self._sources.UntrackSource, request, identity)
+
+    async def sync_sources(self, identity: str, request: spb.SyncSourcesRequest) -> spb.SyncSourcesResponse:
+        # Each due source is a file read or a URL fetch (up to its own timeout).
+        return await self._call(self._sources.SyncSources, request, identity, slow=True)
+
+    async def list_source_changes(
+        self, identity: str, request: spb.ListSourceChangesRequest
+    ) -> spb.ListSourceChangesResponse:
+        return await self._call(self._sources.ListSourceChanges, request, identity)
+
+    async def resolve_source_change(
+        self, identity: str, request: spb.ResolveSourceChangeRequest
+    ) -> spb.ResolveSourceChangeResponse:
+        return await self._call(self._sources.ResolveSourceChange, request, identity)
+
+    async def get_source_status(
+        self, identity: str, request: spb.GetSourceStatusRequest
+    ) -> spb.GetSourceStatusResponse:
+        return await self._call(self._sources.GetSourceStatus, request, identity)
+
+    async def list_memory_sources(
+        self, identity: str, request: spb.ListMemorySourcesRequest
+    ) -> spb.ListMemorySourcesResponse:
+        return await self._call(self._sources.ListMemorySources, request, identity)

@@ -15,6 +15,7 @@ know it:
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar, cast
@@ -25,6 +26,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from memvault.vault.v1 import accounts_pb2 as apb
 from memvault.vault.v1 import memory_pb2 as pb
+from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 
 ValueT = TypeVar("ValueT", bound=int)
@@ -84,6 +86,9 @@ TRUSTS = EnumNames(pb.Trust)
 WRITE_OUTCOMES = EnumNames(vpb.WriteOutcome)
 DUPLICATE_CHECKS = EnumNames(vpb.DuplicateCheck, separator="-")
 ROLES = EnumNames(apb.Role)
+SOURCE_KINDS = EnumNames(spb.SourceKind)
+SOURCE_MODES = EnumNames(spb.SourceMode)
+SOURCE_CHANGE_STATUSES = EnumNames(spb.SourceChangeStatus)
 
 # The same names as types, for input schemas (JSON Schema enums need them spelt out); the unit
 # tests hold them equal to the descriptors' names, in the same order.
@@ -190,6 +195,8 @@ def memory_in_full_for_agent(memory: pb.Memory) -> dict[str, Any]:
     view["updated_at"] = iso_for_agent(memory, "updated_at")
     if (reviewed_at := iso_for_agent(memory, "reviewed_at")) is not None:
         view["reviewed_at"] = reviewed_at
+    if memory.metadata_json:
+        view["metadata"] = json.loads(memory.metadata_json)
     return view
 
 

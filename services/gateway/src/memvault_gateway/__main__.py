@@ -16,20 +16,14 @@ import uvicorn
 
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
+from memvault_core.postgres import address
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_gateway.app import create_app
 from memvault_gateway.auth import credentials
 from memvault_gateway.auth.people import EMAIL_PROBLEM, USERNAME, normalized_email
 from memvault_gateway.settings import MigrateSettings, Settings
-from memvault_gateway.store import (
-    EmailTaken,
-    NewerDatabaseError,
-    Store,
-    UnknownMigrationError,
-    apply_migrations,
-    rollback_migrations,
-)
+from memvault_gateway.store import MIGRATIONS, EmailTaken, NewerDatabaseError, Store, UnknownMigrationError
 
 log = logging.getLogger("memvault_gateway")
 
@@ -37,15 +31,14 @@ T = TypeVar("T")
 
 
 def _unreachable(dsn: str, error: BaseException) -> str:
-    parts = urlsplit(dsn)
     reason = (str(error) or type(error).__name__).splitlines()[0]
-    return f"cannot reach Postgres at {parts.hostname}:{parts.port or 5432} (MEMVAULT_POSTGRES__DSN): {reason}"
+    return f"cannot reach Postgres at {address(dsn)} (MEMVAULT_POSTGRES__DSN): {reason}"
 
 
 def migrate(dsn: str) -> list[str]:
-    """apply_migrations, exiting with one line when the database is unreachable or newer than this code."""
+    """MIGRATIONS.apply, exiting with one line when the database is unreachable or newer than this code."""
     try:
-        return apply_migrations(dsn)
+        return MIGRATIONS.apply(dsn)
     except NewerDatabaseError as error:
         print(f"memvault-gateway: {error}", file=sys.stderr)
     except psycopg.OperationalError as error:
@@ -54,9 +47,9 @@ def migrate(dsn: str) -> list[str]:
 
 
 def rollback(dsn: str, to: str) -> list[str]:
-    """rollback_migrations, exiting with one line when the database is unreachable, newer or `to` unknown."""
+    """MIGRATIONS.rollback, exiting with one line when the database is unreachable, newer or `to` unknown."""
     try:
-        undone = rollback_migrations(dsn, to)
+        undone = MIGRATIONS.rollback(dsn, to)
     except (NewerDatabaseError, UnknownMigrationError) as error:
         _fail(str(error))
     except psycopg.OperationalError as error:

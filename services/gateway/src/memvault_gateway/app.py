@@ -24,7 +24,7 @@ from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_core.validation import describe
 from memvault_gateway import dashboard
-from memvault_gateway.api import access, backup, imports, manage, memories, reference, vault_settings
+from memvault_gateway.api import access, backup, imports, index, manage, memories, reference, vault_settings
 from memvault_gateway.auth import people, sessions
 from memvault_gateway.context import Gateway
 from memvault_gateway.mcp_edge import route, signposts
@@ -228,6 +228,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         imports.router,
         vault_settings.router,
         backup.router,
+        index.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])
     dashboard.install(app, dependencies=[Depends(forward_auth.sign_in)])

@@ -74,6 +74,16 @@ class VaultFeed:
             if not after:
                 return
 
+    async def count(self) -> int:
+        """How many memories the vault holds in all (a full reindex's progress total)."""
+        try:
+            response = await self._stub.ListDocuments(
+                pb.ListDocumentsRequest(limit=1), metadata=self._metadata(), timeout=self._timeout
+            )
+        except grpc.aio.AioRpcError as error:
+            raise error_from_rpc(error) from None
+        return int(response.total)
+
     async def report(self, indexed: Sequence[Document], model: str, failed: Sequence[tuple[str, str]] = ()) -> None:
         """Tell the vault which texts the index now holds, and which memories failed (id, error)."""
         reports = [

@@ -54,6 +54,9 @@ class Indexer:
         self._recent: dict[str, np.ndarray] = {}
         self._running: dict[str, asyncio.Future[np.ndarray]] = {}
         """Texts being embedded now, by the embedding that computes them."""
+        self.filling = False
+        """True while the collection is being filled from scratch (a rebuild, a new model's empty collection):
+        searches are refused meanwhile, so recall answers keyword-only rather than from a partial index."""
 
     @property
     def model(self) -> str:
@@ -128,6 +131,10 @@ class Indexer:
         )
         await self.feed.report(documents, self.model)
         self._since_optimize += len(documents)
+
+    async def write_documents(self, documents: Sequence[Document]) -> None:
+        """Embed and store these documents and report them indexed (a maintenance job's page)."""
+        await self._write(documents)
 
     async def put_vectors(self, vault_id: str, vectors: Sequence[tuple[str, str, list[float]]]) -> None:
         """Store vectors made elsewhere by this model (memory id, content hash, vector), as a restore does."""
@@ -230,14 +237,18 @@ class Indexer:
         if await self.store.count() > 0:
             return 0
         delay = 1.0
-        while True:
-            try:
-                report = await self.reconcile(repair=True)
-                break
-            except Unavailable as error:
-                log.info("vector store empty; waiting for the vault to rebuild it", extra={"reason": error.message})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, retry_seconds)
+        self.filling = True
+        try:
+            while True:
+                try:
+                    report = await self.reconcile(repair=True)
+                    break
+                except Unavailable as error:
+                    log.info("vector store empty; waiting for the vault to rebuild it", extra={"reason": error.message})
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, retry_seconds)
+        finally:
+            self.filling = False
         if report.repaired:
             log.warning("vector store was empty: rebuilt it from the vault", extra={"memories": report.repaired})
         return report.repaired

@@ -1,7 +1,8 @@
 """IndexService over gRPC: translate and delegate to the Indexer.
 
 Every call carries a service identity signed with the shared identity key: the vault's for
-searches, the indexer's own (its `reindex` and `reconcile` commands) for maintenance.
+searches, the indexer's own (its commands) for maintenance; starting and watching a rebuild or
+re-embed job also the vault's (it forwards an owner's request, IndexAdminService).
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import grpc
 from memvault.index.v1 import index_pb2 as pb
 from memvault.index.v1 import index_pb2_grpc
 from memvault_core import limits
-from memvault_core.errors import InvalidArgument
+from memvault_core.errors import InvalidArgument, Unauthenticated, Unavailable
 from memvault_core.grpc import identity_token
 from memvault_core.identity import IdentitySigner
 from memvault_indexer.indexing import Indexer
+from memvault_indexer.jobs import JobKind, JobRunner, JobStatus
 
 MAX_VECTORS = 1000
 """Memories per GetVectors or PutVectors call."""
@@ -24,16 +26,19 @@ MAX_PENDING = 600
 
 
 class IndexServicer(index_pb2_grpc.IndexServiceServicer):
-    def __init__(self, indexer: Indexer, backend: str, signer: IdentitySigner) -> None:
+    def __init__(self, indexer: Indexer, backend: str, signer: IdentitySigner, jobs: JobRunner | None = None) -> None:
         self._indexer = indexer
         self._backend = backend
         self._signer = signer
+        self.jobs = jobs or JobRunner(indexer)
 
     def _check(self, context: grpc.aio.ServicerContext, *services: str) -> None:
         self._signer.verify_service(identity_token(context), *services)
 
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         self._check(context, "vault")
+        if self._indexer.filling or self.jobs.filling:
+            raise Unavailable("the vector index is being rebuilt; recall answers keyword-only until it is full")
         if not request.vault_id:
             raise InvalidArgument("vault_id is required", field="vault_id")
         if not request.query.strip() or len(request.query) > limits.MAX_QUERY_CHARS:
@@ -138,3 +143,69 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             request.vault_id, [(v.memory_id, v.content_hash, list(v.vector)) for v in request.vectors]
         )
         return pb.PutVectorsResponse(stored=len(request.vectors))
+
+    # ------------------------------------------------------------------ maintenance (indexer, or the vault for owners)
+
+    async def StartIndexJob(
+        self, request: pb.StartIndexJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StartIndexJobResponse:
+        token = identity_token(context)
+        try:
+            self._signer.verify_service(token, "indexer")
+            caller = "indexer"
+        except Unauthenticated:
+            self._signer.verify_service(token, "vault")
+            caller = "vault"
+        if request.kind not in _KINDS:
+            raise InvalidArgument("kind must be REBUILD or REEMBED", field="kind")
+        return pb.StartIndexJobResponse(job=_job(self.jobs.start(_KINDS[request.kind], caller)))
+
+    async def GetIndexJob(
+        self, request: pb.GetIndexJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetIndexJobResponse:
+        self._check(context, "indexer", "vault")
+        status = self.jobs.status
+        return pb.GetIndexJobResponse(job=_job(status)) if status else pb.GetIndexJobResponse()
+
+    async def ListCollections(
+        self, request: pb.ListCollectionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListCollectionsResponse:
+        self._check(context, "indexer", "vault")
+        active = self._indexer.store.collection
+        names = sorted({*await self._indexer.store.collections(), active})
+        return pb.ListCollectionsResponse(collections=[pb.Collection(name=n, active=n == active) for n in names])
+
+    async def DropCollection(
+        self, request: pb.DropCollectionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DropCollectionResponse:
+        self._check(context, "indexer")
+        await self._indexer.store.drop_other_collection(request.name)
+        return pb.DropCollectionResponse()
+
+
+_KINDS: dict[pb.IndexJobKind.ValueType, JobKind] = {
+    pb.INDEX_JOB_KIND_REBUILD: "rebuild",
+    pb.INDEX_JOB_KIND_REEMBED: "reembed",
+}
+_STATES = {
+    "running": pb.INDEX_JOB_STATE_RUNNING,
+    "finished": pb.INDEX_JOB_STATE_FINISHED,
+    "failed": pb.INDEX_JOB_STATE_FAILED,
+}
+
+
+def _job(status: JobStatus) -> pb.IndexJob:
+    job = pb.IndexJob(
+        kind=next(k for k, v in _KINDS.items() if v == status.kind),
+        state=_STATES[status.state],
+        done=status.done,
+        total=status.total,
+        failed=status.failed,
+        error=status.error,
+        started_by=status.started_by,
+        model=status.model,
+    )
+    job.started_at.FromDatetime(status.started_at)
+    if status.finished_at is not None:
+        job.finished_at.FromDatetime(status.finished_at)
+    return job

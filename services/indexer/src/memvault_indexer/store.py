@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, Field, SecretStr
 
-from memvault_core.errors import InvalidArgument, Unavailable
+from memvault_core.errors import Conflict, InvalidArgument, NotFound, Unavailable
 from memvault_indexer.embedder import model_slug
 
 VECTOR_NAME = "dense"
@@ -45,6 +45,15 @@ def collection_name(model: str, dimension: int) -> str:
     if dimension < 1:
         raise InvalidArgument(f"embedding dimension must be positive, got {dimension}")
     return f"memvault_{model_slug(model)}_{dimension}"
+
+
+def _check_other(name: str, active: str) -> None:
+    if not name.startswith("memvault_") or "/" in name or name.startswith("."):
+        raise InvalidArgument(
+            f"{name!r} is not a memvault collection name (memvault_<model>_<dimension>)", field="name"
+        )
+    if name == active:
+        raise Conflict(f"{name} is the active collection (the configured model's); it cannot be dropped", field="name")
 
 
 def _point_id(memory_id: str | uuid.UUID) -> str:
@@ -190,6 +199,14 @@ class VectorStore(Protocol):
 
     async def drop_collection(self) -> None:
         """Delete the whole collection (Postgres stays the truth; `reindex` rebuilds it)."""
+        ...
+
+    async def collections(self) -> list[str]:
+        """Every memvault collection in the store: this model's and those other models left behind."""
+        ...
+
+    async def drop_other_collection(self, name: str) -> None:
+        """Delete a collection another model left; this store's own (the active one) is refused."""
         ...
 
     async def close(self) -> None: ...
@@ -540,6 +557,28 @@ class EdgeVectorStore:
                 self._shard = None
             await asyncio.to_thread(shutil.rmtree, self._path, True)
 
+    async def collections(self) -> list[str]:
+        def names() -> list[str]:
+            root = self._path.parent
+            if not root.is_dir():
+                return []
+            return sorted(
+                p.name
+                for p in root.iterdir()
+                if p.name.startswith("memvault_")
+                and not p.name.endswith(OPTIMIZING_SUFFIX)
+                and (p / "edge_config.json").exists()
+            )
+
+        return await asyncio.to_thread(names)
+
+    async def drop_other_collection(self, name: str) -> None:
+        _check_other(name, self._collection)
+        if name not in await self.collections():
+            raise NotFound(f"no collection {name!r} in {self._path.parent}")
+        await asyncio.to_thread(shutil.rmtree, self._path.parent / name)
+        await asyncio.to_thread(shutil.rmtree, self._path.parent / f"{name}{OPTIMIZING_SUFFIX}", True)
+
     async def close(self) -> None:
         async with self._write_lock:
             if self._shard is not None:
@@ -753,6 +792,19 @@ class QdrantServerStore:
     async def drop_collection(self) -> None:
         if await self._client.collection_exists(self._collection):
             await self._client.delete_collection(self._collection)
+
+    async def collections(self) -> list[str]:
+        try:
+            response = await self._client.get_collections()
+        except Exception as error:
+            raise Unavailable(f"cannot reach Qdrant to list collections: {error}") from error
+        return sorted(c.name for c in response.collections if c.name.startswith("memvault_"))
+
+    async def drop_other_collection(self, name: str) -> None:
+        _check_other(name, self._collection)
+        if name not in await self.collections():
+            raise NotFound(f"no collection {name!r} on the Qdrant server")
+        await self._client.delete_collection(name)
 
     async def close(self) -> None:
         await self._client.close()

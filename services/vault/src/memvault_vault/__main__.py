@@ -12,8 +12,12 @@ from memvault.vault.v1 import (
     accounts_pb2_grpc,
     backup_pb2,
     backup_pb2_grpc,
+    index_admin_pb2,
+    index_admin_pb2_grpc,
     index_feed_pb2,
     index_feed_pb2_grpc,
+    sources_pb2,
+    sources_pb2_grpc,
     vault_pb2,
     vault_pb2_grpc,
 )
@@ -32,8 +36,10 @@ from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.backup import BackupServicer
+from memvault_vault.rpc.index_admin import IndexAdminServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
 from memvault_vault.rpc.servicer import VaultServicer
+from memvault_vault.rpc.sources import SourcesServicer
 from memvault_vault.schema import (
     SCHEMA,
     NewerDatabaseError,
@@ -43,7 +49,9 @@ from memvault_vault.schema import (
     rollback_migrations,
 )
 from memvault_vault.services import VaultServices
-from memvault_vault.settings import MigrateSettings, Settings
+from memvault_vault.settings import MigrateSettings, Settings, SourcesSettings
+from memvault_vault.sources import runner
+from memvault_vault.sources.reader import SourceRules
 
 log = logging.getLogger("memvault_vault")
 
@@ -79,7 +87,7 @@ async def serve(settings: Settings) -> None:
             else None
         )
         server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
-        services = VaultServices.build(database, index)
+        services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(
             IndexFeedServicer(services.index_feed, signer), server
@@ -87,7 +95,11 @@ async def serve(settings: Settings) -> None:
         accounts_pb2_grpc.add_AccountServiceServicer_to_server(
             AccountServicer(services.accounts, services.audit, signer), server
         )
+        sources_pb2_grpc.add_SourcesServiceServicer_to_server(SourcesServicer(services, signer), server)
         backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
+        index_admin_pb2_grpc.add_IndexAdminServiceServicer_to_server(
+            IndexAdminServicer(services.index_admin, signer), server
+        )
         background = []
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
@@ -96,6 +108,10 @@ async def serve(settings: Settings) -> None:
                 asyncio.create_task(
                     run_periodically(RetentionStore(database), settings.vault.retention_interval_seconds)
                 )
+            )
+        if settings.sources.check_interval_seconds > 0:
+            background.append(
+                asyncio.create_task(runner.run_periodically(services.sources, settings.sources.check_interval_seconds))
             )
         if index is None:
             log.warning(
@@ -109,7 +125,9 @@ async def serve(settings: Settings) -> None:
         names = [
             vault_pb2.DESCRIPTOR.services_by_name["VaultService"].full_name,
             index_feed_pb2.DESCRIPTOR.services_by_name["IndexFeedService"].full_name,
+            sources_pb2.DESCRIPTOR.services_by_name["SourcesService"].full_name,
             backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
+            index_admin_pb2.DESCRIPTOR.services_by_name["IndexAdminService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))
         await serve_until_stopped(server, health, names, settings.vault.shutdown_grace_seconds)
@@ -151,6 +169,36 @@ async def create_owner(settings: MigrateSettings, subject: str, vault: str) -> b
         await database.close()
 
 
+async def sources_command(settings: SourcesSettings, command: str, poll: float) -> int:
+    """`memvault-vault sources ...`: checks run as each source's tracker, with the deployment's indexer
+    for the duplicate check when one is configured."""
+    database = await Database.connect(settings.postgres.dsn, 1, 2)
+    index = None
+    try:
+        await SCHEMA.check(database.pool)
+        if settings.vault.indexer_address and settings.identity is not None:
+            signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
+            index = IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)
+        services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
+        if command == "sync":
+            return 1 if await runner.sync_once(services.sources, say) else 0
+        if command == "status":
+            await runner.print_status(services.sources, say)
+        elif command == "changes":
+            await runner.print_changes(services.sources, say)
+        else:
+            await runner.watch(services.sources, poll, say)
+        return 0
+    finally:
+        if index is not None:
+            await index.close()
+        await database.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="memvault-vault", description=__doc__)
     commands = parser.add_subparsers(dest="command")
@@ -173,10 +221,31 @@ def main(argv: list[str] | None = None) -> None:
         "period (the vault service also does this every MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS)",
     )
     purge_parser.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
+    sources = commands.add_parser(
+        "sources",
+        help="tracked sources: sync checks what is due once (exit 1 if a check failed), status shows each "
+        "source's health, changes lists pending changes, watch syncs every --poll seconds; quiet when nothing "
+        "changed, one line per change or error",
+    )
+    sources.add_argument("action", choices=("sync", "status", "changes", "watch"))
+    sources.add_argument("--poll", type=float, default=30.0, help="watch: seconds between rounds (default 30)")
     backup_commands.add_parsers(commands)
     args = parser.parse_args(argv)
     if args.command in backup_commands.COMMANDS:
         raise SystemExit(backup_commands.run(args))
+
+    if args.command == "sources":
+        sources_settings = load_settings(SourcesSettings)
+        setup_logging("vault", sources_settings.log.level)
+        if args.poll <= 0:
+            parser.error("--poll must be positive")
+        try:
+            raise SystemExit(asyncio.run(sources_command(sources_settings, args.action, args.poll)))
+        except (NewerDatabaseError, OlderDatabaseError) as error:
+            print(f"memvault-vault: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
+        except KeyboardInterrupt:
+            raise SystemExit(0) from None
 
     if args.command in ("migrate", "rollback", "create-owner", "retention"):
         migrate_settings = load_settings(MigrateSettings)

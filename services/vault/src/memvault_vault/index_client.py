@@ -11,7 +11,7 @@ import grpc
 
 from memvault.index.v1 import index_pb2, index_pb2_grpc
 from memvault_core.errors import Unavailable
-from memvault_core.grpc import client_channel
+from memvault_core.grpc import client_channel, error_from_rpc
 from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
 
 
@@ -121,3 +121,33 @@ class IndexClient:
             await self._stub.PutVectors(request, timeout=self._timeout * 20, metadata=self._metadata())
         except grpc.aio.AioRpcError as error:
             raise _unavailable(error) from None
+
+    async def start_job(self, kind: index_pb2.IndexJobKind.ValueType) -> index_pb2.IndexJob:
+        """Start the indexer's rebuild or re-embed job; Conflict while one runs."""
+        try:
+            response = await self._stub.StartIndexJob(
+                index_pb2.StartIndexJobRequest(kind=kind), timeout=self._timeout, metadata=self._metadata()
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) if _transport(error) else error_from_rpc(error, "indexer") from None
+        job: index_pb2.IndexJob = response.job
+        return job
+
+    async def get_job(self) -> index_pb2.IndexJob | None:
+        """The indexer's running or last maintenance job."""
+        try:
+            response = await self._stub.GetIndexJob(
+                index_pb2.GetIndexJobRequest(), timeout=self._timeout, metadata=self._metadata()
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+        return response.job if response.HasField("job") else None
+
+
+def _transport(error: grpc.aio.AioRpcError) -> bool:
+    return error.code() in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.UNIMPLEMENTED,
+    )

@@ -16,6 +16,8 @@ from memvault_vault.guide.service import GuideService
 from memvault_vault.guide.store import GuideStore
 from memvault_vault.imports.service import ImportService
 from memvault_vault.imports.store import ImportStore
+from memvault_vault.index_admin.service import IndexAdminService
+from memvault_vault.index_admin.store import IndexAdminStore
 from memvault_vault.index_client import IndexClient
 from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.service import IndexFeedService
@@ -27,6 +29,9 @@ from memvault_vault.recall.service import RecallService
 from memvault_vault.recall.store import RecallStore
 from memvault_vault.review.service import ReviewService
 from memvault_vault.review.store import ReviewStore
+from memvault_vault.sources.reader import SourceReader, SourceRules
+from memvault_vault.sources.service import SourceService
+from memvault_vault.sources.store import SourceStore
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,9 @@ class VaultServices:
     guide: GuideService
     audit: AuditService
     index_feed: IndexFeedService
+    sources: SourceService
     backup: BackupService
+    index_admin: IndexAdminService
 
     @classmethod
     def build(
@@ -50,8 +57,10 @@ class VaultServices:
         index: IndexClient | None = None,
         *,
         index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
+        source_rules: SourceRules | None = None,
     ) -> VaultServices:
-        """Without an indexer, recall is keyword-only and the duplicate check exact-only."""
+        """Without an indexer, recall is keyword-only and the duplicate check exact-only. Without source
+        rules, no file or URL may be tracked."""
         accounts = AccountService(AccountStore(database))
         memories = MemoryStore(database)
         feed = IndexFeedStore(database)
@@ -60,9 +69,10 @@ class VaultServices:
         writer = Writer(
             memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds, index_progress=progress
         )
+        memory_service = MemoryService(memories, writer, accounts)
         return cls(
             accounts=accounts,
-            memories=MemoryService(memories, writer, accounts),
+            memories=memory_service,
             imports=ImportService(ImportStore(database), writer, accounts),
             recall=RecallService(RecallStore(database), feed, accounts, index),
             review=ReviewService(ReviewStore(database), memories, accounts),
@@ -70,4 +80,12 @@ class VaultServices:
             audit=AuditService(audit, accounts),
             index_feed=IndexFeedService(feed, progress),
             backup=BackupService(BackupStore(database.pool), accounts, index),
+            index_admin=IndexAdminService(IndexAdminStore(database), accounts, index),
+            sources=SourceService(
+                SourceStore(database),
+                memory_service,
+                memories,
+                accounts,
+                SourceReader(source_rules or SourceRules.none()),
+            ),
         )

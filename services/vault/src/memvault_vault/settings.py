@@ -27,8 +27,26 @@ class VaultGroup(BaseModel):
     """How often to delete what the vaults' retention settings no longer keep; 0 turns it off."""
 
 
+class SourcesGroup(BaseModel):
+    """Tracked sources (`MEMVAULT_SOURCES__*`): which files and URLs the vault may read, and the schedule."""
+
+    file_roots: list[str] = []
+    """Directories tracked files must lie in (after resolving symlinks); empty refuses every file source."""
+    url_hosts: list[str] = []
+    """Host names tracked URLs may use (`*.home.lan` allows its subdomains); empty refuses every URL source."""
+    private_networks: list[str] = []
+    """Private address ranges URLs may lead to (e.g. `10.0.0.0/8`); `*` allows every private address.
+    Without one, a host resolving to a private, loopback or link-local address is refused."""
+    fetch_timeout_seconds: float = 10.0
+    max_redirects: int = 3
+    check_interval_seconds: float = 30.0
+    """How often the vault process checks which sources are due; 0 turns the in-process loop off (a
+    `memvault-vault sources sync` CronJob does it instead)."""
+
+
 class Settings(ServiceSettings):
     vault: VaultGroup = VaultGroup()
+    sources: SourcesGroup = SourcesGroup()
     postgres: PostgresSettings = PostgresSettings()
     nats: NatsSettings = NatsSettings()
     identity: IdentitySettings
@@ -46,6 +64,16 @@ class BackupSettings(ServiceSettings):
     """`backup` and `restore` need the database, and the indexer (with the identity key) for embeddings."""
 
     postgres: PostgresSettings = PostgresSettings()
+    vault: VaultGroup = VaultGroup()
+    identity: IdentitySettings | None = None
+    log: LogSettings = LogSettings()
+
+
+class SourcesSettings(ServiceSettings):
+    """`sources sync|status|changes|watch` need the database and the source rules."""
+
+    postgres: PostgresSettings = PostgresSettings()
+    sources: SourcesGroup = SourcesGroup()
     vault: VaultGroup = VaultGroup()
     identity: IdentitySettings | None = None
     log: LogSettings = LogSettings()

@@ -33,8 +33,12 @@ router = APIRouter(prefix="/api/v1")
 
 Flag = Annotated[int, Query(), Between(0, 1)]
 
-_MEDIA = {"md": "text/markdown; charset=utf-8", "json": "application/json"}
-_EXPORT_FORMATS = {"md": pb.EXPORT_FORMAT_MARKDOWN, "json": pb.EXPORT_FORMAT_JSON}
+_MEDIA = {"md": "text/markdown; charset=utf-8", "json": "application/json", "jsonl": "application/x-ndjson"}
+_EXPORT_FORMATS = {
+    "md": pb.EXPORT_FORMAT_MARKDOWN,
+    "json": pb.EXPORT_FORMAT_JSON,
+    "jsonl": pb.EXPORT_FORMAT_JSONL,
+}
 
 
 def _stub(gw: Gateway) -> backup_pb2_grpc.BackupServiceStub:
@@ -153,14 +157,20 @@ async def restore(request: Request, vault: Vault, caller: Caller, gw: GatewayDep
     responses={
         200: {
             "description": "Active memories grouped by type",
-            "content": {"text/markdown": {"schema": {"type": "string"}}, "application/json": {"schema": {}}},
+            "content": {
+                "text/markdown": {"schema": {"type": "string"}},
+                "application/json": {"schema": {}},
+                "application/x-ndjson": {"schema": {"type": "string"}},
+            },
         }
     },
 )
 async def export(
-    vault: Vault, caller: Caller, gw: GatewayDep, format: Literal["md", "json"] = "md"
+    vault: Vault, caller: Caller, gw: GatewayDep, format: Literal["md", "json", "jsonl"] = "md"
 ) -> StreamingResponse:
-    """The vault's active memories grouped by type, as markdown or JSON: readable, not a backup."""
+    """The vault's active memories grouped by type, as markdown or JSON: readable, not a backup; or
+    `jsonl`, the interchange format (one memory per line) that `POST .../imports?format=memvault-jsonl`
+    reads back."""
     body = await export_chunks(gw, caller.identity(), vault, format)
     return StreamingResponse(
         body,

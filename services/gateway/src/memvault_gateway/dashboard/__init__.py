@@ -1,5 +1,5 @@
 """The owner's dashboard: server-rendered pages per vault (overview, review, memories, imports, guide,
-settings, members, apps, audit), calling the vault through the same code as /api/v1.
+settings, index, members, apps, audit), calling the vault through the same code as /api/v1.
 
 `install(app)` adds its routes; templates, static files and catalogues live beside this module.
 """
@@ -16,6 +16,7 @@ from memvault_gateway.dashboard import (
     audit,
     guide,
     imports,
+    index_page,
     language,
     members,
     memories,
@@ -31,5 +32,17 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
     `dependencies` run before every page: the app passes `signin.forward_auth.sign_in`, so a trusted
     forward-auth proxy's person is signed in (and up, on first sight) as for /account and /api/v1."""
     app.include_router(language.static_files)
-    for module in (language, overview, review, memories, imports, guide, settings_page, members, apps, audit):
+    for module in (
+        language,
+        overview,
+        review,
+        memories,
+        imports,
+        guide,
+        settings_page,
+        index_page,
+        members,
+        apps,
+        audit,
+    ):
         app.include_router(module.router, dependencies=list(dependencies))

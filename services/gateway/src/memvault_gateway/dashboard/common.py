@@ -44,6 +44,7 @@ SECTIONS = (
     ("imports", i18n.N_("Imports")),
     ("guide", i18n.N_("Guide")),
     ("settings", i18n.N_("Settings")),
+    ("index", i18n.N_("Index")),
     ("members", i18n.N_("Members")),
     ("apps", i18n.N_("Apps")),
     ("audit", i18n.N_("Audit")),

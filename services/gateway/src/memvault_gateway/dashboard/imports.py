@@ -1,4 +1,5 @@
-"""Imports: paste markdown or plain text, see what became of each item, browse past batches, undo one."""
+"""Imports: paste markdown or plain text, or upload a mem0 / basic-memory / memvault JSON Lines file;
+see what became of each item, browse past batches, undo one."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from memvault_core import limits
+from memvault_core import interchange, limits
+from memvault_core.errors import InvalidArgument
 from memvault_gateway.api import imports as api_imports
 from memvault_gateway.api import shapes as api_shapes
 from memvault_gateway.context import Gateway
@@ -64,6 +66,18 @@ async def paste(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
     form = await person.form()
     text = str(form.get("text") or "")
     upload = form.get("file")
+    file_format = str(form.get("format") or "text")
+    if file_format in interchange.FORMATS:
+        if upload is None or isinstance(upload, str) or not upload.filename:
+            raise InvalidArgument(f"choose a file to import as {file_format}", field="file")
+        raw = await upload.read(limits.MAX_REQUEST_BYTES + 1)
+        if len(raw) > limits.MAX_REQUEST_BYTES:
+            raise InvalidArgument(f"{upload.filename}: over {limits.MAX_REQUEST_BYTES} bytes", field="file")
+        name = upload.filename[:200]
+        result = await api_imports.import_file(gw, person.caller, vault, file_format, name, raw)
+        return await _page(vault, request, gw, result=result)
+    if file_format != "text":
+        raise InvalidArgument(f"unknown file format {file_format[:40]!r}", field="format")
     if upload is not None and not isinstance(upload, str) and upload.filename:
         raw = await upload.read(limits.MAX_IMPORT_TEXT_CHARS * 4 + 1)
         text = raw.decode("utf-8", errors="replace")

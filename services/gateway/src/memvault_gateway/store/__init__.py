@@ -1,24 +1,19 @@
 """The only part of the gateway that speaks SQL: schema `gateway` (people, sessions, clients, grants, tokens).
 
-One module per wing's tables (`people`, `signin`, `oauth`), records in `records`, migrations in
-`migrations`; `Store` joins them over one connection pool. Callers hand in hashes, never raw
-credentials; see `memvault_gateway.auth.credentials`.
+One module per wing's tables (`people`, `signin`, `oauth`), records in `records`; `Store` joins
+them over one connection pool. Callers hand in hashes, never raw credentials; see
+`memvault_gateway.auth.credentials`. The schema's migrations (`memvault_gateway/migrations`) are
+`MIGRATIONS`, applied and rolled back with the Postgres plumbing the vault shares
+(`memvault_core.postgres`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import asyncpg
 
-from memvault_gateway.store.base import PooledConnection
-from memvault_gateway.store.migrations import (
-    MIGRATIONS,
-    SCHEMA,
-    NewerDatabaseError,
-    UnknownMigrationError,
-    apply_migrations,
-    migration_backend,
-    rollback_migrations,
-)
+from memvault_core.postgres import Migrations, NewerDatabaseError, UnknownMigrationError, create_pool
 from memvault_gateway.store.oauth import GRANT_TOUCH_SECONDS, OAuthStore
 from memvault_gateway.store.people import PeopleStore
 from memvault_gateway.store.records import (
@@ -37,7 +32,6 @@ from memvault_gateway.store.signin import SignInStore
 __all__ = [
     "GRANT_TOUCH_SECONDS",
     "MIGRATIONS",
-    "SCHEMA",
     "AuthorizationCode",
     "Client",
     "EmailTaken",
@@ -50,10 +44,15 @@ __all__ = [
     "TokenRecord",
     "UnknownMigrationError",
     "User",
-    "apply_migrations",
-    "migration_backend",
-    "rollback_migrations",
 ]
+
+MIGRATIONS = Migrations(
+    Path(__file__).parent.parent / "migrations",
+    command="memvault-gateway migrate",
+    schema="gateway",
+    label="gateway",
+)
+"""The gateway's tables and yoyo's bookkeeping live in schema `gateway`, apart from the vault's."""
 
 
 class Store(PeopleStore, SignInStore, OAuthStore):
@@ -63,9 +62,9 @@ class Store(PeopleStore, SignInStore, OAuthStore):
 
     @classmethod
     async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Store:
-        return cls(
-            await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size, connection_class=PooledConnection)
-        )
+        """A pool whose connections skip asyncpg's reset query (the gateway's queries leave no session
+        state behind; migrations run on a connection of their own), every statement traced."""
+        return cls(await create_pool(dsn, min_size, max_size))
 
     async def purge_expired(self) -> int:
         """Delete codes, tokens, sessions, sign-in states and registrations that can never be used again."""

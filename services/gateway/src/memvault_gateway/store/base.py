@@ -1,18 +1,8 @@
-"""The pool every part of the gateway's store shares."""
+"""The pool every part of the gateway's store shares (`memvault_core.postgres.create_pool`)."""
 
 from __future__ import annotations
 
 import asyncpg
-
-
-class PooledConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg's classes are untyped
-    """A pool connection handed back without asyncpg's reset query (a round trip on every release,
-    so two on a bearer-token /mcp call). The reset undoes session state: session advisory locks,
-    cursors, LISTEN, SET. The gateway's queries leave none behind (migrations run on a connection
-    of their own); an open transaction is still rolled back."""
-
-    def get_reset_query(self) -> str:
-        return ""
 
 
 class StoreBase:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver.tools.base import Tool
 
-from memvault_mcp.tools import changes, guide, reading, writing
+from memvault_mcp.tools import changes, guide, reading, sources, writing
 from memvault_mcp.tools.registry import SPECS, ToolFunction
 
 # The order tools/list shows them in: the guide first, then the way an agent usually goes.
@@ -22,6 +22,8 @@ ORDER: tuple[ToolFunction, ...] = (
     changes.invalidate,
     reading.audit_memory,
     reading.explain_memory,
+    sources.track_source,
+    sources.sources,
 )
 
 

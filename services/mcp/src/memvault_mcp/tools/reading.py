@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context
 from pydantic import Field, StrictInt
 
+from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits, wire
 from memvault_core.validation import Between
@@ -14,6 +15,7 @@ from memvault_core.vault_client import VaultClient
 from memvault_core.wire import AUDIT_KINDS, AuditKindName, MemoryTypeName, StatusName
 from memvault_mcp.tools.arguments import CursorArg, MemoryIdArg, VaultArg, parse_time
 from memvault_mcp.tools.registry import READ_ONLY, ask_vault, tool
+from memvault_mcp.tools.sources import source_for_agent
 
 TypesFilter = Annotated[list[MemoryTypeName], Field(description="Only these memory types.")]
 TagsFilter = Annotated[list[str], Field(description="Only memories carrying all of these tags.")]
@@ -184,6 +186,9 @@ async def audit_memory(
 async def explain_memory(ctx: Context, memory_id: MemoryIdArg, vault: VaultArg = "") -> dict[str, Any]:
     request = vpb.ExplainMemoryRequest(vault=vault, memory_id=memory_id)
     response = await ask_vault(ctx, VaultClient.explain_memory, request)
+    tracked = await ask_vault(
+        ctx, VaultClient.list_memory_sources, spb.ListMemorySourcesRequest(vault=vault, memory_id=memory_id)
+    )
     related: dict[str, list[dict[str, Any]]] = {}
     for item in response.related:
         related.setdefault(item.relation, []).append(wire.memory_for_agent(item.memory))
@@ -206,4 +211,5 @@ async def explain_memory(ctx: Context, memory_id: MemoryIdArg, vault: VaultArg =
         ],
         "related": related,
         **({"missing": list(response.missing)} if response.missing else {}),
+        **({"sources": [source_for_agent(s) for s in tracked.sources]} if tracked.sources else {}),
     }

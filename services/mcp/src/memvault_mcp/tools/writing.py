@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -68,6 +69,7 @@ async def remember(
     review_after: ReviewAfterArg = "",
     expires_at: DateArg = "",
     depends_on: DependsOnArg | None = None,
+    metadata: Annotated[dict[str, Any], Field(description="Free-form JSON object.")] | None = None,
 ) -> dict[str, Any]:
     memory = draft(
         content,
@@ -84,6 +86,11 @@ async def remember(
         expires_at=expires_at,
         depends_on=depends_on,
     )
+    if metadata:
+        encoded = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+        if len(encoded.encode()) > limits.MAX_METADATA_BYTES:
+            raise ToolError(f"metadata is larger than {limits.MAX_METADATA_BYTES} bytes of JSON")
+        memory.metadata_json = encoded
     return await _write_one(ctx, vault, memory, propose=False)
 
 

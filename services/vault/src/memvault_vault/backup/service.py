@@ -13,6 +13,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from memvault_core import interchange
 from memvault_core.errors import Conflict, InvalidArgument, PermissionDenied, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
@@ -27,7 +28,7 @@ CHUNK_BYTES = 256 * 1024
 """Bytes per message of a backup or export stream."""
 STAGE_RECORDS = 1000
 """Records of a restore staged per round trip."""
-EXPORT_FORMATS = ("md", "json")
+EXPORT_FORMATS = ("md", "json", "jsonl")
 VECTOR_BYTES_PER_CALL = 2 * 1024 * 1024
 """Vectors moved per call to the indexer, in bytes: half of what one gRPC message may carry."""
 
@@ -210,12 +211,13 @@ class BackupService:
     # --- export ----------------------------------------------------------------------------------------
 
     async def export(self, identity: Identity, vault_name: str, export_format: str) -> AsyncIterator[bytes]:
-        """Active memories grouped by type, as markdown or JSON, in chunks."""
+        """Active memories grouped by type, as markdown, JSON or interchange JSON Lines, in chunks."""
         if export_format not in EXPORT_FORMATS:
             raise InvalidArgument(f"format must be one of: {', '.join(EXPORT_FORMATS)}", field="format")
         access = await self._access().access(identity, vault_name, write=False)
         rows = self._store.export_rows(access.id)
-        pieces = _markdown(access.name, rows) if export_format == "md" else _json(access.name, rows)
+        writers = {"md": _markdown, "json": _json, "jsonl": _jsonl}
+        pieces = writers[export_format](access.name, rows)
         out = bytearray()
         async for piece in pieces:
             out += piece.encode()
@@ -254,6 +256,23 @@ async def _markdown(vault: str, rows: AsyncIterator[ExportRow]) -> AsyncIterator
         lines.append(dates + (f" to {_day(row.valid_to)}" if row.valid_to else ""))
         lines.append(f"  - id: `{row.id}`")
         yield "\n".join(lines) + "\n"
+
+
+async def _jsonl(vault: str, rows: AsyncIterator[ExportRow]) -> AsyncIterator[str]:
+    yield interchange.jsonl_header(vault, datetime.now(UTC))
+    async for row in rows:
+        yield interchange.jsonl_line(
+            id=row.id,
+            content=row.content,
+            type=row.type,
+            key=row.key,
+            scope=row.scope,
+            tags=row.tags,
+            source=row.source,
+            created_at=row.created_at,
+            valid_from=row.valid_from,
+            valid_to=row.valid_to,
+        )
 
 
 async def _json(vault: str, rows: AsyncIterator[ExportRow]) -> AsyncIterator[str]:

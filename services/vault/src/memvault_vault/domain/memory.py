@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 import uuid
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from memvault_core import limits
 from memvault_core.errors import Conflict, InvalidArgument, LimitExceeded
@@ -100,6 +102,8 @@ class Draft:
     no_review: bool = False
     expires_at: datetime | None = None
     depends_on: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+    """Free-form JSON object the writer attached (size-capped by `parse_metadata`)."""
     context: str | None = None
     """In an import sent as a sequence (a conversation, a document in parts): the item before this
     one ("" for the first). Search reads a memory together with it; None for memories on their own."""
@@ -141,6 +145,7 @@ class Memory:
     flagged_reason: str | None = None
     flagged_at: datetime | None = None
     reviewed_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
 
     def expired(self, at: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= at
@@ -295,6 +300,7 @@ def validate_draft(draft: Draft, index: int | None = None) -> Draft:
         no_review=draft.no_review,
         expires_at=draft.expires_at,
         depends_on=depends_on,
+        metadata=draft.metadata or None,
     )
 
 
@@ -482,3 +488,18 @@ def fit_page(found: Sequence[tuple[Memory, float]], limit: int) -> tuple[list[tu
             return page, True
         page.append((memory, score))
     return page, len(found) > limit
+
+
+def parse_metadata(text: str) -> dict[str, Any] | None:
+    """A memory's metadata from compact JSON: an object of at most max_metadata_bytes, or None for ""."""
+    if not text.strip():
+        return None
+    if len(text.encode()) > limits.MAX_METADATA_BYTES:
+        raise InvalidArgument(f"metadata is larger than {limits.MAX_METADATA_BYTES} bytes of JSON", field="metadata")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise InvalidArgument("metadata is not valid JSON", field="metadata") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument("metadata must be a JSON object", field="metadata")
+    return value

@@ -22,6 +22,10 @@ class IndexFeedService:
         """Every memory after `after_id` in id order, `limit` at a time (for a full re-index)."""
         return await self._store.documents_after(after_id, limit)
 
+    async def count_documents(self) -> int:
+        """How many memories a full re-index goes through (its progress total)."""
+        return await self._store.count_documents()
+
     async def report_indexed(self, reports: Sequence[IndexReport]) -> None:
         """Record what the indexer indexed or failed to; a memory indexed at its current text is no longer pending."""
         await self._store.report_indexed(reports)

@@ -86,6 +86,10 @@ class IndexFeedStore:
             )
         )
 
+    async def count_documents(self) -> int:
+        """Every memory of the installation: what a full reindex goes through (its progress total)."""
+        return int(await self._pool.fetchval("SELECT count(*) FROM memory"))
+
     async def report_indexed(self, reports: Sequence[IndexReport]) -> None:
         """Record (memory id, content hash, model, state, error) for memories that still exist; a memory
         whose current text is now indexed is no longer pending.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -166,6 +167,8 @@ def memory_from_row(row: asyncpg.Record, vault: str) -> Memory:
         flagged_reason=row["flagged_reason"],
         flagged_at=row["flagged_at"],
         reviewed_at=row["reviewed_at"],
+        # Rows read by a query that names its columns (or an older schema) may not carry it.
+        metadata=json.loads(row.get("metadata") or "{}") or None,
     )
 
 
@@ -193,4 +196,5 @@ def row_of(candidate: Candidate, now: datetime) -> dict[str, Any]:
         "similar_to": list(candidate.similar_to),
         "supersedes": candidate.supersedes,
         "context": draft.context,
+        "metadata": draft.metadata or {},
     }

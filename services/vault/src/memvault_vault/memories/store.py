@@ -484,17 +484,18 @@ async def insert(
             """
             INSERT INTO memory (id, vault_id, content, content_hash, type, key, scope, tags, source, client,
                                 trust, confidence, status, valid_from, valid_to, review_after, expires_at,
-                                depends_on, similar_to, supersedes, batch_id, context)
+                                depends_on, similar_to, supersedes, batch_id, context, metadata)
             SELECT r.id, $1, r.content, r.content_hash, r.type, r.key, r.scope,
                    ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.source, $2, r.trust, r.confidence,
                    r.status, coalesce(r.valid_from, now()), r.valid_to, r.review_after, r.expires_at,
                    ARRAY(SELECT jsonb_array_elements_text(r.depends_on))::uuid[],
                    ARRAY(SELECT jsonb_array_elements_text(r.similar_to))::uuid[], r.supersedes, $3::uuid,
-                   r.context
+                   r.context, coalesce(r.metadata, '{}'::jsonb)
             FROM jsonb_to_recordset($4::jsonb) AS r(id uuid, content text, content_hash text, type text,
                  key text, scope text, tags jsonb, source text, trust text, confidence real, status text,
                  valid_from timestamptz, valid_to timestamptz, review_after timestamptz,
-                 expires_at timestamptz, depends_on jsonb, similar_to jsonb, supersedes uuid, context text)
+                 expires_at timestamptz, depends_on jsonb, similar_to jsonb, supersedes uuid, context text,
+                 metadata jsonb)
             RETURNING id::text
             """,
             vault.id,

@@ -18,7 +18,7 @@ IDLE_SECONDS = 120.0
 """A restore whose client sends nothing for this long is abandoned (rolled back): a client that died
 without closing its connection must not hold the vault's write lock."""
 
-_FORMATS = {pb.EXPORT_FORMAT_MARKDOWN: "md", pb.EXPORT_FORMAT_JSON: "json"}
+_FORMATS = {pb.EXPORT_FORMAT_MARKDOWN: "md", pb.EXPORT_FORMAT_JSON: "json", pb.EXPORT_FORMAT_JSONL: "jsonl"}
 
 
 class BackupServicer(backup_pb2_grpc.BackupServiceServicer):
@@ -69,7 +69,7 @@ class BackupServicer(backup_pb2_grpc.BackupServiceServicer):
         identity = self._signer.verify(identity_token(context))
         export_format = _FORMATS.get(request.format)
         if export_format is None:
-            raise InvalidArgument("format is required: markdown or JSON", field="format")
+            raise InvalidArgument("format is required: markdown, JSON or JSON Lines", field="format")
         async for data in self._service.export(identity, request.vault, export_format):
             yield pb.ExportResponse(data=data)
 

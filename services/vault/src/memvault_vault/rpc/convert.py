@@ -7,6 +7,8 @@ the vault and the .proto files say the same thing; a value missing on either sid
 
 from __future__ import annotations
 
+import json
+
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import wire
@@ -21,6 +23,7 @@ from memvault_vault.domain.memory import (
     Status,
     Trust,
     WriteResult,
+    parse_metadata,
 )
 from memvault_vault.imports.records import BatchInfo
 
@@ -66,6 +69,7 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
         flagged_reason=memory.flagged_reason or "",
         flagged_at=wire.to_timestamp(memory.flagged_at),
         reviewed_at=wire.to_timestamp(memory.reviewed_at),
+        metadata_json=json.dumps(memory.metadata, separators=(",", ":"), ensure_ascii=False) if memory.metadata else "",
     )
 
 
@@ -87,6 +91,7 @@ def draft_from_proto(message: pb.MemoryDraft) -> Draft:
         no_review=message.no_review,
         expires_at=wire.from_timestamp(message, "expires_at"),
         depends_on=tuple(message.depends_on),
+        metadata=parse_metadata(message.metadata_json),
     )
 
 

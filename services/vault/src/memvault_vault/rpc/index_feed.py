@@ -57,7 +57,10 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
         after = parse_memory_id(request.after_id, "after_id") if request.after_id else None
         rows = await self._feed.documents_after(after, limit)
         next_after = rows[-1].memory_id if len(rows) == limit else ""
-        return pb.ListDocumentsResponse(documents=[_document(row) for row in rows], next_after_id=next_after)
+        total = await self._feed.count_documents() if after is None else 0
+        return pb.ListDocumentsResponse(
+            documents=[_document(row) for row in rows], next_after_id=next_after, total=total
+        )
 
     async def ReportIndexed(
         self, request: pb.ReportIndexedRequest, context: grpc.aio.ServicerContext

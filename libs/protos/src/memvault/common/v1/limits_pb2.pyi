@@ -40,6 +40,8 @@ class Limits(_message.Message):
     MAX_IMPORT_TEXT_CHARS_FIELD_NUMBER: _builtins.int
     MAX_GUIDE_CHARS_FIELD_NUMBER: _builtins.int
     MAX_AUDIT_RESULTS_FIELD_NUMBER: _builtins.int
+    MAX_METADATA_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_SOURCE_BYTES_FIELD_NUMBER: _builtins.int
     max_content_chars: _builtins.int
     max_query_chars: _builtins.int
     max_bulk_items: _builtins.int
@@ -56,6 +58,8 @@ class Limits(_message.Message):
     max_import_text_chars: _builtins.int
     max_guide_chars: _builtins.int
     max_audit_results: _builtins.int
+    max_metadata_bytes: _builtins.int
+    max_source_bytes: _builtins.int
     def __init__(
         self,
         *,
@@ -75,10 +79,12 @@ class Limits(_message.Message):
         max_import_text_chars: _builtins.int = ...,
         max_guide_chars: _builtins.int = ...,
         max_audit_results: _builtins.int = ...,
+        max_metadata_bytes: _builtins.int = ...,
+        max_source_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_audit_results", b"max_audit_results", "max_bulk_items", b"max_bulk_items", "max_content_chars", b"max_content_chars", "max_depends_on", b"max_depends_on", "max_guide_chars", b"max_guide_chars", "max_import_text_chars", b"max_import_text_chars", "max_key_chars", b"max_key_chars", "max_list_results", b"max_list_results", "max_query_chars", b"max_query_chars", "max_reason_chars", b"max_reason_chars", "max_recall_results", b"max_recall_results", "max_request_bytes", b"max_request_bytes", "max_result_bytes", b"max_result_bytes", "max_source_chars", b"max_source_chars", "max_tag_chars", b"max_tag_chars", "max_tags", b"max_tags"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_audit_results", b"max_audit_results", "max_bulk_items", b"max_bulk_items", "max_content_chars", b"max_content_chars", "max_depends_on", b"max_depends_on", "max_guide_chars", b"max_guide_chars", "max_import_text_chars", b"max_import_text_chars", "max_key_chars", b"max_key_chars", "max_list_results", b"max_list_results", "max_metadata_bytes", b"max_metadata_bytes", "max_query_chars", b"max_query_chars", "max_reason_chars", b"max_reason_chars", "max_recall_results", b"max_recall_results", "max_request_bytes", b"max_request_bytes", "max_result_bytes", b"max_result_bytes", "max_source_bytes", b"max_source_bytes", "max_source_chars", b"max_source_chars", "max_tag_chars", b"max_tag_chars", "max_tags", b"max_tags"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -6,7 +6,9 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -17,6 +19,52 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _IndexJobKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _IndexJobKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_IndexJobKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INDEX_JOB_KIND_UNSPECIFIED: _IndexJobKind.ValueType  # 0
+    INDEX_JOB_KIND_REBUILD: _IndexJobKind.ValueType  # 1
+    """Drop this model's collection and embed every memory again (recall is keyword-only meanwhile)."""
+    INDEX_JOB_KIND_REEMBED: _IndexJobKind.ValueType  # 2
+    """Embed what is missing or stale (another text or another model) and remove orphans:
+    after a model change this re-embeds everything into the new collection.
+    """
+
+class IndexJobKind(_IndexJobKind, metaclass=_IndexJobKindEnumTypeWrapper): ...
+
+INDEX_JOB_KIND_UNSPECIFIED: IndexJobKind.ValueType  # 0
+INDEX_JOB_KIND_REBUILD: IndexJobKind.ValueType  # 1
+"""Drop this model's collection and embed every memory again (recall is keyword-only meanwhile)."""
+INDEX_JOB_KIND_REEMBED: IndexJobKind.ValueType  # 2
+"""Embed what is missing or stale (another text or another model) and remove orphans:
+after a model change this re-embeds everything into the new collection.
+"""
+Global___IndexJobKind: _TypeAlias = IndexJobKind  # noqa: Y015
+
+class _IndexJobState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _IndexJobStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_IndexJobState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INDEX_JOB_STATE_UNSPECIFIED: _IndexJobState.ValueType  # 0
+    INDEX_JOB_STATE_RUNNING: _IndexJobState.ValueType  # 1
+    INDEX_JOB_STATE_FINISHED: _IndexJobState.ValueType  # 2
+    INDEX_JOB_STATE_FAILED: _IndexJobState.ValueType  # 3
+    """Stopped by an error (the vault or the store unavailable); `error` says which."""
+
+class IndexJobState(_IndexJobState, metaclass=_IndexJobStateEnumTypeWrapper): ...
+
+INDEX_JOB_STATE_UNSPECIFIED: IndexJobState.ValueType  # 0
+INDEX_JOB_STATE_RUNNING: IndexJobState.ValueType  # 1
+INDEX_JOB_STATE_FINISHED: IndexJobState.ValueType  # 2
+INDEX_JOB_STATE_FAILED: IndexJobState.ValueType  # 3
+"""Stopped by an error (the vault or the store unavailable); `error` says which."""
+Global___IndexJobState: _TypeAlias = IndexJobState  # noqa: Y015
 
 @_typing.final
 class PendingText(_message.Message):
@@ -494,3 +542,224 @@ class PutVectorsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PutVectorsResponse: _TypeAlias = PutVectorsResponse  # noqa: Y015
+
+@_typing.final
+class IndexJob(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    FINISHED_AT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    STARTED_BY_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    kind: Global___IndexJobKind.ValueType
+    state: Global___IndexJobState.ValueType
+    done: _builtins.int
+    """Memories handled so far, of `total` in the vault when the job started."""
+    total: _builtins.int
+    failed: _builtins.int
+    """Memories that could not be embedded (reported to the vault as failed index jobs)."""
+    error: _builtins.str
+    """Why a failed job stopped, without memory text."""
+    started_by: _builtins.str
+    """Who started it: a service name (`indexer` for its own commands and start-up)."""
+    model: _builtins.str
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def finished_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset while running."""
+
+    def __init__(
+        self,
+        *,
+        kind: Global___IndexJobKind.ValueType = ...,
+        state: Global___IndexJobState.ValueType = ...,
+        done: _builtins.int = ...,
+        total: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        finished_at: _timestamp_pb2.Timestamp | None = ...,
+        error: _builtins.str = ...,
+        started_by: _builtins.str = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "error", b"error", "failed", b"failed", "finished_at", b"finished_at", "kind", b"kind", "model", b"model", "started_at", b"started_at", "started_by", b"started_by", "state", b"state", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexJob: _TypeAlias = IndexJob  # noqa: Y015
+
+@_typing.final
+class StartIndexJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    kind: Global___IndexJobKind.ValueType
+    def __init__(
+        self,
+        *,
+        kind: Global___IndexJobKind.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartIndexJobRequest: _TypeAlias = StartIndexJobRequest  # noqa: Y015
+
+@_typing.final
+class StartIndexJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def job(self) -> Global___IndexJob: ...
+    def __init__(
+        self,
+        *,
+        job: Global___IndexJob | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartIndexJobResponse: _TypeAlias = StartIndexJobResponse  # noqa: Y015
+
+@_typing.final
+class GetIndexJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetIndexJobRequest: _TypeAlias = GetIndexJobRequest  # noqa: Y015
+
+@_typing.final
+class GetIndexJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def job(self) -> Global___IndexJob:
+        """Unset if no job ran since the indexer started."""
+
+    def __init__(
+        self,
+        *,
+        job: Global___IndexJob | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetIndexJobResponse: _TypeAlias = GetIndexJobResponse  # noqa: Y015
+
+@_typing.final
+class ListCollectionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCollectionsRequest: _TypeAlias = ListCollectionsRequest  # noqa: Y015
+
+@_typing.final
+class Collection(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ACTIVE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    active: _builtins.bool
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        active: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Collection: _TypeAlias = Collection  # noqa: Y015
+
+@_typing.final
+class ListCollectionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COLLECTIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def collections(self) -> _containers.RepeatedCompositeFieldContainer[Global___Collection]: ...
+    def __init__(
+        self,
+        *,
+        collections: _abc.Iterable[Global___Collection] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collections", b"collections"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCollectionsResponse: _TypeAlias = ListCollectionsResponse  # noqa: Y015
+
+@_typing.final
+class DropCollectionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropCollectionRequest: _TypeAlias = DropCollectionRequest  # noqa: Y015
+
+@_typing.final
+class DropCollectionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropCollectionResponse: _TypeAlias = DropCollectionResponse  # noqa: Y015

@@ -71,6 +71,26 @@ class IndexServiceStub:
                 request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsRequest.SerializeToString,
                 response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsResponse.FromString,
                 _registered_method=True)
+        self.StartIndexJob = channel.unary_unary(
+                '/memvault.index.v1.IndexService/StartIndexJob',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.StartIndexJobRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.StartIndexJobResponse.FromString,
+                _registered_method=True)
+        self.GetIndexJob = channel.unary_unary(
+                '/memvault.index.v1.IndexService/GetIndexJob',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexJobRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexJobResponse.FromString,
+                _registered_method=True)
+        self.ListCollections = channel.unary_unary(
+                '/memvault.index.v1.IndexService/ListCollections',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ListCollectionsRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ListCollectionsResponse.FromString,
+                _registered_method=True)
+        self.DropCollection = channel.unary_unary(
+                '/memvault.index.v1.IndexService/DropCollection',
+                request_serializer=memvault_dot_index_dot_v1_dot_index__pb2.DropCollectionRequest.SerializeToString,
+                response_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.DropCollectionResponse.FromString,
+                _registered_method=True)
 
 
 class IndexServiceServicer:
@@ -128,6 +148,34 @@ class IndexServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartIndexJob(self, request, context):
+        """Start a maintenance job in the background (one at a time); refused while one runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetIndexJob(self, request, context):
+        """The running job, or the last one since the indexer started.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCollections(self, request, context):
+        """The collections in the vector store: the active one (this model's) and any left by other models.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropCollection(self, request, context):
+        """Delete a collection another model left behind; the active one is refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -165,6 +213,26 @@ def add_IndexServiceServicer_to_server(servicer, server):
                     servicer.PutVectors,
                     request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsRequest.FromString,
                     response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsResponse.SerializeToString,
+            ),
+            'StartIndexJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartIndexJob,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.StartIndexJobRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.StartIndexJobResponse.SerializeToString,
+            ),
+            'GetIndexJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetIndexJob,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexJobRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.GetIndexJobResponse.SerializeToString,
+            ),
+            'ListCollections': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCollections,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.ListCollectionsRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.ListCollectionsResponse.SerializeToString,
+            ),
+            'DropCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropCollection,
+                    request_deserializer=memvault_dot_index_dot_v1_dot_index__pb2.DropCollectionRequest.FromString,
+                    response_serializer=memvault_dot_index_dot_v1_dot_index__pb2.DropCollectionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -358,6 +426,114 @@ class IndexService:
             '/memvault.index.v1.IndexService/PutVectors',
             memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsRequest.SerializeToString,
             memvault_dot_index_dot_v1_dot_index__pb2.PutVectorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartIndexJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/StartIndexJob',
+            memvault_dot_index_dot_v1_dot_index__pb2.StartIndexJobRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.StartIndexJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetIndexJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/GetIndexJob',
+            memvault_dot_index_dot_v1_dot_index__pb2.GetIndexJobRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.GetIndexJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCollections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/ListCollections',
+            memvault_dot_index_dot_v1_dot_index__pb2.ListCollectionsRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.ListCollectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.index.v1.IndexService/DropCollection',
+            memvault_dot_index_dot_v1_dot_index__pb2.DropCollectionRequest.SerializeToString,
+            memvault_dot_index_dot_v1_dot_index__pb2.DropCollectionResponse.FromString,
             options,
             channel_credentials,
             insecure,

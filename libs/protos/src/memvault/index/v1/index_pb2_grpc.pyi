@@ -51,6 +51,14 @@ class IndexServiceStub:
     """The stored vectors of some memories of one vault, with the model that made them (a backup's)."""
     PutVectors: _grpc.UnaryUnaryMultiCallable[_index_pb2.PutVectorsRequest, _index_pb2.PutVectorsResponse]
     """Store vectors made earlier by the configured model (a restore's), as indexing would have."""
+    StartIndexJob: _grpc.UnaryUnaryMultiCallable[_index_pb2.StartIndexJobRequest, _index_pb2.StartIndexJobResponse]
+    """Start a maintenance job in the background (one at a time); refused while one runs."""
+    GetIndexJob: _grpc.UnaryUnaryMultiCallable[_index_pb2.GetIndexJobRequest, _index_pb2.GetIndexJobResponse]
+    """The running job, or the last one since the indexer started."""
+    ListCollections: _grpc.UnaryUnaryMultiCallable[_index_pb2.ListCollectionsRequest, _index_pb2.ListCollectionsResponse]
+    """The collections in the vector store: the active one (this model's) and any left by other models."""
+    DropCollection: _grpc.UnaryUnaryMultiCallable[_index_pb2.DropCollectionRequest, _index_pb2.DropCollectionResponse]
+    """Delete a collection another model left behind; the active one is refused."""
 
 @_typing.type_check_only
 class IndexServiceAsyncStub(IndexServiceStub):
@@ -75,6 +83,14 @@ class IndexServiceAsyncStub(IndexServiceStub):
     """The stored vectors of some memories of one vault, with the model that made them (a backup's)."""
     PutVectors: _aio.UnaryUnaryMultiCallable[_index_pb2.PutVectorsRequest, _index_pb2.PutVectorsResponse]  # type: ignore[assignment]
     """Store vectors made earlier by the configured model (a restore's), as indexing would have."""
+    StartIndexJob: _aio.UnaryUnaryMultiCallable[_index_pb2.StartIndexJobRequest, _index_pb2.StartIndexJobResponse]  # type: ignore[assignment]
+    """Start a maintenance job in the background (one at a time); refused while one runs."""
+    GetIndexJob: _aio.UnaryUnaryMultiCallable[_index_pb2.GetIndexJobRequest, _index_pb2.GetIndexJobResponse]  # type: ignore[assignment]
+    """The running job, or the last one since the indexer started."""
+    ListCollections: _aio.UnaryUnaryMultiCallable[_index_pb2.ListCollectionsRequest, _index_pb2.ListCollectionsResponse]  # type: ignore[assignment]
+    """The collections in the vector store: the active one (this model's) and any left by other models."""
+    DropCollection: _aio.UnaryUnaryMultiCallable[_index_pb2.DropCollectionRequest, _index_pb2.DropCollectionResponse]  # type: ignore[assignment]
+    """Delete a collection another model left behind; the active one is refused."""
 
 class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
     """IndexService is the indexer's query side: the only reader of the vector store.
@@ -138,5 +154,37 @@ class IndexServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_index_pb2.PutVectorsResponse, _abc.Awaitable[_index_pb2.PutVectorsResponse]]:
         """Store vectors made earlier by the configured model (a restore's), as indexing would have."""
+
+    @_abc_1.abstractmethod
+    def StartIndexJob(
+        self,
+        request: _index_pb2.StartIndexJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.StartIndexJobResponse, _abc.Awaitable[_index_pb2.StartIndexJobResponse]]:
+        """Start a maintenance job in the background (one at a time); refused while one runs."""
+
+    @_abc_1.abstractmethod
+    def GetIndexJob(
+        self,
+        request: _index_pb2.GetIndexJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.GetIndexJobResponse, _abc.Awaitable[_index_pb2.GetIndexJobResponse]]:
+        """The running job, or the last one since the indexer started."""
+
+    @_abc_1.abstractmethod
+    def ListCollections(
+        self,
+        request: _index_pb2.ListCollectionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.ListCollectionsResponse, _abc.Awaitable[_index_pb2.ListCollectionsResponse]]:
+        """The collections in the vector store: the active one (this model's) and any left by other models."""
+
+    @_abc_1.abstractmethod
+    def DropCollection(
+        self,
+        request: _index_pb2.DropCollectionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_index_pb2.DropCollectionResponse, _abc.Awaitable[_index_pb2.DropCollectionResponse]]:
+        """Delete a collection another model left behind; the active one is refused."""
 
 def add_IndexServiceServicer_to_server(servicer: IndexServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

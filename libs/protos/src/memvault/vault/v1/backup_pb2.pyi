@@ -28,12 +28,20 @@ class _ExportFormatEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExportFo
     EXPORT_FORMAT_UNSPECIFIED: _ExportFormat.ValueType  # 0
     EXPORT_FORMAT_MARKDOWN: _ExportFormat.ValueType  # 1
     EXPORT_FORMAT_JSON: _ExportFormat.ValueType  # 2
+    EXPORT_FORMAT_JSONL: _ExportFormat.ValueType  # 3
+    """One memory per line after a header line: the plain interchange format (docs/interchange.md),
+    which POST /api/v1/vaults/{vault}/imports?format=memvault-jsonl reads back.
+    """
 
 class ExportFormat(_ExportFormat, metaclass=_ExportFormatEnumTypeWrapper): ...
 
 EXPORT_FORMAT_UNSPECIFIED: ExportFormat.ValueType  # 0
 EXPORT_FORMAT_MARKDOWN: ExportFormat.ValueType  # 1
 EXPORT_FORMAT_JSON: ExportFormat.ValueType  # 2
+EXPORT_FORMAT_JSONL: ExportFormat.ValueType  # 3
+"""One memory per line after a header line: the plain interchange format (docs/interchange.md),
+which POST /api/v1/vaults/{vault}/imports?format=memvault-jsonl reads back.
+"""
 Global___ExportFormat: _TypeAlias = ExportFormat  # noqa: Y015
 
 @_typing.final

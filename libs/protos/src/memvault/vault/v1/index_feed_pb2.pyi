@@ -145,8 +145,11 @@ class ListDocumentsResponse(_message.Message):
 
     DOCUMENTS_FIELD_NUMBER: _builtins.int
     NEXT_AFTER_ID_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
     next_after_id: _builtins.str
     """Empty when this was the last page."""
+    total: _builtins.int
+    """On the first page (no after_id): how many memories there are in all, for progress."""
     @_builtins.property
     def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexDocument]: ...
     def __init__(
@@ -154,10 +157,11 @@ class ListDocumentsResponse(_message.Message):
         *,
         documents: _abc.Iterable[Global___IndexDocument] | None = ...,
         next_after_id: _builtins.str = ...,
+        total: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "next_after_id", b"next_after_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "next_after_id", b"next_after_id", "total", b"total"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

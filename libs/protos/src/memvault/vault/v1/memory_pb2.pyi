@@ -131,6 +131,7 @@ class Memory(_message.Message):
     FLAGGED_REASON_FIELD_NUMBER: _builtins.int
     FLAGGED_AT_FIELD_NUMBER: _builtins.int
     REVIEWED_AT_FIELD_NUMBER: _builtins.int
+    METADATA_JSON_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     vault: _builtins.str
     content: _builtins.str
@@ -152,6 +153,8 @@ class Memory(_message.Message):
     """Why it was rejected or invalidated, in the words of whoever did it."""
     flagged_reason: _builtins.str
     """Why it needs the owner's review (a dependency changed, an invalidation was proposed); ids only."""
+    metadata_json: _builtins.str
+    """Free-form JSON object the writer attached (compact JSON); empty when none."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -207,10 +210,11 @@ class Memory(_message.Message):
         flagged_reason: _builtins.str = ...,
         flagged_at: _timestamp_pb2.Timestamp | None = ...,
         reviewed_at: _timestamp_pb2.Timestamp | None = ...,
+        metadata_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "expires_at", b"expires_at", "flagged_at", b"flagged_at", "review_after", b"review_after", "reviewed_at", b"reviewed_at", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "client", b"client", "confidence", b"confidence", "content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "depends_on", b"depends_on", "expires_at", b"expires_at", "flagged_at", b"flagged_at", "flagged_reason", b"flagged_reason", "id", b"id", "key", b"key", "pinned", b"pinned", "review_after", b"review_after", "reviewed_at", b"reviewed_at", "scope", b"scope", "similar_to", b"similar_to", "source", b"source", "status", b"status", "status_reason", b"status_reason", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "trust", b"trust", "type", b"type", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vault", b"vault", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "client", b"client", "confidence", b"confidence", "content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "depends_on", b"depends_on", "expires_at", b"expires_at", "flagged_at", b"flagged_at", "flagged_reason", b"flagged_reason", "id", b"id", "key", b"key", "metadata_json", b"metadata_json", "pinned", b"pinned", "review_after", b"review_after", "reviewed_at", b"reviewed_at", "scope", b"scope", "similar_to", b"similar_to", "source", b"source", "status", b"status", "status_reason", b"status_reason", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "trust", b"trust", "type", b"type", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vault", b"vault", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -236,6 +240,7 @@ class MemoryDraft(_message.Message):
     NO_REVIEW_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
     DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    METADATA_JSON_FIELD_NUMBER: _builtins.int
     content: _builtins.str
     type: Global___MemoryType.ValueType
     key: _builtins.str
@@ -246,6 +251,8 @@ class MemoryDraft(_message.Message):
     """0 means "not stated"; otherwise in (0, 1]."""
     no_review: _builtins.bool
     """True: no review date at all, whatever the type."""
+    metadata_json: _builtins.str
+    """Free-form JSON object (compact JSON, at most max_metadata_bytes); empty for none."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -283,10 +290,11 @@ class MemoryDraft(_message.Message):
         no_review: _builtins.bool = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
         depends_on: _abc.Iterable[_builtins.str] | None = ...,
+        metadata_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "review_after", b"review_after", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "content", b"content", "depends_on", b"depends_on", "expires_at", b"expires_at", "key", b"key", "no_review", b"no_review", "review_after", b"review_after", "scope", b"scope", "source", b"source", "tags", b"tags", "trust", b"trust", "type", b"type", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confidence", b"confidence", "content", b"content", "depends_on", b"depends_on", "expires_at", b"expires_at", "key", b"key", "metadata_json", b"metadata_json", "no_review", b"no_review", "review_after", b"review_after", "scope", b"scope", "source", b"source", "tags", b"tags", "trust", b"trust", "type", b"type", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

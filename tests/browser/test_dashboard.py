@@ -362,3 +362,45 @@ async def test_without_javascript_every_form_still_works(oauth_stack: OAuthStack
     await expect(page.locator(".notice")).to_have_text("Disetujui: 1.")
     status = (await api(page, "GET", f"{base}/api/v1/vaults/work/memories/{proposed['id']}"))["memory"]["status"]
     assert status == "active"
+
+
+async def test_the_owner_fixes_a_typo_in_place_forgets_and_lifts_the_exclusion(
+    oauth_stack: OAuthStack, browser_pages: PageShots
+) -> None:
+    stack = await oauth_stack()
+    base = stack.gateway_url
+    await choose_password(await browser_pages.new(), await asyncio.to_thread(setup_link, stack))
+    page = await browser_pages.new()
+    await sign_in(page, base, "owner")
+    await api(page, "POST", f"{base}/api/v1/vaults", {"name": "work"})
+    typo = await api(page, "POST", f"{base}/api/v1/vaults/work/memories", {"content": "Standup at 9 in room Blu."})
+    await page.goto(f"{base}/dashboard/work/memories/{typo['id']}")
+    form = page.locator("form", has=page.get_by_role("heading", name="Edit in place"))
+    await form.get_by_label("Text").fill("Standup at 9 in room Blue.")
+    await form.get_by_label("Tags (comma-separated)").fill("team")
+    await form.get_by_role("button", name="Save").click()
+    await expect(page.locator(".notice")).to_contain_text("Saved in place")
+    assert page.url.endswith(f"/dashboard/work/memories/{typo['id']}?done=edited")
+    history = page.locator("table tbody tr")
+    await expect(history).to_have_count(2)
+    await expect(history.nth(0)).to_contain_text("Standup at 9 in room Blu.")
+    await expect(history.nth(1)).to_contain_text("edited")
+    await accessible(page)
+    await document(page, "memory-edit")
+    memory = (await api(page, "GET", f"{base}/api/v1/vaults/work/memories/{typo['id']}"))["memory"]
+    assert memory["content"] == "Standup at 9 in room Blue." and memory["tags"] == ["team"]
+
+    # Forget it: the confirmation says the text will be refused; the forgotten texts page lifts that.
+    await page.get_by_role("link", name="Forget…").click()
+    await expect(page.locator(".warning")).to_contain_text("Its text will be refused from then on")
+    await page.get_by_role("button", name="Forget it").click()
+    await page.get_by_role("link", name="Forgotten texts").click()
+    await expect(page.locator("h1")).to_have_text("Forgotten texts")
+    await expect(page.locator("table tbody tr")).to_have_count(1)
+    await accessible(page)
+    await document(page, "exclusions")
+    await page.locator("table tbody tr").get_by_role("button", name="Lift").click()
+    await expect(page.locator(".notice")).to_have_text("The exclusion is lifted: the text can be stored again.")
+    await expect(page.locator("table")).to_have_count(0)
+    again = await api(page, "POST", f"{base}/api/v1/vaults/work/memories", {"content": "Standup at 9 in room Blue."})
+    assert again["outcome"] == "stored" and again["id"] != typo["id"]

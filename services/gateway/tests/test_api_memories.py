@@ -158,3 +158,121 @@ async def test_a_vault_shared_a_moment_ago_is_usable_at_once_and_not_after_it_is
     assert (await alice.api("DELETE", f"{base}/members/{bob_name}")).status_code == 200
     gone = await bob.api("GET", f"{base}/memories")
     assert gone.status_code == 404 and "no vault named" in gone.text, gone.text
+
+
+async def test_edit_in_place_keeps_the_id_and_the_previous_text_in_history(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    typo = await ok(
+        await browser.api("POST", f"{base}/memories", json={"content": "Lives in Lisbn.", "tags": ["home"]}), 201
+    )
+    other = await ok(await browser.api("POST", f"{base}/memories", json={"content": "Prefers green tea."}), 201)
+    memory = f"{base}/memories/{typo['id']}"
+
+    fixed = await ok(await browser.api("PATCH", memory, json={"content": "Lives in Lisbon.", "expected_version": 1}))
+    assert fixed["changed"] == ["content"] and fixed["memory"]["id"] == typo["id"]
+    assert fixed["memory"]["content"] == "Lives in Lisbon." and fixed["memory"]["version"] == 2
+    assert fixed["memory"]["tags"] == ["home"]
+    stale = await browser.api("PATCH", memory, json={"content": "Lives in Porto.", "expected_version": 1})
+    assert stale.status_code == 409 and "version" in stale.json()["detail"]
+
+    tagged = await ok(await browser.api("PATCH", memory, json={"tags": ["Home", "city"], "expected_version": 2}))
+    assert tagged["changed"] == ["tags"] and sorted(tagged["memory"]["tags"]) == ["city", "home"]
+    assert tagged["memory"]["content"] == "Lives in Lisbon."
+
+    explained = await ok(await browser.api("GET", memory))
+    assert [h["change"] for h in explained["history"]] == ["created", "edited", "edited"]
+    assert [h["content"] for h in explained["history"]][:2] == ["Lives in Lisbn.", "Lives in Lisbon."]
+
+    duplicate = await browser.api("PATCH", memory, json={"content": "prefers  GREEN tea."})
+    assert duplicate.status_code == 409 and other["id"] in duplicate.json()["detail"]
+    secret = await browser.api("PATCH", memory, json={"content": "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"})
+    assert secret.status_code == 400 and "secrets are never stored" in secret.text
+    forgotten = await ok(await browser.api("DELETE", f"{base}/memories/{other['id']}"))
+    assert forgotten
+    excluded = await browser.api("PATCH", memory, json={"content": "Prefers green tea."})
+    assert excluded.status_code == 409 and "refused from then on" in excluded.json()["detail"]
+    empty = await browser.api("PATCH", memory, json={})
+    assert empty.status_code == 400 and "nothing to change" in empty.text
+    assert (await ok(await browser.api("GET", memory)))["memory"]["content"] == "Lives in Lisbon."
+    found = await ok(await browser.api("GET", f"{base}/recall", params={"q": "Lisbon"}))  # the new text is searched
+    assert [r["id"] for r in found["results"]] == [typo["id"]] and found["mode"] == "keyword-only"
+    assert found["results"][0]["keyword_score"] == 1.0 and found["results"][0]["meaning_score"] is None
+    assert (await ok(await browser.api("GET", f"{base}/recall", params={"q": "Lisbn"})))["results"] == []
+    page = await browser.http.get(f"/dashboard/{vault}/memories", params={"q": "Lisbon"})
+    assert "meaning not scored · keywords 1.0" in " ".join(page.text.split())
+
+    audit = await ok(await browser.api("GET", f"{base}/audit", params={"target": typo["id"]}))
+    edits = [e for e in audit["entries"] if e["action"] == "memory.edit"]
+    assert len(edits) == 2 and all(not e["actor"].startswith("mcp:") for e in edits)
+    assert "Lisbon" not in str(audit)
+
+
+async def test_forgotten_texts_are_listed_checked_and_can_be_lifted(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    texts = ["Old phone number is 555-0100.", "Old address is Elm Street 4."]
+    stored = [await ok(await browser.api("POST", f"{base}/memories", json={"content": t}), 201) for t in texts]
+    for memory in stored:
+        await ok(await browser.api("DELETE", f"{base}/memories/{memory['id']}"))
+    listed = await ok(await browser.api("GET", f"{base}/exclusions"))
+    assert listed["total"] == 2 and {e["reason"] for e in listed["exclusions"]} == {"forgotten"}
+    assert all(len(e["content_hash"]) == 64 and e["created_at"] for e in listed["exclusions"])
+    assert "555-0100" not in str(listed)
+    page = await ok(await browser.api("GET", f"{base}/exclusions", params={"limit": 1, "offset": 1}))
+    assert len(page["exclusions"]) == 1 and page["total"] == 2
+
+    refused = await ok(await browser.api("POST", f"{base}/memories", json={"content": texts[0]}), 201)
+    assert refused["outcome"] == "excluded"
+    checked = await ok(
+        await browser.api("POST", f"{base}/exclusions/check", json={"text": "old PHONE number is 555-0100."})
+    )
+    assert checked["excluded"] is True
+    lifted = await ok(await browser.api("POST", f"{base}/exclusions/lift", json={"text": texts[0]}))
+    assert lifted["lifted"] == checked["exclusion"]["content_hash"]
+    again = await ok(await browser.api("POST", f"{base}/memories", json={"content": texts[0]}), 201)
+    assert again["outcome"] == "stored"
+
+    other_hash = next(e["content_hash"] for e in listed["exclusions"] if e["content_hash"] != lifted["lifted"])
+    assert (await browser.api("DELETE", f"{base}/exclusions/{other_hash}")).status_code == 200
+    gone = await browser.api("DELETE", f"{base}/exclusions/{other_hash}")
+    assert gone.status_code == 404 and "has no exclusion" in gone.json()["detail"]
+    bad = await browser.api("DELETE", f"{base}/exclusions/not-a-hash")
+    assert bad.status_code == 400 and "64 hexadecimal" in bad.json()["detail"]
+    assert (await ok(await browser.api("GET", f"{base}/exclusions")))["total"] == 0
+    audit = await ok(await browser.api("GET", f"{base}/audit", params={"action": "exclusion."}))
+    assert [e["action"] for e in audit["entries"]] == ["exclusion.lift", "exclusion.lift"]
+
+    stranger, _ = await owner_with_vault(gateway)
+    hidden = await stranger.api("GET", f"{base}/exclusions")
+    assert hidden.status_code == 404
+
+
+async def test_two_accounts_each_have_a_vault_of_the_same_name(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    name = unique("work")
+    people = []
+    for text in ("Ana's standup is at 9.", "Budi's standup is at 10."):
+        username, password = await gateway.create_user()
+        browser = Browser(gateway)
+        assert (await browser.sign_in(username, password)).status_code == 303
+        await ok(await browser.api("POST", "/api/v1/vaults", json={"name": name}), 201)
+        await ok(await browser.api("POST", f"/api/v1/vaults/{name}/memories", json={"content": text}), 201)
+        people.append((username, browser))
+    (ana, ana_browser), (_, budi_browser) = people
+    for browser, mine, theirs in ((ana_browser, "Ana", "Budi"), (budi_browser, "Budi", "Ana")):
+        listed = await ok(await browser.api("GET", f"/api/v1/vaults/{name}/memories"))
+        contents = [m["content"] for m in listed["memories"]]
+        assert len(contents) == 1 and contents[0].startswith(mine) and theirs not in str(contents)
+    again = await ana_browser.api("POST", "/api/v1/vaults", json={"name": name})
+    assert again.status_code == 201, again.text  # her own vault already: nothing new is made, as before
+    # Ana cannot also be a member of Budi's vault of the same name: names are unique among one's vaults.
+    shared = await budi_browser.api("PUT", f"/api/v1/vaults/{name}/members/{ana}", json={"role": "viewer"})
+    assert shared.status_code == 409 and "already has a vault named" in shared.json()["detail"]
+    other = unique("team")
+    await ok(await budi_browser.api("POST", "/api/v1/vaults", json={"name": other}), 201)
+    await ok(await budi_browser.api("PUT", f"/api/v1/vaults/{other}/members/{ana}", json={"role": "viewer"}))
+    taken = await ana_browser.api("POST", "/api/v1/vaults", json={"name": other})
+    assert taken.status_code == 409 and "choose another name" in taken.json()["detail"]

@@ -118,6 +118,8 @@ async def test_a_viewer_is_refused_every_change_by_the_server(start_gateway: Sta
         f"/dashboard/{vault}/guide": {"text": "Mine now.", "version": "0"},
         f"/dashboard/{vault}/imports": {"text": "- A viewer's import."},
         f"/dashboard/{vault}/memories/{memory_id}/forget": {},
+        f"/dashboard/{vault}/memories/{memory_id}/edit": {"content": "Held.", "version": "1"},
+        f"/dashboard/{vault}/exclusions/lift": {"text": "Anything."},
     }
     for path, form in attempts.items():
         refused = await viewer.http.post(path, data={**form, "csrf_token": csrf})
@@ -125,7 +127,7 @@ async def test_a_viewer_is_refused_every_change_by_the_server(start_gateway: Sta
         assert "Not allowed" in refused.text
     assert (await viewer.http.get(f"/dashboard/{vault}/audit")).status_code == 403
     after = await owner.api("GET", f"/api/v1/vaults/{vault}/memories/{memory_id}")
-    assert after.json()["memory"]["status"] == "proposed"
+    assert after.json()["memory"]["status"] == "proposed" and after.json()["memory"]["content"] == "Hold."
     settings = await owner.api("GET", f"/api/v1/vaults/{vault}/settings")
     assert settings.json()["approval_mode"] == "review"
     await owner.close()
@@ -257,4 +259,72 @@ async def test_replacing_a_memory_supersedes_it_and_keeps_it_as_history(start_ga
         data={"csrf_token": csrf, "version": version.group(1), "content": "Lunch at 14."},
     )
     assert stale.status_code in (400, 409) and stale.headers["content-type"].startswith("text/html")
+    await browser.close()
+
+
+async def test_editing_a_memory_in_place_keeps_its_id_and_the_old_text_in_history(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await signed_in(gateway)
+    stored = await browser.api("POST", f"/api/v1/vaults/{vault}/memories", json={"content": "Lunch at noom."})
+    memory_id = stored.json()["id"]
+    page = await browser.http.get(f"/dashboard/{vault}/memories/{memory_id}")
+    assert "Edit in place" in page.text
+    csrf = await browser.csrf()
+    edited = await browser.http.post(
+        f"/dashboard/{vault}/memories/{memory_id}/edit",
+        data={"csrf_token": csrf, "version": "1", "content": "Lunch at noon.", "tags": "food, daily"},
+    )
+    assert edited.status_code == 303, edited.text
+    assert edited.headers["location"] == f"/dashboard/{vault}/memories/{memory_id}?done=edited"
+    shown = await browser.http.get(edited.headers["location"])
+    assert "Saved in place" in shown.text and "Lunch at noom." in shown.text  # the old text, in the history
+    memory = (await browser.api("GET", f"/api/v1/vaults/{vault}/memories/{memory_id}")).json()["memory"]
+    assert memory["content"] == "Lunch at noon." and sorted(memory["tags"]) == ["daily", "food"]
+    stale = await browser.http.post(
+        f"/dashboard/{vault}/memories/{memory_id}/edit",
+        data={"csrf_token": csrf, "version": "1", "content": "Lunch at one."},
+    )
+    assert stale.status_code == 409 and stale.headers["content-type"].startswith("text/html")
+    audit = await browser.http.get(f"/dashboard/{vault}/audit", params={"action": "memory.edit"})
+    assert audit.status_code == 200 and "memory.edit" in audit.text
+    await browser.close()
+
+
+async def test_forgotten_texts_are_listed_and_lifted_from_the_dashboard(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    browser, vault = await signed_in(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    texts = ["Door code hint: the blue one.", "Parks the car on level 3."]
+    for text in texts:
+        stored = await browser.api("POST", f"{base}/memories", json={"content": text})
+        memory_id = stored.json()["id"]
+        confirm = await browser.http.get(f"/dashboard/{vault}/memories/{memory_id}/forget")
+        assert "Its text will be refused from then on" in confirm.text and "can be lifted" in confirm.text
+        csrf = await browser.csrf()
+        forgot = await browser.http.post(f"/dashboard/{vault}/memories/{memory_id}/forget", data={"csrf_token": csrf})
+        assert forgot.status_code == 303
+    page = await browser.http.get(f"/dashboard/{vault}/exclusions")
+    assert page.status_code == 200 and "2 of 2" in page.text and "the blue one" not in page.text
+    hashes = re.findall(r'name="content_hash" value="([0-9a-f]{64})"', page.text)
+    assert len(hashes) == 2
+    csrf = await browser.csrf()
+    by_text = await browser.http.post(
+        f"/dashboard/{vault}/exclusions/lift", data={"csrf_token": csrf, "text": texts[0], "content_hash": ""}
+    )
+    assert by_text.status_code == 303 and by_text.headers["location"].endswith("/exclusions?lifted=true")
+    lifted_page = await browser.http.get(by_text.headers["location"])
+    assert "The exclusion is lifted" in lifted_page.text and "1 of 1" in lifted_page.text
+    again = await browser.api("POST", f"{base}/memories", json={"content": texts[0]})
+    assert again.json()["outcome"] == "stored"
+    remaining = re.findall(r'name="content_hash" value="([0-9a-f]{64})"', lifted_page.text)
+    by_hash = await browser.http.post(
+        f"/dashboard/{vault}/exclusions/lift", data={"csrf_token": csrf, "content_hash": remaining[0]}
+    )
+    assert by_hash.status_code == 303
+    empty = await browser.http.get(f"/dashboard/{vault}/exclusions", headers={"Accept-Language": "id"})
+    assert "Tidak ada teks yang ditolak di vault ini." in empty.text
+    unknown = await browser.http.post(
+        f"/dashboard/{vault}/exclusions/lift", data={"csrf_token": csrf, "content_hash": remaining[0]}
+    )
+    assert unknown.status_code == 404 and unknown.headers["content-type"].startswith("text/html")
     await browser.close()

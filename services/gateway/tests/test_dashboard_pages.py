@@ -53,6 +53,8 @@ def memory(**fields: Any) -> dict[str, Any]:
         "status_reason": None,
         "created_at": "2026-12-01T10:00:00+00:00",
         "score": 0.5,
+        "meaning_score": 0.42,
+        "keyword_score": 1.0,
         **fields,
     }
 

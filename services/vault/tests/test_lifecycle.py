@@ -640,3 +640,61 @@ async def test_the_audit_log_is_filtered_by_actor_action_target_and_time(owner: 
     with pytest.raises(grpc.aio.AioRpcError) as error:
         await owner.stub.ListVaultAudit(vpb.ListVaultAuditRequest(vault=owner.vault), metadata=agent(owner))
     assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def edit(caller: Caller, memory_id: str, content: str, metadata: Any = None) -> vpb.EditMemoryResponse:
+    response: vpb.EditMemoryResponse = await caller.stub.EditMemory(
+        vpb.EditMemoryRequest(vault=caller.vault, memory_id=memory_id, content=content),
+        metadata=metadata or caller.metadata(),
+    )
+    return response
+
+
+async def test_an_edit_in_place_gets_the_duplicate_rules_and_agents_in_review_mode_supersede(
+    owner: Caller, fake_index: FakeIndex
+) -> None:
+    await set_mode(owner, "auto")
+    speed = await remember(owner, SPEED)
+    nas = await remember(owner, NAS)
+    fake_index.set(NAS, NAS_REWORDED, 0.97)
+    fake_index.set(SPEED, NAS_REWORDED, 0.2)
+
+    with pytest.raises(grpc.aio.AioRpcError) as error:
+        await edit(owner, speed.result.memory_id, NAS_REWORDED)  # says what another memory says
+    assert rpc_error_kind(error.value) == "conflict"
+    assert (error.value.details() or "").startswith(f"memory {nas.result.memory_id} already says this (cosine 0.97")
+
+    fixed = await edit(owner, nas.result.memory_id, NAS_REWORDED)  # near its own text: a typo fix
+    assert fixed.memory.id == nas.result.memory_id and fixed.memory.content == NAS_REWORDED
+    assert list(fixed.changed) == ["content"]
+
+    await set_mode(owner, "review")
+    with pytest.raises(grpc.aio.AioRpcError) as error:
+        await edit(owner, speed.result.memory_id, "The internet connection at home is 1 Gbit/s.", agent(owner))
+    assert rpc_error_kind(error.value) == "permission_denied"
+    assert "supersede the memory instead" in (error.value.details() or "")
+    assert (await get(owner, speed.result.memory_id)).content == SPEED
+
+
+async def test_each_recall_hit_says_why_it_matched_by_meaning_and_by_keywords(
+    owner: Caller, fake_index: FakeIndex
+) -> None:
+    await set_mode(owner, "auto")
+    lantern = await remember(owner, "The harbor lantern is painted green.")
+    marina = await remember(owner, "Boats rest overnight in the marina.")
+    cosines = {lantern.result.memory_id: 0.81, marina.result.memory_id: 0.64}
+
+    async def search(vault_id: str, query: str, **_: Any) -> dict[str, float]:
+        return cosines
+
+    fake_index.search = search  # type: ignore[method-assign]
+    found = await recall(owner, "harbor lantern")
+    assert found.mode == "hybrid"
+    parts = {h.memory.id: (round(h.meaning_score, 2), round(h.keyword_score, 2)) for h in found.hits}
+    assert parts == {lantern.result.memory_id: (0.81, 1.0), marina.result.memory_id: (0.64, 0.0)}
+
+    del fake_index.search  # back to the fake's own search, which fails while it is down
+    fake_index.down = True
+    keyword_only = await recall(owner, "harbor lantern")
+    assert keyword_only.mode == "keyword-only" and len(keyword_only.hits) == 1
+    assert not keyword_only.hits[0].HasField("meaning_score") and keyword_only.hits[0].keyword_score == 1.0

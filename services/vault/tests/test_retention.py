@@ -112,6 +112,10 @@ async def test_purge_deletes_what_retention_no_longer_keeps(
 
     again = await remember(owner, REJECTED)
     assert again.result.outcome == vpb.WRITE_OUTCOME_EXCLUDED  # the owner's rejection still stands
+    refused = await owner.stub.ListExclusions(
+        vpb.ListExclusionsRequest(vault=owner.vault, text=REJECTED), metadata=owner.metadata()
+    )
+    assert [e.reason for e in refused.exclusions] == ["rejected"]  # the owner sees why it is refused
     back = await remember(owner, OLD)
     assert back.result.outcome == vpb.WRITE_OUTCOME_SIMILAR  # stored again: a superseded fact may become true again
     assert list(back.result.similar_to) == [ids["linked"]]

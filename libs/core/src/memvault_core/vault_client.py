@@ -94,6 +94,15 @@ class VaultClient:
     async def supersede_memory(self, identity: str, request: vpb.SupersedeMemoryRequest) -> vpb.SupersedeMemoryResponse:
         return await self._call(self._vault.SupersedeMemory, request, identity)
 
+    async def edit_memory(self, identity: str, request: vpb.EditMemoryRequest) -> vpb.EditMemoryResponse:
+        return await self._call(self._vault.EditMemory, request, identity)
+
+    async def list_exclusions(self, identity: str, request: vpb.ListExclusionsRequest) -> vpb.ListExclusionsResponse:
+        return await self._call(self._vault.ListExclusions, request, identity)
+
+    async def lift_exclusion(self, identity: str, request: vpb.LiftExclusionRequest) -> vpb.LiftExclusionResponse:
+        return await self._call(self._vault.LiftExclusion, request, identity)
+
     async def invalidate_memory(
         self, identity: str, request: vpb.InvalidateMemoryRequest
     ) -> vpb.InvalidateMemoryResponse:

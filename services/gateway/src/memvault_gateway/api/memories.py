@@ -1,5 +1,5 @@
-"""/api/v1 for memories: list, write, explain, forget, review (approve, reject, mark reviewed), supersede,
-invalidate, the review queue, the memory audit and recall.
+"""/api/v1 for memories: list, write, explain, forget, review (approve, reject, mark reviewed), edit in place,
+supersede, invalidate, the review queue, the memory audit and recall.
 
 Every route acts as the caller (`access.principal`: the owner's session with its CSRF token for
 changes, or a bearer token for the API) and is one VaultService call; the vault checks roles and
@@ -16,12 +16,15 @@ from fastapi import APIRouter, Query
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits, wire
 from memvault_core import vault_client as rpc
+from memvault_core.errors import InvalidArgument
 from memvault_core.validation import Between
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
 from memvault_gateway.api.shapes import (
     ApproveIn,
     AuditKind,
     AuditLimit,
+    EditIn,
+    LiftIn,
     ListLimit,
     MemoryType,
     ReasonIn,
@@ -139,6 +142,66 @@ async def reject(vault: Vault, memory_id: str, body: ReasonIn, caller: Caller, g
     )
     response = await vault_call(gw, rpc.VaultClient.reject_memory, request, caller)
     return {"vault": response.vault, "memory": wire.memory_for_api(response.memory)}
+
+
+def exclusion_json(exclusion: vpb.Exclusion) -> dict[str, Any]:
+    return {
+        "content_hash": exclusion.content_hash,
+        "reason": exclusion.reason,
+        "created_at": wire.iso_for_api(exclusion, "created_at"),
+    }
+
+
+@router.get("/vaults/{vault}/exclusions")
+async def exclusions(
+    vault: Vault,
+    caller: Caller,
+    gw: GatewayDep,
+    limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
+    offset: Annotated[int, Query(), Between(0, 1_000_000)] = 0,
+) -> dict[str, Any]:
+    """Texts refused because they were forgotten (or rejected), newest first: only their hashes remain."""
+    request = vpb.ListExclusionsRequest(vault=vault, limit=limit, offset=offset)
+    response = await vault_call(gw, rpc.VaultClient.list_exclusions, request, caller)
+    return {
+        "vault": response.vault,
+        "exclusions": [exclusion_json(e) for e in response.exclusions],
+        "total": response.total,
+    }
+
+
+@router.post("/vaults/{vault}/exclusions/check")
+async def check_exclusion(vault: Vault, body: LiftIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Whether this text is refused (sent in the body, so it stays out of URLs and logs)."""
+    request = vpb.ListExclusionsRequest(vault=vault, limit=1, text=body.text)
+    response = await vault_call(gw, rpc.VaultClient.list_exclusions, request, caller)
+    found = [exclusion_json(e) for e in response.exclusions]
+    return {"vault": response.vault, "excluded": bool(found), "exclusion": found[0] if found else None}
+
+
+@router.post("/vaults/{vault}/exclusions/lift")
+async def lift_exclusion_of_text(vault: Vault, body: LiftIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Let this forgotten text be stored again."""
+    request = vpb.LiftExclusionRequest(vault=vault, text=body.text)
+    response = await vault_call(gw, rpc.VaultClient.lift_exclusion, request, caller)
+    return {"vault": response.vault, "lifted": response.content_hash}
+
+
+@router.delete("/vaults/{vault}/exclusions/{content_hash}")
+async def lift_exclusion(vault: Vault, content_hash: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Let the forgotten text with this hash be stored again."""
+    request = vpb.LiftExclusionRequest(vault=vault, content_hash=content_hash[:100])
+    response = await vault_call(gw, rpc.VaultClient.lift_exclusion, request, caller)
+    return {"vault": response.vault, "lifted": response.content_hash}
+
+
+@router.patch("/vaults/{vault}/memories/{memory_id}")
+async def edit(vault: Vault, memory_id: str, body: EditIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Fix a memory in place (its text, its tags): same id, the previous version stays in its history."""
+    if body.content is None and body.tags is None:
+        raise InvalidArgument("nothing to change: give the corrected content, tags, or both", field="content")
+    response = await vault_call(gw, rpc.VaultClient.edit_memory, body.request(vault, memory_id), caller)
+    return {"vault": response.vault, "changed": list(response.changed), "memory": wire.memory_for_api(response.memory)}
 
 
 @router.post("/vaults/{vault}/memories/{memory_id}/supersede")
@@ -263,6 +326,8 @@ async def recall(
             {
                 **wire.memory_for_api(h.memory),
                 "score": round(h.score, 4),
+                "meaning_score": round(h.meaning_score, 4) if h.HasField("meaning_score") else None,
+                "keyword_score": round(h.keyword_score, 4),
                 "may_conflict_with": list(h.may_conflict_with),
                 "conflicts_with": list(h.conflicts_with),
             }

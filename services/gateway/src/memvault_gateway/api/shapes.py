@@ -128,6 +128,34 @@ class VersionIn(Body):
     expected_version: Version = 0
 
 
+class LiftIn(Body):
+    """Lift the exclusion of this text (the text is hashed, never stored)."""
+
+    text: str = Field(min_length=1, max_length=limits.MAX_CONTENT_CHARS)
+
+
+class EditIn(Body):
+    """A fix in place: the corrected text, the new tags, or both (what is left out stays)."""
+
+    content: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CONTENT_CHARS)
+    tags: list[Annotated[str, Field(max_length=limits.MAX_TAG_CHARS)]] | None = Field(
+        default=None, max_length=limits.MAX_TAGS
+    )
+    expected_version: Version = 0
+
+    def request(self, vault: str, memory_id: str) -> vpb.EditMemoryRequest:
+        request = vpb.EditMemoryRequest(
+            vault=vault,
+            memory_id=memory_id,
+            replace_tags=self.tags is not None,
+            tags=self.tags or [],
+            expected_version=self.expected_version,
+        )
+        if self.content is not None:
+            request.content = self.content
+        return request
+
+
 class SupersedeIn(Body):
     replacement: MemoryIn
     expected_version: Version = 0

@@ -1,4 +1,5 @@
-"""Memories: hybrid search (as agents recall) or a filtered list, a page per memory, invalidate and forget."""
+"""Memories: hybrid search (as agents recall) or a filtered list, a page per memory, edit in place, replace,
+invalidate and forget."""
 
 from __future__ import annotations
 
@@ -22,10 +23,14 @@ TYPES = list(api_shapes.MemoryType.__args__)  # type: ignore[attr-defined]
 DONE = {
     "invalidated": N_("The memory is invalidated."),
     "reviewed": N_("Marked as reviewed."),
+    "edited": N_("Saved in place: the same memory, with the previous version in its history."),
+    "unchanged": N_("Nothing changed."),
     "replaced": N_("This memory replaces the previous one, which is kept as superseded."),
     "proposed": N_("The replacement waits in the review queue; this memory stays until it is approved."),
 }
 FORGOTTEN = N_("The memory is forgotten; its text will be refused from now on.")
+LIFTED = N_("The exclusion is lifted: the text can be stored again.")
+EXCLUSIONS_PAGE = 50
 
 
 def _chosen(values: list[str], known: list[str], field: str) -> list[Any]:
@@ -94,6 +99,41 @@ async def memories(
     )
 
 
+@router.get(PREFIX + "/{vault}/exclusions")
+async def exclusions(
+    vault: str,
+    request: Request,
+    gw: GatewayDep,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    lifted: bool = False,
+) -> HTMLResponse:
+    """Texts refused because they were forgotten or rejected: only their hashes remain; each can be lifted."""
+    person = await owner(request, gw, vault)
+    answer = await api_memories.exclusions(vault, person.caller, gw, limit=EXCLUSIONS_PAGE, offset=offset)
+    return person.render(
+        "exclusions.html",
+        "memories",
+        exclusions=answer["exclusions"],
+        total=answer["total"],
+        offset=offset,
+        page_size=EXCLUSIONS_PAGE,
+        notice=person.gettext(LIFTED) if lifted else "",
+    )
+
+
+@router.post(PREFIX + "/{vault}/exclusions/lift")
+async def lift_exclusion(vault: str, request: Request, gw: GatewayDep) -> Response:
+    """Lift one exclusion, by its hash (a row's button) or by the text the owner pastes."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    text = str(form.get("text") or "").replace("\r\n", "\n")
+    if text.strip():
+        await api_memories.lift_exclusion_of_text(vault, api_shapes.LiftIn(text=text), person.caller, gw)
+    else:
+        await api_memories.lift_exclusion(vault, str(form.get("content_hash") or ""), person.caller, gw)
+    return redirect(f"{person.url('exclusions')}?lifted=true")
+
+
 @router.get(PREFIX + "/{vault}/memories/{memory_id}")
 async def memory(
     vault: str,
@@ -150,6 +190,27 @@ async def forget(vault: str, memory_id: str, request: Request, gw: GatewayDep) -
     return redirect(f"{person.url('memories')}?forgotten=true")
 
 
+def _tags(form: Any) -> list[str]:
+    return [t.strip() for t in str(form.get("tags") or "").split(",") if t.strip()]
+
+
+@router.post(PREFIX + "/{vault}/memories/{memory_id}/edit")
+async def edit(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    """A typo fix or new tags: the same memory (same id), its previous version kept in the history."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    body = api_shapes.EditIn.model_validate(
+        {
+            "content": str(form.get("content") or "").replace("\r\n", "\n"),
+            "tags": _tags(form),
+            "expected_version": form_number(form, "version"),
+        }
+    )
+    answer = await api_memories.edit(vault, memory_id[:100], body, person.caller, gw)
+    done = "edited" if answer["changed"] else "unchanged"
+    return redirect(f"{person.url('memories')}/{memory_id}?done={done}")
+
+
 @router.post(PREFIX + "/{vault}/memories/{memory_id}/replace")
 async def replace(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
     """A changed fact: a new memory supersedes this one (kept in history), with the text and tags given."""
@@ -157,7 +218,7 @@ async def replace(vault: str, memory_id: str, request: Request, gw: GatewayDep) 
     form = await person.form()
     explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
     old = explained["memory"]
-    tags = [t.strip() for t in str(form.get("tags") or "").split(",") if t.strip()]
+    tags = _tags(form)
     body = api_shapes.SupersedeIn.model_validate(
         {
             "replacement": {

@@ -6,6 +6,7 @@ from typing import Any
 
 import asyncpg
 
+from memvault_core.errors import Conflict
 from memvault_vault.accounts.records import AccountMember
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess
@@ -36,8 +37,16 @@ class AccountStore:
     async def ensure_owner(self, subject: str, vault_name: str) -> bool:
         """Create the account, the vault with its settings and guide, and the owner membership.
 
-        Returns False (and changes nothing) when the vault already belongs to another account.
+        Vault names are unique per account: returns True when this account now owns a vault of this
+        name (made now, or already), False (and changes nothing) when a vault of this name is
+        shared with it by another account.
         """
+        try:
+            return await self._ensure_owner(subject, vault_name)
+        except asyncpg.UniqueViolationError:  # the same account made the same name at the same moment
+            return await self._ensure_owner(subject, vault_name)
+
+    async def _ensure_owner(self, subject: str, vault_name: str) -> bool:
         async with self._pool.acquire() as conn, conn.transaction():
             account = await conn.fetchrow(
                 "INSERT INTO account (subject) VALUES ($1) ON CONFLICT (subject) DO UPDATE SET subject = EXCLUDED.subject"
@@ -45,17 +54,12 @@ class AccountStore:
                 subject,
             )
             account_id = account["id"]
-            vault_id = await conn.fetchval(
-                "INSERT INTO vault (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", vault_name
+            role = await conn.fetchval(
+                "SELECT role FROM membership WHERE account_id = $1 AND vault_name = $2", account_id, vault_name
             )
-            if vault_id is None:
-                owner = await conn.fetchval(
-                    "SELECT m.account_id FROM membership m JOIN vault v ON v.id = m.vault_id"
-                    " WHERE v.name = $1 AND m.role = 'owner' AND m.account_id = $2",
-                    vault_name,
-                    account_id,
-                )
-                return owner is not None
+            if role is not None:
+                return bool(role == "owner")
+            vault_id = await conn.fetchval("INSERT INTO vault (name) VALUES ($1) RETURNING id", vault_name)
             await conn.execute(
                 "INSERT INTO membership (vault_id, account_id, role) VALUES ($1, $2, 'owner')",
                 vault_id,
@@ -111,6 +115,18 @@ class AccountStore:
             account_id = account["id"]
             if role != "owner" and not await _other_owner_exists(conn, vault.id, account_id):
                 return None
+            taken = await conn.fetchval(
+                "SELECT 1 FROM membership WHERE account_id = $1 AND vault_name = $2 AND vault_id <> $3",
+                account_id,
+                vault.name,
+                vault.id,
+            )
+            if taken:
+                raise Conflict(
+                    f"{subject} already has a vault named '{vault.name}'; vault names are unique per account, "
+                    "so it cannot also be a member of this one",
+                    field="subject",
+                )
             row = await conn.fetchrow(
                 "INSERT INTO membership (vault_id, account_id, role) VALUES ($1, $2, $3)"
                 " ON CONFLICT (vault_id, account_id) DO UPDATE SET role = EXCLUDED.role"

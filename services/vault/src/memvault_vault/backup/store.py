@@ -353,9 +353,18 @@ class BackupStore:
         await self._pool.close()
 
     async def vault_named(self, name: str) -> VaultRef | None:
-        """A vault by name, for the maintenance commands (no account involved)."""
-        row = await self._pool.fetchrow("SELECT id::text, name FROM vault WHERE name = $1", name)
-        return None if row is None else VaultRef(row[0], row[1])
+        """A vault by name (or id), for the maintenance commands (no account involved). Names are unique per
+        account, so two accounts' vaults may share one: then the vault's id is needed."""
+        rows = await self._pool.fetch(
+            "SELECT id::text, name FROM vault WHERE name = $1 OR id::text = $1 ORDER BY created_at", name
+        )
+        if len(rows) > 1:
+            raise InvalidArgument(
+                f"{len(rows)} accounts have a vault named '{name}'; give the vault's id instead: "
+                + ", ".join(row[0] for row in rows),
+                field="vault",
+            )
+        return VaultRef(rows[0][0], rows[0][1]) if rows else None
 
     async def vault_names(self) -> list[str]:
         return [row[0] for row in await self._pool.fetch("SELECT name FROM vault ORDER BY name")]

@@ -186,6 +186,10 @@ class RecallHit:
     score: float
     may_conflict_with: tuple[str, ...] = ()
     conflicts_with: tuple[str, ...] = ()
+    meaning_score: float | None = None
+    """The cosine of its meaning to the query's; None when only keywords were searched or it was not scored."""
+    keyword_score: float = 0.0
+    """Its keyword rank relative to the best keyword hit, 0 to 1."""
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,15 @@ class WriteReport:
 
 
 @dataclass(frozen=True)
+class ExclusionRecord:
+    """A text refused from being stored again: only its hash is kept."""
+
+    content_hash: str
+    reason: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class HistoryRecord:
     version: int
     change: str

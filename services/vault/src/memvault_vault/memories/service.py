@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from memvault_core import limits
-from memvault_core.errors import Conflict, NotFound
+from memvault_core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
@@ -23,6 +24,7 @@ from memvault_vault.domain.memory import (
     Trust,
     WriteResult,
     check_reason,
+    content_hash,
     fit_page,
     parse_memory_id,
     validate_draft,
@@ -30,6 +32,7 @@ from memvault_vault.domain.memory import (
 )
 from memvault_vault.memories.records import (
     Candidate,
+    ExclusionRecord,
     Explanation,
     HistoryStep,
     SupersedeOutcome,
@@ -38,6 +41,8 @@ from memvault_vault.memories.records import (
 )
 from memvault_vault.memories.store import MemoryStore
 from memvault_vault.memories.writes import Writer
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class MemoryService:
@@ -103,6 +108,37 @@ class MemoryService:
                 field="memory_id",
             )
         return vault, memory_id
+
+    async def exclusions(
+        self, identity: Identity, vault_name: str, *, limit: int = 0, offset: int = 0, text: str = ""
+    ) -> tuple[VaultAccess, list[ExclusionRecord], int]:
+        """Texts refused because they were forgotten (or rejected and purged); with `text`, only its own."""
+        limit = validate_page_size(limit, limits.DEFAULT_LIST_RESULTS, limits.MAX_LIST_RESULTS)
+        if offset < 0:
+            raise InvalidArgument("offset must be 0 or more", field="offset")
+        if len(text) > limits.MAX_CONTENT_CHARS:
+            raise InvalidArgument(f"text is longer than {limits.MAX_CONTENT_CHARS} characters", field="text")
+        vault = await self._accounts.access(identity, vault_name)
+        only = content_hash(text) if text.strip() else None
+        found, total = await self._store.exclusions(vault, limit=limit, offset=offset, only_hash=only)
+        return vault, found, total
+
+    async def lift_exclusion(
+        self, identity: Identity, vault_name: str, *, hash_of: str = "", text: str = ""
+    ) -> tuple[VaultAccess, str]:
+        """Let a forgotten text be stored again (owners and editors, as people: it undoes a forget)."""
+        if bool(hash_of.strip()) == bool(text.strip()):
+            raise InvalidArgument("give either content_hash or text", field="content_hash")
+        if text.strip():
+            target = content_hash(text)
+        else:
+            target = hash_of.strip().lower()
+            if not _SHA256.fullmatch(target):
+                raise InvalidArgument("content_hash must be 64 hexadecimal characters (a sha256)", field="content_hash")
+        vault = await self._accounts.reviewer(identity, vault_name)
+        if not await self._store.lift_exclusion(vault, target, identity.actor):
+            raise NotFound(f"vault '{vault.name}' has no exclusion {target}", field="content_hash")
+        return vault, target
 
     def _applies_now(self, identity: Identity, vault: VaultAccess) -> bool:
         """An agent's change to existing memories waits for review unless the vault is in auto mode; a person
@@ -197,6 +233,84 @@ class MemoryService:
                 field="content",
             )
         return tuple(m for m in decision.similar_to if m != memory_id), plan
+
+    async def edit(
+        self,
+        identity: Identity,
+        vault_name: str,
+        memory_id: str,
+        *,
+        content: str | None,
+        tags: Sequence[str] | None,
+        expected_version: int = 0,
+    ) -> tuple[VaultAccess, Memory, list[str]]:
+        """Fix a memory in place: its text (a typo, not a changed fact: that is supersede) and its tags.
+
+        The same duplicate, exclusion and secret rules as any write apply to the new text. Only a
+        change that applies at once may edit (the owner, or any writer in auto mode); an agent in
+        review mode supersedes instead, which waits for the owner."""
+        memory_id = parse_memory_id(memory_id)
+        if content is None and tags is None:
+            raise InvalidArgument("nothing to change: give the corrected content, tags, or both", field="content")
+        vault = await self._accounts.access(identity, vault_name, write=True)
+        if not self._applies_now(identity, vault):
+            raise PermissionDenied(
+                f"vault '{vault.name}' reviews agents' changes: supersede the memory instead, which waits for the "
+                "owner's review",
+                field="memory_id",
+            )
+        current = await self._store.require_memory(vault, memory_id)
+        draft = validate_draft(
+            Draft(
+                content=current.content if content is None else content,
+                type=current.type,
+                key=current.key,
+                scope=current.scope,
+                tags=tuple(current.tags) if tags is None else tuple(tags),
+            )
+        )
+        if draft.hash != current.content_hash:
+            await self._writer.refuse_secret(identity, vault, draft)
+            await self._check_edit(vault, memory_id, draft)
+        memory, changed = await self._store.edit(
+            vault,
+            memory_id,
+            content=draft.content,
+            tags=sorted(set(draft.tags)),
+            expected_version=expected_version,
+            actor=identity.actor,
+        )
+        return vault, memory, changed
+
+    async def _check_edit(self, vault: VaultAccess, memory_id: str, draft: Draft) -> None:
+        """An edited text may not repeat another memory, nor a forgotten text (the store checks the exact
+        text again under the vault's lock)."""
+        refused: dict[int, WriteResult] = {}
+        plan = await self._writer.plan(vault, {0: draft}, refused, wait_for_index=False)
+        if 0 in refused:
+            found = refused[0]
+            if found.outcome is Outcome.DUPLICATE and found.memory_id != memory_id:
+                raise Conflict(
+                    f"the new text is already stored as memory {found.memory_id} ({found.status.value}); "
+                    f"if {memory_id} is no longer needed, invalidate or forget it",
+                    field="content",
+                )
+            if found.outcome is Outcome.EXCLUDED:
+                raise Conflict(
+                    "the new text was forgotten in this vault and is refused from then on; lift its exclusion first "
+                    "if it should be stored again",
+                    field="content",
+                )
+            if found.outcome is not Outcome.DUPLICATE:
+                raise Conflict(f"the new text cannot be stored: {found.message}", field="content")
+            return
+        decision = plan.decisions[0]
+        if decision.kind == "duplicate" and decision.duplicate_of != memory_id:
+            raise Conflict(
+                f"memory {decision.duplicate_of} already says this (cosine {decision.cosine:.2f}, same numbers, "
+                f"dates, names and negations); if {memory_id} is no longer needed, invalidate or forget it",
+                field="content",
+            )
 
     async def invalidate(
         self, identity: Identity, vault_name: str, memory_id: str, reason: str, *, expected_version: int = 0

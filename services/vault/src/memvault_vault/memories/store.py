@@ -15,10 +15,11 @@ import asyncpg
 from memvault_core.errors import Conflict, NotFound
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess, lock_vault
-from memvault_vault.domain.memory import Memory, MemoryType, Status, check_version, require_status
+from memvault_vault.domain.memory import Memory, MemoryType, Status, check_version, content_hash, require_status
 from memvault_vault.memories.records import (
     BatchRecord,
     Candidate,
+    ExclusionRecord,
     Existing,
     HistoryRecord,
     WriteReport,
@@ -93,6 +94,41 @@ class MemoryStore:
             )
             await enqueue(conn, [events.memory_forgotten(memory_id, vault.id)])
             await append_audit(conn, vault.id, actor, "memory.forget", memory_id, {})
+            return True
+
+    async def exclusions(
+        self, vault: VaultAccess, *, limit: int, offset: int, only_hash: str | None
+    ) -> tuple[list[ExclusionRecord], int]:
+        """This vault's exclusions, newest first, and how many there are."""
+        rows = await self._pool.fetch(
+            "SELECT content_hash, reason, created_at, count(*) OVER () AS total FROM exclusion"
+            " WHERE vault_id = $1 AND ($2::text IS NULL OR content_hash = $2)"
+            " ORDER BY created_at DESC, content_hash LIMIT $3 OFFSET $4",
+            vault.id,
+            only_hash,
+            limit,
+            offset,
+        )
+        total = rows[0]["total"] if rows else 0
+        if not rows and offset:
+            total = await self._pool.fetchval(
+                "SELECT count(*) FROM exclusion WHERE vault_id = $1 AND ($2::text IS NULL OR content_hash = $2)",
+                vault.id,
+                only_hash,
+            )
+        return [ExclusionRecord(r["content_hash"], r["reason"], r["created_at"]) for r in rows], int(total)
+
+    async def lift_exclusion(self, vault: VaultAccess, content_hash: str, actor: str) -> bool:
+        """Let a forgotten text be stored again."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            reason = await conn.fetchval(
+                "DELETE FROM exclusion WHERE vault_id = $1 AND content_hash = $2 RETURNING reason",
+                vault.id,
+                content_hash,
+            )
+            if reason is None:
+                return False
+            await append_audit(conn, vault.id, actor, "exclusion.lift", content_hash, {"reason": reason})
             return True
 
     async def list_memories(
@@ -227,6 +263,67 @@ class MemoryStore:
                 )
             flagged = await retire(conn, vault, [old_id], by=candidate.id, actor=actor) if apply else []
             return report, flagged
+
+    async def edit(
+        self,
+        vault: VaultAccess,
+        memory_id: str,
+        *,
+        content: str,
+        tags: Sequence[str],
+        expected_version: int,
+        actor: str,
+    ) -> tuple[Memory, list[str]]:
+        """Change a memory's text and tags in place (same id, one more version in its history)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
+            memory = await locked(conn, vault, memory_id)
+            require_status(memory, (Status.ACTIVE, Status.PROPOSED), "edit")
+            check_version(memory, expected_version)
+            new_hash = content_hash(content)
+            changed = [
+                name
+                for name, differs in (
+                    ("content", content != memory.content),
+                    ("tags", sorted(tags) != sorted(memory.tags)),
+                )
+                if differs
+            ]
+            if not changed:
+                return memory, []
+            if new_hash != memory.content_hash:
+                holder = await conn.fetchval(
+                    "SELECT id::text FROM memory WHERE vault_id = $1 AND content_hash = $2", vault.id, new_hash
+                )
+                if holder is not None:
+                    raise Conflict(
+                        f"the new text is already stored as memory {holder}; if {memory_id} is no longer needed, "
+                        "invalidate or forget it",
+                        field="content",
+                    )
+                if await conn.fetchval(
+                    "SELECT 1 FROM exclusion WHERE vault_id = $1 AND content_hash = $2", vault.id, new_hash
+                ):
+                    raise Conflict(
+                        "the new text was forgotten in this vault and is refused from then on; "
+                        "lift its exclusion first if it should be stored again",
+                        field="content",
+                    )
+            await conn.execute(
+                "UPDATE memory SET content = $3, content_hash = $4, tags = $5::text[], version = version + 1,"
+                " updated_at = now() WHERE vault_id = $1 AND id = $2::uuid",
+                vault.id,
+                memory_id,
+                content,
+                new_hash,
+                list(tags),
+            )
+            await write_history(conn, [memory_id], "edited", actor)
+            if "content" in changed:
+                await enqueue(conn, [events.memory_created(memory_id, vault.id, new_hash)])
+            await append_audit(conn, vault.id, actor, "memory.edit", memory_id, {"changed": changed})
+            row = await conn.fetchrow("SELECT * FROM memory WHERE id = $1::uuid", memory_id)
+            return memory_from_row(row, vault.name), changed
 
     async def invalidate(
         self, vault: VaultAccess, memory_id: str, reason: str, *, apply: bool, expected_version: int, actor: str

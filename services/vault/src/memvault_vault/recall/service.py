@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -79,7 +79,7 @@ class RecallService:
         )
         position = cursor.decode(page_cursor, "recall", request)
         offset = cursor.offset_of(position)
-        ranked, mode = await self._rank(
+        ranked, mode, parts = await self._rank(
             vault, query, statuses=statuses, types=types, tags=tags, include_expired=include_expired, as_of=as_of
         )
         window = ranked[offset : offset + limit + 1]
@@ -106,7 +106,15 @@ class RecallService:
         for memory, score in hits:
             row = rows[memory.id]
             live = memory.status is Status.ACTIVE
-            hit = RecallHit(memory, score, row.similar if live else (), row.same_key if live else ())
+            meaning, keyword = parts.get(memory.id, (None, 0.0))
+            hit = RecallHit(
+                memory,
+                score,
+                row.similar if live else (),
+                row.same_key if live else (),
+                meaning_score=meaning,
+                keyword_score=keyword,
+            )
             page_hits.append(hit)
             memory_warnings.extend(lifecycle.warnings_for(hit, now, as_of))
         page = RecallPage(
@@ -128,8 +136,9 @@ class RecallService:
         tags: Sequence[str],
         include_expired: bool = False,
         as_of: datetime | None = None,
-    ) -> tuple[list[tuple[fusion.Found, float]], str]:
-        """Every memory keyword or vector search found, fused, best first; and which search answered."""
+    ) -> tuple[list[tuple[fusion.Found, float]], str, dict[str, tuple[float | None, float]]]:
+        """Every memory keyword or vector search found, fused, best first; which search answered; and for
+        each memory the two parts of its score (meaning, keyword)."""
         filters: dict[str, Any] = {
             "statuses": statuses,
             "types": types,
@@ -141,7 +150,7 @@ class RecallService:
             keyword = await self._store.keyword_search(
                 vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters
             )
-            return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
+            return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY, _parts(keyword, None)
         index = self._index
         # Full-text search runs beside the lookup of recent writes the index does not hold yet; then one
         # indexer call embeds the query, finds the nearest memories and scores the keyword hits.
@@ -159,8 +168,21 @@ class RecallService:
             )
         except Unavailable as error:
             log.warning("recall fell back to keyword-only", extra={"reason": error.message})
-            return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY
+            return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY, _parts(keyword, None)
         known = {found.id for found in keyword}
         dense_only = [i for i in cosines if i not in known]
         extra = await self._store.memories_by_ids(vault, dense_only, query, **filters)
-        return fusion.fuse([*keyword, *extra], cosines), HYBRID
+        found = [*keyword, *extra]
+        return fusion.fuse(found, cosines), HYBRID, _parts(found, cosines)
+
+
+def _parts(found: Sequence[fusion.Found], cosines: Mapping[str, float] | None) -> dict[str, tuple[float | None, float]]:
+    """Each memory's meaning score (its cosine, None without one) and keyword score (rank / best rank)."""
+    best = max((f.keyword_rank for f in found), default=0.0)
+    return {
+        f.id: (
+            cosines.get(f.id) if cosines is not None else None,
+            f.keyword_rank / best if best > 0 else 0.0,
+        )
+        for f in found
+    }

@@ -69,7 +69,7 @@ async def _purge(conn: asyncpg.Connection) -> list[Purged] | None:
         per_vault[row["status"]] = per_vault.get(row["status"], 0) + 1
     if ids:
         await conn.executemany(
-            "INSERT INTO exclusion (vault_id, content_hash) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            "INSERT INTO exclusion (vault_id, content_hash, reason) VALUES ($1, $2, 'rejected') ON CONFLICT DO NOTHING",
             [(r["vault_id"], r["content_hash"]) for r in doomed if r["status"] == "rejected"],
         )
         await conn.execute(

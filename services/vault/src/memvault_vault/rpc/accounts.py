@@ -75,7 +75,11 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
                 field="name",
             )
         if not await self._accounts.ensure_owner(identity.subject, name):
-            raise Conflict(f"the vault name '{name}' is taken; choose another", field="name")
+            raise Conflict(
+                f"another account shares a vault named '{name}' with you (names are unique among your vaults); "
+                "choose another name",
+                field="name",
+            )
         return apb.CreateVaultResponse(name=name)
 
     async def ListMembers(

@@ -111,6 +111,8 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
                     score=h.score,
                     may_conflict_with=h.may_conflict_with,
                     conflicts_with=h.conflicts_with,
+                    meaning_score=h.meaning_score,
+                    keyword_score=h.keyword_score,
                 )
                 for h in page.hits
             ],
@@ -141,6 +143,29 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             self._identity(context), request.vault, request.memory_id
         )
         return vpb.ForgetResponse(vault=vault.name, memory_id=memory_id)
+
+    async def ListExclusions(
+        self, request: vpb.ListExclusionsRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.ListExclusionsResponse:
+        vault, found, total = await self._services.memories.exclusions(
+            self._identity(context), request.vault, limit=request.limit, offset=request.offset, text=request.text
+        )
+        return vpb.ListExclusionsResponse(
+            vault=vault.name,
+            exclusions=[
+                vpb.Exclusion(content_hash=e.content_hash, reason=e.reason, created_at=wire.to_timestamp(e.created_at))
+                for e in found
+            ],
+            total=total,
+        )
+
+    async def LiftExclusion(
+        self, request: vpb.LiftExclusionRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.LiftExclusionResponse:
+        vault, lifted = await self._services.memories.lift_exclusion(
+            self._identity(context), request.vault, hash_of=request.content_hash, text=request.text
+        )
+        return vpb.LiftExclusionResponse(vault=vault.name, content_hash=lifted)
 
     async def GetStats(self, request: vpb.GetStatsRequest, context: grpc.aio.ServicerContext) -> vpb.GetStatsResponse:
         vault, stats = await self._services.memories.stats(self._identity(context), request.vault)
@@ -173,6 +198,19 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             duplicate_check=convert.check_to_proto(outcome.check),
             notices=outcome.notices,
         )
+
+    async def EditMemory(
+        self, request: vpb.EditMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> vpb.EditMemoryResponse:
+        vault, memory, changed = await self._services.memories.edit(
+            self._identity(context),
+            request.vault,
+            request.memory_id,
+            content=request.content if request.HasField("content") else None,
+            tags=list(request.tags) if request.replace_tags else None,
+            expected_version=request.expected_version,
+        )
+        return vpb.EditMemoryResponse(vault=vault.name, memory=convert.memory_to_proto(memory), changed=changed)
 
     async def InvalidateMemory(
         self, request: vpb.InvalidateMemoryRequest, context: grpc.aio.ServicerContext

@@ -492,7 +492,15 @@ class RecallHit(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     MAY_CONFLICT_WITH_FIELD_NUMBER: _builtins.int
     CONFLICTS_WITH_FIELD_NUMBER: _builtins.int
+    MEANING_SCORE_FIELD_NUMBER: _builtins.int
+    KEYWORD_SCORE_FIELD_NUMBER: _builtins.int
     score: _builtins.float
+    meaning_score: _builtins.float
+    """Why it matched, the two parts `score` fuses: the cosine of its meaning to the query's (unset in
+    keyword-only mode or when the index could not score it) and its keyword rank relative to the
+    best keyword hit (0 to 1; 0 when it shares no words with the query).
+    """
+    keyword_score: _builtins.float
     @_builtins.property
     def memory(self) -> _memory_pb2.Memory: ...
     @_builtins.property
@@ -510,12 +518,16 @@ class RecallHit(_message.Message):
         score: _builtins.float = ...,
         may_conflict_with: _abc.Iterable[_builtins.str] | None = ...,
         conflicts_with: _abc.Iterable[_builtins.str] | None = ...,
+        meaning_score: _builtins.float | None = ...,
+        keyword_score: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_meaning_score", b"_meaning_score", "meaning_score", b"meaning_score", "memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conflicts_with", b"conflicts_with", "may_conflict_with", b"may_conflict_with", "memory", b"memory", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_meaning_score", b"_meaning_score", "conflicts_with", b"conflicts_with", "keyword_score", b"keyword_score", "may_conflict_with", b"may_conflict_with", "meaning_score", b"meaning_score", "memory", b"memory", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__meaning_score: _TypeAlias = _typing.Literal["meaning_score"]  # noqa: Y015
+    _WhichOneofArgType__meaning_score: _TypeAlias = _typing.Literal["_meaning_score", b"_meaning_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__meaning_score) -> _WhichOneofReturnType__meaning_score | None: ...
 
 Global___RecallHit: _TypeAlias = RecallHit  # noqa: Y015
 
@@ -877,6 +889,206 @@ class SupersedeMemoryResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SupersedeMemoryResponse: _TypeAlias = SupersedeMemoryResponse  # noqa: Y015
+
+@_typing.final
+class Exclusion(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    content_hash: _builtins.str
+    """sha256 of the normalised text (the text itself is gone)."""
+    reason: _builtins.str
+    """"forgotten", or "rejected" for proposals the owner rejected and retention purged."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        content_hash: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "created_at", b"created_at", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Exclusion: _TypeAlias = Exclusion  # noqa: Y015
+
+@_typing.final
+class ListExclusionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    offset: _builtins.int
+    text: _builtins.str
+    """If set, only the exclusion of this text (if it is refused)."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        offset: _builtins.int = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "offset", b"offset", "text", b"text", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListExclusionsRequest: _TypeAlias = ListExclusionsRequest  # noqa: Y015
+
+@_typing.final
+class ListExclusionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    EXCLUSIONS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    total: _builtins.int
+    @_builtins.property
+    def exclusions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Exclusion]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        exclusions: _abc.Iterable[Global___Exclusion] | None = ...,
+        total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exclusions", b"exclusions", "total", b"total", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListExclusionsResponse: _TypeAlias = ListExclusionsResponse  # noqa: Y015
+
+@_typing.final
+class LiftExclusionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    content_hash: _builtins.str
+    """The exclusion to lift, by its hash or by the text itself."""
+    text: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        content_hash: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "text", b"text", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiftExclusionRequest: _TypeAlias = LiftExclusionRequest  # noqa: Y015
+
+@_typing.final
+class LiftExclusionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    content_hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        content_hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiftExclusionResponse: _TypeAlias = LiftExclusionResponse  # noqa: Y015
+
+@_typing.final
+class EditMemoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    REPLACE_TAGS_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    memory_id: _builtins.str
+    content: _builtins.str
+    """The corrected text; unset keeps the text."""
+    replace_tags: _builtins.bool
+    """With replace_tags, the memory's tags become exactly `tags` (empty clears them)."""
+    expected_version: _builtins.int
+    """If set, refuse unless the memory is still at this version."""
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory_id: _builtins.str = ...,
+        content: _builtins.str | None = ...,
+        replace_tags: _builtins.bool = ...,
+        tags: _abc.Iterable[_builtins.str] | None = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "content", b"content"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "content", b"content", "expected_version", b"expected_version", "memory_id", b"memory_id", "replace_tags", b"replace_tags", "tags", b"tags", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__content: _TypeAlias = _typing.Literal["content"]  # noqa: Y015
+    _WhichOneofArgType__content: _TypeAlias = _typing.Literal["_content", b"_content"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__content) -> _WhichOneofReturnType__content | None: ...
+
+Global___EditMemoryRequest: _TypeAlias = EditMemoryRequest  # noqa: Y015
+
+@_typing.final
+class EditMemoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def changed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What changed: "content", "tags"."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        memory: _memory_pb2.Memory | None = ...,
+        changed: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "memory", b"memory", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EditMemoryResponse: _TypeAlias = EditMemoryResponse  # noqa: Y015
 
 @_typing.final
 class InvalidateMemoryRequest(_message.Message):

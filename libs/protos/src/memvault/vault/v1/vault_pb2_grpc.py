@@ -77,6 +77,16 @@ class VaultServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.ListExclusions = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/ListExclusions',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListExclusionsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListExclusionsResponse.FromString,
+                _registered_method=True)
+        self.LiftExclusion = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/LiftExclusion',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.LiftExclusionRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.LiftExclusionResponse.FromString,
+                _registered_method=True)
         self.GetStats = channel.unary_unary(
                 '/memvault.vault.v1.VaultService/GetStats',
                 request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.SerializeToString,
@@ -91,6 +101,11 @@ class VaultServiceStub:
                 '/memvault.vault.v1.VaultService/InvalidateMemory',
                 request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.FromString,
+                _registered_method=True)
+        self.EditMemory = channel.unary_unary(
+                '/memvault.vault.v1.VaultService/EditMemory',
+                request_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryResponse.FromString,
                 _registered_method=True)
         self.ApproveMemory = channel.unary_unary(
                 '/memvault.vault.v1.VaultService/ApproveMemory',
@@ -213,6 +228,20 @@ class VaultServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListExclusions(self, request, context):
+        """Texts refused because they were forgotten (or rejected and purged), newest first; lifting one lets
+        the text be stored again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LiftExclusion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStats(self, request, context):
         """Counts by status and the state of the search index, for one vault.
         """
@@ -229,6 +258,13 @@ class VaultServiceServicer:
 
     def InvalidateMemory(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EditMemory(self, request, context):
+        """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -357,6 +393,16 @@ def add_VaultServiceServicer_to_server(servicer, server):
                     request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ForgetResponse.SerializeToString,
             ),
+            'ListExclusions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExclusions,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListExclusionsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.ListExclusionsResponse.SerializeToString,
+            ),
+            'LiftExclusion': grpc.unary_unary_rpc_method_handler(
+                    servicer.LiftExclusion,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.LiftExclusionRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.LiftExclusionResponse.SerializeToString,
+            ),
             'GetStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStats,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.GetStatsRequest.FromString,
@@ -371,6 +417,11 @@ def add_VaultServiceServicer_to_server(servicer, server):
                     servicer.InvalidateMemory,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.SerializeToString,
+            ),
+            'EditMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.EditMemory,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryResponse.SerializeToString,
             ),
             'ApproveMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.ApproveMemory,
@@ -668,6 +719,60 @@ class VaultService:
             _registered_method=True)
 
     @staticmethod
+    def ListExclusions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/ListExclusions',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListExclusionsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.ListExclusionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LiftExclusion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/LiftExclusion',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.LiftExclusionRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.LiftExclusionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetStats(request,
             target,
             options=(),
@@ -738,6 +843,33 @@ class VaultService:
             '/memvault.vault.v1.VaultService/InvalidateMemory',
             memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_vault__pb2.InvalidateMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EditMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.VaultService/EditMemory',
+            memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_vault__pb2.EditMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

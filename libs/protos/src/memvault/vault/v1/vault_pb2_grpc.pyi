@@ -44,11 +44,18 @@ class VaultServiceStub:
     Recall: _grpc.UnaryUnaryMultiCallable[_vault_pb2.RecallRequest, _vault_pb2.RecallResponse]
     ListMemories: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListMemoriesRequest, _vault_pb2.ListMemoriesResponse]
     Forget: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]
+    ListExclusions: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ListExclusionsRequest, _vault_pb2.ListExclusionsResponse]
+    """Texts refused because they were forgotten (or rejected and purged), newest first; lifting one lets
+    the text be stored again.
+    """
+    LiftExclusion: _grpc.UnaryUnaryMultiCallable[_vault_pb2.LiftExclusionRequest, _vault_pb2.LiftExclusionResponse]
     GetStats: _grpc.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]
     """Counts by status and the state of the search index, for one vault."""
     SupersedeMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]
     """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories."""
     InvalidateMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.InvalidateMemoryRequest, _vault_pb2.InvalidateMemoryResponse]
+    EditMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.EditMemoryRequest, _vault_pb2.EditMemoryResponse]
+    """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history."""
     ApproveMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.ApproveMemoryRequest, _vault_pb2.ApproveMemoryResponse]
     RejectMemory: _grpc.UnaryUnaryMultiCallable[_vault_pb2.RejectMemoryRequest, _vault_pb2.RejectMemoryResponse]
     MarkReviewed: _grpc.UnaryUnaryMultiCallable[_vault_pb2.MarkReviewedRequest, _vault_pb2.MarkReviewedResponse]
@@ -82,11 +89,18 @@ class VaultServiceAsyncStub(VaultServiceStub):
     Recall: _aio.UnaryUnaryMultiCallable[_vault_pb2.RecallRequest, _vault_pb2.RecallResponse]  # type: ignore[assignment]
     ListMemories: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListMemoriesRequest, _vault_pb2.ListMemoriesResponse]  # type: ignore[assignment]
     Forget: _aio.UnaryUnaryMultiCallable[_vault_pb2.ForgetRequest, _vault_pb2.ForgetResponse]  # type: ignore[assignment]
+    ListExclusions: _aio.UnaryUnaryMultiCallable[_vault_pb2.ListExclusionsRequest, _vault_pb2.ListExclusionsResponse]  # type: ignore[assignment]
+    """Texts refused because they were forgotten (or rejected and purged), newest first; lifting one lets
+    the text be stored again.
+    """
+    LiftExclusion: _aio.UnaryUnaryMultiCallable[_vault_pb2.LiftExclusionRequest, _vault_pb2.LiftExclusionResponse]  # type: ignore[assignment]
     GetStats: _aio.UnaryUnaryMultiCallable[_vault_pb2.GetStatsRequest, _vault_pb2.GetStatsResponse]  # type: ignore[assignment]
     """Counts by status and the state of the search index, for one vault."""
     SupersedeMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.SupersedeMemoryRequest, _vault_pb2.SupersedeMemoryResponse]  # type: ignore[assignment]
     """Lifecycle: replace, retire, review (approve, reject, confirm) and explain memories."""
     InvalidateMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.InvalidateMemoryRequest, _vault_pb2.InvalidateMemoryResponse]  # type: ignore[assignment]
+    EditMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.EditMemoryRequest, _vault_pb2.EditMemoryResponse]  # type: ignore[assignment]
+    """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history."""
     ApproveMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.ApproveMemoryRequest, _vault_pb2.ApproveMemoryResponse]  # type: ignore[assignment]
     RejectMemory: _aio.UnaryUnaryMultiCallable[_vault_pb2.RejectMemoryRequest, _vault_pb2.RejectMemoryResponse]  # type: ignore[assignment]
     MarkReviewed: _aio.UnaryUnaryMultiCallable[_vault_pb2.MarkReviewedRequest, _vault_pb2.MarkReviewedResponse]  # type: ignore[assignment]
@@ -167,6 +181,23 @@ class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_vault_pb2.ForgetResponse, _abc.Awaitable[_vault_pb2.ForgetResponse]]: ...
 
     @_abc_1.abstractmethod
+    def ListExclusions(
+        self,
+        request: _vault_pb2.ListExclusionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.ListExclusionsResponse, _abc.Awaitable[_vault_pb2.ListExclusionsResponse]]:
+        """Texts refused because they were forgotten (or rejected and purged), newest first; lifting one lets
+        the text be stored again.
+        """
+
+    @_abc_1.abstractmethod
+    def LiftExclusion(
+        self,
+        request: _vault_pb2.LiftExclusionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.LiftExclusionResponse, _abc.Awaitable[_vault_pb2.LiftExclusionResponse]]: ...
+
+    @_abc_1.abstractmethod
     def GetStats(
         self,
         request: _vault_pb2.GetStatsRequest,
@@ -188,6 +219,14 @@ class VaultServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _vault_pb2.InvalidateMemoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_vault_pb2.InvalidateMemoryResponse, _abc.Awaitable[_vault_pb2.InvalidateMemoryResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def EditMemory(
+        self,
+        request: _vault_pb2.EditMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vault_pb2.EditMemoryResponse, _abc.Awaitable[_vault_pb2.EditMemoryResponse]]:
+        """Change a memory in place (a typo fix, its tags): same id, the previous version stays in its history."""
 
     @_abc_1.abstractmethod
     def ApproveMemory(

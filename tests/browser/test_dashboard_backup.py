@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 from browser_helpers import OAuthStack, choose_password, setup_link, sign_in
 from playwright.async_api import expect
-from test_dashboard import accessible, api
+from test_dashboard import api
 
 from memvault_devstack.browser import PageShots
 
@@ -35,7 +35,6 @@ async def test_backup_download_restore_with_confirmation_and_clean_up(
     await page.get_by_role("navigation").get_by_role("link", name="Backup").click()
     await expect(page.locator("h1")).to_have_text("Backup and export")
     await browser_pages.shot(page, "backup page")
-    await accessible(page)
     async with page.expect_download() as waiting:
         await page.get_by_role("link", name="Backup without embeddings").click()
     download = await waiting.value
@@ -89,7 +88,6 @@ async def test_backup_download_restore_with_confirmation_and_clean_up(
     preview = page.locator(".retention-preview")
     await expect(preview.get_by_role("row", name="Rejected proposals")).to_contain_text("1")
     await browser_pages.shot(page, "clean up preview")
-    await accessible(page)
     await page.get_by_role("button", name="Clean up now").click()
     await expect(page.locator(".notice")).to_have_text("Clean-up done: 1 memories and 0 audit entries removed.")
     await expect(page.locator("body")).to_contain_text("Nothing to clean up.")

@@ -119,7 +119,7 @@ refuse "no database at all" "no database" -f "$minimal" --set postgresql.cloudna
 refuse "no Qdrant at all" "no Qdrant" -f "$minimal" --set qdrant.enabled=false
 refuse "a maintenance command that does not exist" "not a maintenance command" -f "$minimal" \
   --set maintenance.cronJobs.sync.schedule="0 4 * * *" --set maintenance.cronJobs.sync.component=vault \
-  --set 'maintenance.cronJobs.sync.args={sources}'
+  --set 'maintenance.cronJobs.sync.args={resync}'
 refuse "scheduled backups that keep none" "keep" -f "$minimal" --set backup.enabled=true --set backup.keep=0
 refuse "an HTTPRoute without a parent Gateway" "parentRefs" -f "$minimal" --set httpRoute.enabled=true
 refuse "a log level that does not exist" "log.level" -f "$minimal" --set log.level=TRACE

@@ -147,7 +147,14 @@ def pages() -> dict[str, dict[str, Any]]:
             "shown": {"version": 3, "text": HOSTILE},
             "diff": [("file", "--- version 3"), ("removed", "-" + HOSTILE), ("added", "+new")],
         },
-        "settings.html": {"settings": settings, "saved": True, "fields": ()},
+        "settings.html": {
+            "settings": settings,
+            "saved": True,
+            "fields": (),
+            "preview": {"rejected": 1, "superseded": 0, "invalidated": 0, "audit_entries": 2, "memories": 1},
+            "cleaned": 1,
+            "cleaned_audit": 2,
+        },
         "audit.html": {
             "entries": [
                 {

@@ -24,7 +24,18 @@ from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_core.validation import describe
 from memvault_gateway import dashboard
-from memvault_gateway.api import access, archive, backup, imports, index, manage, memories, reference, vault_settings
+from memvault_gateway.api import (
+    access,
+    archive,
+    backup,
+    imports,
+    index,
+    manage,
+    memories,
+    reference,
+    retention,
+    vault_settings,
+)
 from memvault_gateway.auth import people, sessions
 from memvault_gateway.context import Gateway
 from memvault_gateway.mcp_edge import route, signposts
@@ -229,6 +240,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         archive.router,
         vault_settings.router,
         backup.router,
+        retention.router,
         index.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])

@@ -18,6 +18,8 @@ from memvault.vault.v1 import (
     index_admin_pb2_grpc,
     index_feed_pb2,
     index_feed_pb2_grpc,
+    retention_pb2,
+    retention_pb2_grpc,
     sources_pb2,
     sources_pb2_grpc,
     vault_pb2,
@@ -41,6 +43,7 @@ from memvault_vault.rpc.archive import ArchiveServicer
 from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.index_admin import IndexAdminServicer
 from memvault_vault.rpc.index_feed import IndexFeedServicer
+from memvault_vault.rpc.retention import RetentionServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.rpc.sources import SourcesServicer
 from memvault_vault.schema import (
@@ -100,6 +103,7 @@ async def serve(settings: Settings) -> None:
         )
         sources_pb2_grpc.add_SourcesServiceServicer_to_server(SourcesServicer(services, signer), server)
         backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
+        retention_pb2_grpc.add_RetentionServiceServicer_to_server(RetentionServicer(services.retention, signer), server)
         index_admin_pb2_grpc.add_IndexAdminServiceServicer_to_server(
             IndexAdminServicer(services.index_admin, signer), server
         )
@@ -132,6 +136,7 @@ async def serve(settings: Settings) -> None:
             archive_pb2.DESCRIPTOR.services_by_name["ArchiveService"].full_name,
             sources_pb2.DESCRIPTOR.services_by_name["SourcesService"].full_name,
             backup_pb2.DESCRIPTOR.services_by_name["BackupService"].full_name,
+            retention_pb2.DESCRIPTOR.services_by_name["RetentionService"].full_name,
             index_admin_pb2.DESCRIPTOR.services_by_name["IndexAdminService"].full_name,
         ]
         background.append(asyncio.create_task(report_readiness(database.ping, health, names, dsn)))

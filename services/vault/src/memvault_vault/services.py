@@ -29,6 +29,8 @@ from memvault_vault.memories.store import MemoryStore
 from memvault_vault.memories.writes import Writer
 from memvault_vault.recall.service import RecallService
 from memvault_vault.recall.store import RecallStore
+from memvault_vault.retention.service import RetentionService
+from memvault_vault.retention.store import RetentionStore
 from memvault_vault.review.service import ReviewService
 from memvault_vault.review.store import ReviewStore
 from memvault_vault.sources.reader import SourceReader, SourceRules
@@ -51,6 +53,7 @@ class VaultServices:
     archive: ArchiveService
     sources: SourceService
     backup: BackupService
+    retention: RetentionService
     index_admin: IndexAdminService
 
     @classmethod
@@ -84,6 +87,7 @@ class VaultServices:
             archive=ArchiveService(ArchiveStore(database), accounts),
             index_feed=IndexFeedService(feed, progress),
             backup=BackupService(BackupStore(database.pool), accounts, index),
+            retention=RetentionService(RetentionStore(database), accounts),
             index_admin=IndexAdminService(IndexAdminStore(database), accounts, index),
             sources=SourceService(
                 SourceStore(database),

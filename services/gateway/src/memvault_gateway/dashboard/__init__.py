@@ -1,5 +1,5 @@
 """The owner's dashboard: server-rendered pages per vault (overview, review, memories, imports, guide,
-settings, index, members, apps, audit), calling the vault through the same code as /api/v1.
+settings, index, backup, members, apps, audit), calling the vault through the same code as /api/v1.
 
 `install(app)` adds its routes; templates, static files and catalogues live beside this module.
 """
@@ -14,6 +14,7 @@ from fastapi.params import Depends
 from memvault_gateway.dashboard import (
     apps,
     audit,
+    backup_page,
     guide,
     imports,
     index_page,
@@ -41,6 +42,7 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
         guide,
         settings_page,
         index_page,
+        backup_page,
         members,
         apps,
         audit,

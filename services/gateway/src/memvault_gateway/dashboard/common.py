@@ -45,11 +45,12 @@ SECTIONS = (
     ("guide", i18n.N_("Guide")),
     ("settings", i18n.N_("Settings")),
     ("index", i18n.N_("Index")),
+    ("backup", i18n.N_("Backup")),
     ("members", i18n.N_("Members")),
     ("apps", i18n.N_("Apps")),
     ("audit", i18n.N_("Audit")),
 )
-"""The navigation, per vault; later pages (backup, archive, sources) are added here."""
+"""The navigation, per vault; later pages (archive, sources) are added here."""
 
 _STATUS_OF_ERROR = {
     "not_found": 404,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from memvault_core.errors import InvalidArgument
+from memvault_gateway.api import retention as api_retention
 from memvault_gateway.api import shapes as api_shapes
 from memvault_gateway.api import vault_settings as api_vault_settings
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
@@ -16,10 +19,38 @@ RETENTION_FIELDS = ("superseded_retention_days", "rejected_retention_days", "aud
 
 
 @router.get(PREFIX + "/{vault}/settings")
-async def settings(vault: str, request: Request, gw: GatewayDep, saved: bool = False) -> HTMLResponse:
+async def settings(
+    vault: str,
+    request: Request,
+    gw: GatewayDep,
+    saved: bool = False,
+    cleaned: Annotated[int, Query(ge=-1)] = -1,
+    cleaned_audit: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
     person = await owner(request, gw, vault)
     current = await api_vault_settings.get_settings(vault, person.caller, gw)
-    return person.render("settings.html", "settings", settings=current, saved=saved, fields=RETENTION_FIELDS)
+    preview = None
+    if person.is_owner:  # what "clean up now" would remove, counted and rolled back
+        preview = await api_retention.purge(gw, person.caller.identity(), vault, dry_run=True)
+    return person.render(
+        "settings.html",
+        "settings",
+        settings=current,
+        saved=saved,
+        fields=RETENTION_FIELDS,
+        preview=preview,
+        cleaned=cleaned,
+        cleaned_audit=cleaned_audit,
+    )
+
+
+@router.post(PREFIX + "/{vault}/settings/clean-up")
+async def clean_up(vault: str, request: Request, gw: GatewayDep) -> Response:
+    """Run retention for this vault now, as its owner (audited with them as actor)."""
+    person = await owner(request, gw, vault)
+    await person.form()
+    done = await api_retention.purge(gw, person.caller.identity(), vault, dry_run=False)
+    return redirect(f"{person.url('settings')}?cleaned={done.memories}&cleaned_audit={done.audit_entries}")
 
 
 @router.post(PREFIX + "/{vault}/settings")

@@ -23,6 +23,8 @@ def cap_for(path: str) -> int | None:
     """The most bytes a request body to `path` may have; None when the route checks it itself."""
     if path == "/mcp" or (path.startswith("/api/v1/vaults/") and path.endswith("/restore")):
         return None  # a restore streams a backup file of any size on to the vault
+    if path.startswith("/dashboard/") and path.endswith("/backup/restore"):
+        return None  # the Backup page's upload of a backup file, spooled to disk by the form parser
     if path.startswith("/api/v1/"):
         return limits.MAX_REQUEST_BYTES
     return FORM_BYTES

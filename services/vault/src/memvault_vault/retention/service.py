@@ -1,11 +1,16 @@
-"""Retention run in the background: purge now and then every interval, until cancelled."""
+"""Retention run in the background (purge now and then every interval, until cancelled), and for one
+vault on its owner's request."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
+from memvault_core.errors import PermissionDenied, Unavailable
+from memvault_core.identity import Identity
 from memvault_core.supervise import run_forever
+from memvault_vault.accounts.service import AccountService
+from memvault_vault.retention.records import Purged
 from memvault_vault.retention.store import RetentionStore
 
 log = logging.getLogger(__name__)
@@ -21,3 +26,24 @@ async def run_periodically(store: RetentionStore, interval_seconds: float) -> No
         await asyncio.sleep(interval_seconds)
 
     await run_forever(step, "retention")
+
+
+class RetentionService:
+    """ "Clean up now" for one vault, for its owners with the admin scope: what retention removes
+    from it now, counted (`dry_run`) or deleted, audited with the owner as actor."""
+
+    def __init__(self, store: RetentionStore, accounts: AccountService) -> None:
+        self._store = store
+        self._accounts = accounts
+
+    async def purge_vault(self, identity: Identity, vault_name: str, *, dry_run: bool) -> Purged:
+        identity.require("admin")
+        vault = await self._accounts.access(identity, vault_name, write=True)
+        if vault.role != "owner":
+            raise PermissionDenied(
+                f"only an owner of vault '{vault.name}' can run its retention (your role: {vault.role})"
+            )
+        report = await self._store.purge(dry_run=dry_run, vault_id=str(vault.id), actor=identity.actor)
+        if report is None:
+            raise Unavailable("another retention run is under way; try again in a moment")
+        return report[0] if report else Purged(vault.name)

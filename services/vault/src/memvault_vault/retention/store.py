@@ -17,16 +17,18 @@ ACTOR = "memvault:retention"
 # Memories past their vault's retention period (see the package's docstring), and audit entries past theirs.
 _EXPIRED = """
 FROM memory m JOIN vault_settings s ON s.vault_id = m.vault_id
-WHERE (m.status = 'rejected' AND s.rejected_retention_days > 0
-       AND m.updated_at < now() - make_interval(days => s.rejected_retention_days))
-   OR (m.status IN ('superseded', 'invalidated') AND s.superseded_retention_days > 0
-       AND m.updated_at < now() - make_interval(days => s.superseded_retention_days))
+WHERE ($1::uuid IS NULL OR m.vault_id = $1::uuid)
+  AND ((m.status = 'rejected' AND s.rejected_retention_days > 0
+        AND m.updated_at < now() - make_interval(days => s.rejected_retention_days))
+    OR (m.status IN ('superseded', 'invalidated') AND s.superseded_retention_days > 0
+        AND m.updated_at < now() - make_interval(days => s.superseded_retention_days)))
 """
 
 _OLD_AUDIT = """
 DELETE FROM audit_log l USING vault_settings s
 WHERE s.vault_id = l.vault_id AND s.audit_retention_days > 0
   AND l.at < now() - make_interval(days => s.audit_retention_days)
+  AND ($1::uuid IS NULL OR l.vault_id = $1::uuid)
 RETURNING l.vault_id
 """
 
@@ -35,14 +37,17 @@ class RetentionStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
 
-    async def purge(self, *, dry_run: bool = False) -> list[Purged] | None:
+    async def purge(
+        self, *, dry_run: bool = False, vault_id: str | None = None, actor: str = ACTOR
+    ) -> list[Purged] | None:
         """Delete what each vault's retention settings no longer keep; None when another purge holds
-        the lock. With `dry_run` the same statements run and are rolled back, so the counts are exact."""
+        the lock. With `dry_run` the same statements run and are rolled back, so the counts are exact.
+        With `vault_id`, only that vault ("clean up now"), audited with `actor`."""
         async with self._pool.acquire() as conn:
             transaction = conn.transaction()
             await transaction.start()
             try:
-                report = await _purge(conn)
+                report = await _purge(conn, vault_id, actor)
             except BaseException:
                 await transaction.rollback()
                 raise
@@ -53,15 +58,15 @@ class RetentionStore:
             return report
 
 
-async def _purge(conn: asyncpg.Connection) -> list[Purged] | None:
+async def _purge(conn: asyncpg.Connection, vault_id: str | None, actor: str) -> list[Purged] | None:
     if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", RETENTION_LOCK_KEY):
         return None
     # A vault without a settings row has the defaults; give it the row so the joins below see them.
     await conn.execute("INSERT INTO vault_settings (vault_id) SELECT id FROM vault ON CONFLICT DO NOTHING")
-    vaults = await conn.fetch(f"SELECT DISTINCT m.vault_id::text {_EXPIRED} ORDER BY 1")
+    vaults = await conn.fetch(f"SELECT DISTINCT m.vault_id::text {_EXPIRED} ORDER BY 1", vault_id)
     for row in vaults:  # the writers' lock, taken in one order before any row lock
         await lock_vault(conn, row["vault_id"])
-    doomed = await conn.fetch(f"SELECT m.id, m.vault_id, m.content_hash, m.status {_EXPIRED} FOR UPDATE OF m")
+    doomed = await conn.fetch(f"SELECT m.id, m.vault_id, m.content_hash, m.status {_EXPIRED} FOR UPDATE OF m", vault_id)
     ids = [r["id"] for r in doomed]
     counts: dict[str, dict[str, int]] = {}  # vault id -> Purged field -> count
     for row in doomed:
@@ -80,7 +85,7 @@ async def _purge(conn: asyncpg.Connection) -> list[Purged] | None:
         await conn.execute("DELETE FROM memory_history WHERE memory_id = ANY($1::uuid[])", ids)
         await conn.execute("DELETE FROM memory WHERE id = ANY($1::uuid[])", ids)
         await enqueue(conn, [events.memory_forgotten(str(r["id"]), str(r["vault_id"])) for r in doomed])
-    for row in await conn.fetch(_OLD_AUDIT):
+    for row in await conn.fetch(_OLD_AUDIT, vault_id):
         per_vault = counts.setdefault(str(row["vault_id"]), {})
         per_vault["audit_entries"] = per_vault.get("audit_entries", 0) + 1
     names = {
@@ -88,8 +93,8 @@ async def _purge(conn: asyncpg.Connection) -> list[Purged] | None:
         for r in await conn.fetch("SELECT id, name FROM vault WHERE id = ANY($1::uuid[])", list(counts))
     }
     purged = []
-    for vault_id, vault_counts in counts.items():
-        vault = Purged(names[vault_id], **vault_counts)
-        await append_audit(conn, vault_id, ACTOR, "retention.purge", vault.vault, vault_counts)
+    for purged_id, vault_counts in counts.items():
+        vault = Purged(names[purged_id], **vault_counts)
+        await append_audit(conn, purged_id, actor, "retention.purge", vault.vault, vault_counts)
         purged.append(vault)
     return sorted(purged, key=lambda p: p.vault)

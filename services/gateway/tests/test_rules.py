@@ -9,8 +9,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from memvault_core.fetch import is_public_address
 from memvault_gateway.auth import credentials, scopes
-from memvault_gateway.oauth.metadata_documents import is_public_address
 from memvault_gateway.oauth.redirects import redirect_uri_matches, redirect_uri_problem
 from memvault_gateway.settings import ForwardAuthGroup, GatewayGroup, OidcGroup
 from memvault_gateway.web import tracing

@@ -513,7 +513,15 @@ async def test_read_only_grant_cannot_remember(start_gateway: StartGateway) -> N
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("remember", {"content": "Read-only agents must not write this."})
         assert found["results"] == []
-        assert listed == {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
+        assert listed == {
+            "get_operating_guide",
+            "recall",
+            "list_memories",
+            "audit_memory",
+            "explain_memory",
+            "archive_search",
+            "archive_read",
+        }
         message = str(refused.value)
         assert "remember needs the 'write' scope" in message and "(it has: read)" in message
         assert missing_scope_message("remember", "write", ["read"]) in message

@@ -117,6 +117,10 @@ async def test_no_mcp_tool_reaches_another_accounts_vault(start_gateway: StartGa
             "invalidate": {"memory_id": memory_id, "reason": "Bob says it is wrong."},
             "audit_memory": {},
             "explain_memory": {"memory_id": memory_id},
+            "archive_search": {"query": "spare house key"},
+            "archive_read": {"mode": "list"},
+            "track_source": {"memory_id": memory_id, "kind": "text_url", "location": "https://example.org/key.txt"},
+            "sources": {"action": "status"},
         }
         assert tools == set(probes), "a new tool needs an isolation probe here"
         for name, arguments in probes.items():
@@ -158,7 +162,8 @@ async def test_no_api_route_reaches_another_accounts_data(start_gateway: StartGa
         "username": alice.username,
     }
     body = {
-        "name": alice.vault,
+        # Vault names are per account: Bob may name a vault of his own like Alice's, which is no probe.
+        "name": unique("bob-vault"),
         "role": "owner",
         "scopes": ["read"],
         "vaults": [alice.vault],
@@ -167,26 +172,27 @@ async def test_no_api_route_reaches_another_accounts_data(start_gateway: StartGa
         "email": "bob@example.test",
     }
     tried = 0
-    for route in api_routes(create_app(gateway.settings, None)):  # type: ignore[arg-type]
-        path = route.path
-        if not path.startswith("/api/v1"):
+    calls = sorted(
+        (method, route.path)
+        for route in api_routes(create_app(gateway.settings, None))  # type: ignore[arg-type]
+        for method in route.methods
+    )
+    for method, path in calls:
+        if not path.startswith("/api/v1") or method == "HEAD":
             continue
         concrete = re.sub(r"\{(\w+)(:\w+)?\}", lambda m: values.get(m.group(1), memory_id), path)
-        for method in sorted(route.methods):
-            if method == "HEAD":
-                continue
-            answer = await bob.browser.api(method, concrete, json=body if method in ("POST", "PUT", "PATCH") else None)
-            tried += 1
-            assert SECRET_TEXT not in answer.text, (method, path)
-            assert memory_id not in answer.text, (method, path)
-            if "{vault}" in path:
-                assert answer.status_code == 404, (method, path, answer.text)
-            if "{grant_id}" in path:
-                assert answer.status_code == 404, (method, path, answer.text)
-            if path == "/api/v1/vaults" and method == "GET":
-                assert alice.vault not in answer.text
-            if path == "/api/v1/audit":
-                assert alice.vault not in answer.text and alice.username not in answer.text
+        answer = await bob.browser.api(method, concrete, json=body if method in ("POST", "PUT", "PATCH") else None)
+        tried += 1
+        assert SECRET_TEXT not in answer.text, (method, path)
+        assert memory_id not in answer.text, (method, path)
+        if "{vault}" in path:
+            assert answer.status_code == 404, (method, path, answer.text)
+        if "{grant_id}" in path:
+            assert answer.status_code == 404, (method, path, answer.text)
+        if path == "/api/v1/vaults" and method == "GET":
+            assert alice.vault not in answer.text
+        if path == "/api/v1/audit":
+            assert alice.vault not in answer.text and alice.username not in answer.text
     assert tried >= 10
     assert await snapshot(gateway, alice.vault) == before
     assert await gateway.fetchval("SELECT count(*) FROM gateway.access_grant WHERE revoked_at IS NULL") >= grants_before

@@ -368,7 +368,15 @@ async def test_sdk_client_with_a_read_only_grant_sees_no_write_tools_and_hears_w
     ):
         listed = {tool.name for tool in (await client.list_tools()).tools}
         assert storage.tokens is not None and storage.tokens.scope == "read"
-        assert listed == {"get_operating_guide", "recall", "list_memories", "audit_memory", "explain_memory"}
+        assert listed == {
+            "get_operating_guide",
+            "recall",
+            "list_memories",
+            "audit_memory",
+            "explain_memory",
+            "archive_search",
+            "archive_read",
+        }
 
         # The gateway answers 403 insufficient_scope: the SDK asks the owner for 'write' (step-up); the
         # owner approves 'read' again, and the agent reads which scope is missing and who grants it.

@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 from browser_helpers import OAuthStack, choose_password, setup_link, sign_in
 from playwright.async_api import expect
-from test_dashboard import api
+from test_dashboard import accessible, api
 
 from memvault_devstack.browser import PageShots
 
@@ -93,3 +93,10 @@ async def test_backup_download_restore_with_confirmation_and_clean_up(
     await expect(page.locator("body")).to_contain_text("Nothing to clean up.")
     audit = await api(page, "GET", f"{base}/api/v1/vaults/copy/audit?action=retention.purge")
     assert [e["actor"] for e in audit["entries"]] == ["user:owner"]
+
+    # axe-core needs JavaScript, which the page above has off: the same pages again with it on.
+    checked = await browser_pages.new()
+    await sign_in(checked, base, "owner")
+    for path in ("backup", "settings"):
+        await checked.goto(f"{base}/dashboard/copy/{path}")
+        await accessible(checked)

@@ -83,9 +83,7 @@ async def test_recall_is_one_trace_from_gateway_to_vault(fresh_stack: StackStart
         assert {s["name"] for s in queries} >= {"WITH", "SELECT"}, trace
 
 
-async def test_remember_is_one_trace_from_gateway_to_indexer(
-    fresh_stack: StackStarter, agent_trace: str
-) -> None:
+async def test_remember_is_one_trace_from_gateway_to_indexer(fresh_stack: StackStarter, agent_trace: str) -> None:
     port = free_port()
     async with otlp_receiver(port) as collector:
         telemetry = exporting_to(port)

@@ -16,7 +16,6 @@ from memvault_core.errors import MemvaultError, PermissionDenied
 from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner, missing_scope_message
 from memvault_core.validation import describe
 
-
 # The W3C trace context keys an MCP client may put in a request's `_meta` (SEP-414): the default
 # propagators' carriers, trace context and baggage.
 CLIENT_TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})

@@ -87,5 +87,5 @@ eval: $(STAMP)  ## retrieval evaluation through the services (EVAL_DATA=file, EV
 clean:  ## remove .venv and build output (keeps .data)
 	rm -rf $(VENV) build
 
-chart-check:  ## lint/render/validate the Helm chart, hadolint the Dockerfiles, check compose (tools in .tools/)
-	PYTHON=$(PYTHON) scripts/chart-check.sh
+chart-check: $(STAMP)  ## lint/render/validate the Helm chart, hadolint the Dockerfiles, check compose (tools in .tools/)
+	PYTHON=$(PYTHON) BIN=$(BIN) scripts/chart-check.sh

@@ -86,7 +86,7 @@ class VaultServices:
             audit=AuditService(audit, accounts),
             archive=ArchiveService(ArchiveStore(database), accounts),
             index_feed=IndexFeedService(feed, progress),
-            backup=BackupService(BackupStore(database.pool), accounts, index),
+            backup=BackupService(BackupStore(database), accounts, index),
             retention=RetentionService(RetentionStore(database), accounts),
             index_admin=IndexAdminService(IndexAdminStore(database), accounts, index),
             sources=SourceService(

@@ -147,7 +147,7 @@ class SourceService:
         return memory
 
     async def _check(self, source: TrackedSource, approval_mode: str, identity: Identity) -> CheckResult:
-        if not await self._store.claim(source.id):
+        if not await self._store.claim(source.id, self.reader.rules.claim_seconds):
             return CheckResult(source.id, source.vault, source.memory_id, "busy", "another check of it is running")
         try:
             result = await self._check_claimed(source, approval_mode, identity)
@@ -281,7 +281,7 @@ class SourceService:
                 field="statement",
             )
         source = (await self._store.sources(vault, source_id=change.source_id))[0]
-        if not await self._store.claim(source.id):
+        if not await self._store.claim(source.id, self.reader.rules.claim_seconds):
             raise Conflict("a check of this source is running; try again in a moment", field="change_id")
         try:
             return vault, await self._resolve_claimed(identity, vault, source, change, accept, statement)

@@ -67,7 +67,9 @@ async def test_the_owner_reviews_source_changes_and_flagged_dependents_in_the_da
     budget.write_text(json.dumps({"budget": "$35,000"}))
     policy.write_text("Refunds within 14 days. SECRET-PROSE-MARKER-2")
     csrf = await owner.csrf()
-    assert (await owner.http.post(f"/dashboard/{vault}/sources/sync", data={"source_id": json_source})).status_code == 403
+    assert (
+        await owner.http.post(f"/dashboard/{vault}/sources/sync", data={"source_id": json_source})
+    ).status_code == 403
     for source_id in (json_source, text_source):
         checked = await owner.http.post(
             f"/dashboard/{vault}/sources/sync", data={"csrf_token": csrf, "source_id": source_id}
@@ -100,7 +102,9 @@ async def test_the_owner_reviews_source_changes_and_flagged_dependents_in_the_da
         data={"csrf_token": csrf, "decision": "accept", "statement": "Refunds are accepted within 14 days."},
     )
     assert typed.status_code == 303 and typed.headers["location"].endswith("?done=source_accepted")
-    accepted = await owner.http.post(f"{resolve}/{by_kind['json_file']}", data={"csrf_token": csrf, "decision": "accept"})
+    accepted = await owner.http.post(
+        f"{resolve}/{by_kind['json_file']}", data={"csrf_token": csrf, "decision": "accept"}
+    )
     assert accepted.status_code == 303
     rule = (await owner.api("GET", f"/api/v1/vaults/{vault}/memories/{rule_id}")).json()["memory"]
     assert rule["status"] == "superseded"

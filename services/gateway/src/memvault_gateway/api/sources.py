@@ -185,9 +185,7 @@ async def resolve_change(
 
 
 @router.delete("/vaults/{vault}/sources/{source_id}")
-async def untrack_source(
-    vault: Vault, source_id: str, caller: Caller, gw: GatewayDep
-) -> dict[str, Any]:
+async def untrack_source(vault: Vault, source_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Stop tracking a source; the memory stays as it is."""
     request = spb.UntrackSourceRequest(vault=vault, source_id=source_id)
     response = await vault_call(gw, rpc.VaultClient.untrack_source, request, caller)

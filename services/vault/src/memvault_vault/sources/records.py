@@ -70,6 +70,8 @@ class CheckResult:
     change_id: str = ""
     replacement_id: str = ""
     flagged_dependents: tuple[str, ...] = ()
+    previous_error: str = ""
+    """The source's error before this check ('' if its last check went well)."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ change it.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from memvault_core import limits
@@ -156,7 +157,7 @@ class SourceService:
             await self._store.finish(source.id, error=f"the check failed ({type(error).__name__})")
             raise
         await self._store.finish(source.id, error=result.message if result.outcome == "error" else "")
-        return result
+        return replace(result, previous_error=source.last_error)
 
     async def _check_claimed(self, source: TrackedSource, approval_mode: str, identity: Identity) -> CheckResult:
         def result(outcome: str, message: str = "", **more: object) -> CheckResult:

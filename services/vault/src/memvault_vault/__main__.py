@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import contextlib
 import logging
+import signal
 import sys
 
 from memvault.vault.v1 import (

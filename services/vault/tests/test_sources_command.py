@@ -220,3 +220,17 @@ async def test_watch_is_quiet_until_something_changes_then_says_it_once_and_stop
             watcher.process.kill()
             watcher.process.wait(timeout=10)
         await database.close()
+
+
+def test_a_claim_shorter_than_a_fetch_is_refused_at_start_up(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "MEMVAULT_POSTGRES__DSN": "postgresql://nobody@127.0.0.1:1/none",
+        "MEMVAULT_SOURCES__FETCH_TIMEOUT_SECONDS": "10",
+        "MEMVAULT_SOURCES__CLAIM_SECONDS": "5",
+    }
+    refused = subprocess.run(
+        [sys.executable, "-m", "memvault_vault", "sources", "sync"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0
+    assert "claim_seconds (5) must be longer than fetch_timeout_seconds (10)" in refused.stderr, refused.stderr

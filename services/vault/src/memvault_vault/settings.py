@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field, model_validator
 
 from memvault_core.settings import (
@@ -37,9 +39,9 @@ class SourcesGroup(BaseModel):
     private_networks: list[str] = []
     """Private address ranges URLs may lead to (e.g. `10.0.0.0/8`); `*` allows every private address.
     Without one, a host resolving to a private, loopback or link-local address is refused."""
-    fetch_timeout_seconds: float = Field(10.0, gt=0)
-    max_redirects: int = Field(3, ge=0)
-    check_interval_seconds: float = Field(30.0, ge=0)
+    fetch_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    max_redirects: Annotated[int, Field(ge=0)] = 3
+    check_interval_seconds: Annotated[float, Field(ge=0)] = 30.0
     """How often the vault process checks which sources are due; 0 turns the in-process loop off (a
     `memvault-vault sources sync` CronJob does it instead)."""
     claim_seconds: float = 120.0

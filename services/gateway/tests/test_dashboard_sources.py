@@ -140,7 +140,7 @@ async def test_the_owner_reviews_source_changes_and_flagged_dependents_in_the_da
     await owner.close()
 
 
-async def test_a_viewer_sees_sources_read_only_and_the_server_refuses_their_posts(
+async def test_a_viewer_sees_sources_read_only_and_the_server_refuses_their_posts_an_editor_acts(
     start_gateway: StartGateway, source_root: Path
 ) -> None:
     gateway = await start_gateway()
@@ -176,5 +176,19 @@ async def test_a_viewer_sees_sources_read_only_and_the_server_refuses_their_post
         assert "Not allowed" in refused.text
     still = (await owner.api("GET", f"/api/v1/vaults/{vault}/sources")).json()
     assert [s["id"] for s in still["sources"]] == [source_id] and still["pending_changes"] == 1
+
+    # An editor decides on source changes and checks sources, as on the other pages.
+    await owner.api("PUT", f"/api/v1/vaults/{vault}/members/{viewer_name}", json={"role": "editor"})
+    page = await viewer.http.get(f"/dashboard/{vault}/sources")
+    assert "Check now" in page.text and 'class="readonly"' not in page.text
+    dismissed = await viewer.http.post(
+        f"/dashboard/{vault}/review/source-changes/{change['id']}", data={"csrf_token": csrf, "decision": "dismiss"}
+    )
+    assert dismissed.status_code == 303, dismissed.text
+    checked = await viewer.http.post(
+        f"/dashboard/{vault}/sources/sync", data={"csrf_token": csrf, "source_id": source_id}
+    )
+    assert checked.headers["location"].endswith("checked=1&changed=0&errors=0")
+    assert (await owner.api("GET", f"/api/v1/vaults/{vault}/sources")).json()["pending_changes"] == 0
     await owner.close()
     await viewer.close()

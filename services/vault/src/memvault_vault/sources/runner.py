@@ -53,7 +53,7 @@ async def run_periodically(service: SourceService, interval_seconds: float) -> N
     while True:
         try:
             for check in await service.sync_due():
-                if check.outcome not in QUIET:
+                if describe(check) is not None:  # as `watch`: an error is logged when it begins, not every round
                     log.info(
                         "source checked",
                         extra={"source": check.source_id, "vault": check.vault, "outcome": check.outcome},

@@ -135,7 +135,9 @@ def pages() -> dict[str, dict[str, Any]]:
                     "new_shown": None,
                 },
             ],
+            "changes_total": 30,
             "flagged": [memory(status="active", flagged_reason=HOSTILE)],
+            "flagged_total": 40,
         },
         "sources.html": {
             "health": {

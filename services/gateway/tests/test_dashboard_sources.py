@@ -192,3 +192,27 @@ async def test_a_viewer_sees_sources_read_only_and_the_server_refuses_their_post
     assert (await owner.api("GET", f"/api/v1/vaults/{vault}/sources")).json()["pending_changes"] == 0
     await owner.close()
     await viewer.close()
+
+
+async def test_the_queue_shows_the_newest_changes_and_says_how_many_wait_in_all(
+    start_gateway: StartGateway, source_root: Path
+) -> None:
+    gateway = await start_gateway()
+    owner, vault = await signed_in(gateway)
+    await owner.api("PUT", f"/api/v1/vaults/{vault}/settings", json={"approval_mode": "auto"})
+    folder = source_root / f"many-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    sources = []
+    for index in range(27):
+        path = folder / f"note-{index}.md"
+        path.write_text(f"Note {index}.")
+        memory_id = await remember(owner, vault, f"Note number {index} holds.")
+        sources.append(await track(owner, vault, memory_id=memory_id, kind="text_file", location=str(path)))
+        path.write_text(f"Note {index}, changed.")
+    for source_id in sources:
+        await owner.api("POST", f"/api/v1/vaults/{vault}/sources/sync", json={"source_id": source_id})
+    queue = await owner.http.get(f"/dashboard/{vault}/review")
+    assert "27 source changes waiting" in queue.text
+    assert "The newest 25 of 27 are shown; decide on them to see the others." in queue.text
+    assert queue.text.count('class="source-change"') == 25
+    await owner.close()

@@ -48,11 +48,12 @@ def _shown_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-async def _source_changes(person: Owner, vault: str) -> list[dict[str, Any]]:
-    """Pending source changes, each with the memory it would replace (its text is memory text, not the source's)."""
-    answer = await api_sources.list_changes(vault, person.caller, person.gw, limit=PAGE_SIZE)
+async def _source_changes(person: Owner, vault: str) -> tuple[list[dict[str, Any]], int]:
+    """The newest PAGE_SIZE pending source changes, each with the memory it would replace (its text is memory
+    text, not the source's), and how many are pending in all (up to the vault's listing limit)."""
+    answer = await api_sources.list_changes(vault, person.caller, person.gw)
     shown = []
-    for change in answer["changes"]:
+    for change in answer["changes"][:PAGE_SIZE]:
         try:
             memory = (await api_memories.explain(vault, change["memory_id"], person.caller, person.gw))["memory"]
         except MemvaultError:
@@ -65,7 +66,7 @@ async def _source_changes(person: Owner, vault: str) -> list[dict[str, Any]]:
                 "new_shown": None if change["needs_statement"] else _shown_value(change["new_value"]),
             }
         )
-    return shown
+    return shown, len(answer["changes"])
 
 
 def _differences(proposal: dict[str, Any], other: dict[str, Any]) -> list[str]:
@@ -99,11 +100,14 @@ async def queue(
     ]
     notice = person.gettext(DONE[done]) % {"count": max(0, count)} if done in DONE else ""
     flagged = await api_memories.memory_audit(vault, person.caller, gw, kind=["flagged"], limit=PAGE_SIZE)
+    source_changes, changes_total = await _source_changes(person, vault)
     return person.render(
         "review.html",
         "review",
-        source_changes=await _source_changes(person, vault),
+        source_changes=source_changes,
+        changes_total=changes_total,
         flagged=[finding["memory"] for finding in flagged["findings"]],
+        flagged_total=max(flagged["counts"].get("flagged", 0), len(flagged["findings"])),
         items=items,
         total=answer["total"],
         next_cursor=answer["next_cursor"],

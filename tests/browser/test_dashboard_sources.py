@@ -81,22 +81,26 @@ async def test_sources_page_review_of_source_changes_and_health_on_the_overview(
             selector="/ads",
             statement_template="The ads budget is {{value}} euros.",
         )
-        await track(
-            await remember("The pro plan costs 20 euros."),
-            kind="json_url",
-            location=prices,
-            selector="/pro",
-            statement_template="The pro plan costs {{value}} euros.",
-        )
+        price_id = await remember("The pro plan costs 20 euros.")
 
         # The Sources page: each source checked now from its row.
         budget.write_text(json.dumps({"campaign": {"budget": "$35,000"}}))
         policy.write_text("Refunds within 14 days. PROSE-MARKER-2")
         ads.write_text(json.dumps({"ads": 80}))
-        http.set("/prices.json", status=500)
         await page.goto(f"{base}/dashboard/default")
         await page.get_by_role("navigation", name="Vault pages").get_by_role("link", name="Sources").click()
         await expect(page.locator("h1")).to_have_text("Tracked sources")
+        # The URL source is tracked with the page's form.
+        await page.get_by_label("Memory id").fill(price_id)
+        await page.get_by_label("Kind").select_option("json_url")
+        await page.get_by_label("Location (absolute path or http(s) URL)").fill(prices)
+        await page.get_by_label("Selector (JSON only), e.g. /campaign/budget").fill("/pro")
+        await page.get_by_label("Statement template (JSON only), e.g. The budget is {{value}}.").fill(
+            "The pro plan costs {{value}} euros."
+        )
+        await page.get_by_role("button", name="Track", exact=True).click()
+        await expect(page.locator(".notice")).to_have_text("The source is tracked; its content now is the baseline.")
+        http.set("/prices.json", status=500)
         for location in (str(budget), str(policy), str(ads)):
             await check_now(page, location)
             await expect(page.locator(".notice")).to_have_text("Checked 1: 1 changed, 0 failed.")

@@ -161,6 +161,16 @@ def pages() -> dict[str, dict[str, Any]]:
                     }
                 ],
             },
+            "kinds": ("json_file", "text_file"),
+            "modes": ("auto", "review"),
+            "chosen": {"memory_id": HOSTILE},
+            "limits": {
+                "location": 2000,
+                "template": 2000,
+                "min_interval": 10,
+                "max_interval": 100,
+                "default_interval": 300,
+            },
         },
         "memories.html": {
             "rows": [memory()],

@@ -165,6 +165,7 @@ async def test_a_viewer_sees_sources_read_only_and_the_server_refuses_their_post
     assert "1 source change waiting" in queue.text and 'value="accept"' not in queue.text
     csrf = await viewer.csrf()
     attempts = {
+        f"/dashboard/{vault}/sources": {"memory_id": memory_id, "kind": "text_file", "location": str(path)},
         f"/dashboard/{vault}/sources/sync": {"source_id": source_id},
         f"/dashboard/{vault}/sources/{source_id}/untrack": {},
         f"/dashboard/{vault}/review/source-changes/{change['id']}": {"decision": "dismiss"},
@@ -215,4 +216,33 @@ async def test_the_queue_shows_the_newest_changes_and_says_how_many_wait_in_all(
     assert "27 source changes waiting" in queue.text
     assert "The newest 25 of 27 are shown; decide on them to see the others." in queue.text
     assert queue.text.count('class="source-change"') == 25
+    await owner.close()
+
+
+async def test_the_owner_tracks_a_source_from_the_sources_page(start_gateway: StartGateway, source_root: Path) -> None:
+    gateway = await start_gateway()
+    owner, vault = await signed_in(gateway)
+    await owner.api("PUT", f"/api/v1/vaults/{vault}/settings", json={"approval_mode": "auto"})
+    path = source_root / f"rent-{uuid.uuid4().hex[:8]}.json"
+    path.write_text(json.dumps({"rent": 900}))
+    memory_id = await remember(owner, vault, "The rent is 900 euros.")
+    page = await owner.http.get(f"/dashboard/{vault}/sources", params={"memory_id": memory_id})
+    assert f'value="{memory_id}"' in page.text and 'name="statement_template"' in page.text
+    csrf = await owner.csrf()
+    form = {"csrf_token": csrf, "memory_id": memory_id, "kind": "json_file", "location": str(path), "selector": "/rent"}
+    no_template = await owner.http.post(f"/dashboard/{vault}/sources", data=form)
+    assert no_template.status_code == 400 and "{{value}}" in no_template.text and "<html" in no_template.text.lower()
+    bad_kind = await owner.http.post(f"/dashboard/{vault}/sources", data={**form, "kind": "yaml"})
+    assert bad_kind.status_code == 400 and "kind" in bad_kind.text
+    bad_interval = await owner.http.post(f"/dashboard/{vault}/sources", data={**form, "interval_seconds": "soon"})
+    assert bad_interval.status_code == 400 and "interval_seconds" in bad_interval.text
+    tracked = await owner.http.post(
+        f"/dashboard/{vault}/sources",
+        data={**form, "statement_template": "The rent is {{value}} euros.", "mode": "", "interval_seconds": "60"},
+    )
+    assert tracked.status_code == 303 and tracked.headers["location"].endswith("?done=tracked"), tracked.text
+    [source] = (await owner.api("GET", f"/api/v1/vaults/{vault}/sources")).json()["sources"]
+    assert (source["memory_id"], source["mode"], source["interval_seconds"]) == (memory_id, "auto", 60)
+    page = await owner.http.get(f"/dashboard/{vault}/sources?done=tracked")
+    assert "The source is tracked; its content now is the baseline." in page.text and str(path) in page.text
     await owner.close()

@@ -1,14 +1,18 @@
 """The vault's tracked sources: each source's kind, location, selector, mode, interval, last and next
-check, error and pending changes; check one (or every due one) now; stop tracking one. Owners and
-editors act; a viewer sees the page read-only and the vault refuses their posts."""
+check, error and pending changes; check one (or every due one) now; stop tracking one; track a new one
+(the same fields and limits as `POST /api/v1/.../sources`). Owners and editors act; a viewer sees the
+page read-only and the vault refuses their posts."""
 
 from __future__ import annotations
+
+from typing import get_args
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from memvault_core import limits, wire
 from memvault_gateway.api import sources as api_sources
-from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, redirect
+from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
 router = APIRouter(route_class=DashboardRoute)
@@ -18,7 +22,9 @@ QUIET = frozenset({"unchanged", "already_pending", "busy"})
 DONE = {
     "synced": N_("Checked %(checked)d: %(changed)d changed, %(errors)d failed."),
     "untracked": N_("The source is no longer tracked; the memory stays as it is."),
+    "tracked": N_("The source is tracked; its content now is the baseline."),
 }
+TRACK_FIELDS = ("memory_id", "kind", "location", "selector", "statement_template", "mode", "interval_seconds")
 
 
 @router.get(PREFIX + "/{vault}/sources")
@@ -30,12 +36,46 @@ async def sources(
     checked: int = 0,
     changed: int = 0,
     errors: int = 0,
+    memory_id: str = "",
 ) -> HTMLResponse:
+    """`memory_id` fills in the track form (a memory's page links here with it)."""
     person = await owner(request, gw, vault)
     health = await api_sources.list_sources(vault, person.caller, gw)
     numbers = {"checked": max(0, checked), "changed": max(0, changed), "errors": max(0, errors)}
     notice = person.gettext(DONE[done]) % numbers if done in DONE else ""
-    return person.render("sources.html", "sources", health=health, notice=notice)
+    return person.render(
+        "sources.html",
+        "sources",
+        health=health,
+        notice=notice,
+        kinds=get_args(wire.SourceKindName),
+        modes=get_args(wire.SourceModeName),
+        chosen={"memory_id": memory_id[:100]},
+        limits={
+            "location": limits.MAX_SOURCE_LOCATION_CHARS,
+            "template": limits.MAX_CONTENT_CHARS // 2,
+            "min_interval": limits.MIN_SOURCE_INTERVAL_SECONDS,
+            "max_interval": limits.MAX_SOURCE_INTERVAL_SECONDS,
+            "default_interval": limits.DEFAULT_SOURCE_INTERVAL_SECONDS,
+        },
+    )
+
+
+@router.post(PREFIX + "/{vault}/sources")
+async def track(vault: str, request: Request, gw: GatewayDep) -> Response:
+    """Track a memory's file or URL; the API's body model checks the fields, the vault its rules."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    fields = {name: str(form.get(name) or "").strip() for name in TRACK_FIELDS}
+    body = api_sources.TrackIn.model_validate(
+        {
+            **fields,
+            "mode": fields["mode"] or None,
+            "interval_seconds": form_number(form, "interval_seconds"),
+        }
+    )
+    await api_sources.track_source(vault, body, person.caller, gw)
+    return redirect(f"{person.url('sources')}?done=tracked")
 
 
 @router.post(PREFIX + "/{vault}/sources/sync")

@@ -59,6 +59,25 @@ def memory(**fields: Any) -> dict[str, Any]:
     }
 
 
+def source_change(**fields: Any) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "source_id": "s1",
+        "memory_id": "0b5f0d4e-1111-2222-3333-444455556666",
+        "kind": "json_file",
+        "location": HOSTILE,
+        "status": "pending",
+        "old_hash": "a" * 64,
+        "new_hash": "b" * 64,
+        "old_value": HOSTILE,
+        "new_value": HOSTILE,
+        "proposed_statement": HOSTILE,
+        "needs_statement": False,
+        "detected_at": "2026-12-01T10:00:00+00:00",
+        **fields,
+    }
+
+
 def pages() -> dict[str, dict[str, Any]]:
     batch = {
         "id": "b1",
@@ -89,6 +108,13 @@ def pages() -> dict[str, dict[str, Any]]:
             },
             "imports": [batch],
             "settings": settings,
+            "sources": {
+                "count": 1,
+                "errors": 1,
+                "overdue": 0,
+                "pending": 1,
+                "failing": [{"location": HOSTILE, "error": HOSTILE}],
+            },
         },
         "review.html": {
             "items": [
@@ -100,6 +126,51 @@ def pages() -> dict[str, dict[str, Any]]:
             "total": 1,
             "next_cursor": "abc",
             "failed": 1,
+            "source_changes": [
+                {**source_change(), "memory": memory(status="active"), "old_shown": HOSTILE, "new_shown": HOSTILE},
+                {
+                    **source_change(kind="text_file", proposed_statement=None, needs_statement=True),
+                    "memory": None,
+                    "old_shown": None,
+                    "new_shown": None,
+                },
+            ],
+            "changes_total": 30,
+            "flagged": [memory(status="active", flagged_reason=HOSTILE)],
+            "flagged_total": 40,
+        },
+        "sources.html": {
+            "health": {
+                "errors": 1,
+                "overdue": 1,
+                "pending_changes": 1,
+                "sources": [
+                    {
+                        "id": "s1",
+                        "memory_id": "0b5f0d4e-1111-2222-3333-444455556666",
+                        "kind": "json_url",
+                        "location": HOSTILE,
+                        "selector": HOSTILE,
+                        "mode": "auto",
+                        "interval_seconds": 300,
+                        "last_checked_at": None,
+                        "next_check_at": "2026-12-01T10:00:00+00:00",
+                        "error": HOSTILE,
+                        "overdue": True,
+                        "pending_changes": 1,
+                    }
+                ],
+            },
+            "kinds": ("json_file", "text_file"),
+            "modes": ("auto", "review"),
+            "chosen": {"memory_id": HOSTILE},
+            "limits": {
+                "location": 2000,
+                "template": 2000,
+                "min_interval": 10,
+                "max_interval": 100,
+                "default_interval": 300,
+            },
         },
         "memories.html": {
             "rows": [memory()],

@@ -205,6 +205,7 @@ async def test_an_exact_json_change_in_auto_mode_supersedes_the_memory_and_flags
     [change] = history.changes
     assert change.status == spb.SOURCE_CHANGE_STATUS_APPLIED
     assert json.loads(change.new_value_json) == "$35,000"
+    assert json.loads(change.old_value_json) == "$50,000"
     assert change.old_hash != change.new_hash
 
     # Nothing changed since: quiet.
@@ -219,7 +220,9 @@ async def test_review_mode_makes_a_pending_change_that_accepting_applies(owner: 
     assert (await explain(owner, memory_id)).memory.status == pb.MEMORY_STATUS_ACTIVE
     [change] = await pending(owner)
     assert change.proposed_statement == "The campaign budget is 35000."
+    assert (json.loads(change.old_value_json), json.loads(change.new_value_json)) == ("$50,000", 35000)
     assert (await status(owner)).pending_changes == 1
+    assert json.loads((await status(owner)).sources[0].baseline_value_json) == "$50,000"
 
     # A second check of the same content adds nothing.
     assert [c.outcome for c in await sync(owner, source.id)] == ["already_pending"]
@@ -246,7 +249,7 @@ async def test_a_text_change_always_waits_and_needs_the_statement_from_whoever_r
     [check] = await sync(owner, source.id)
     assert check.outcome == "pending"
     [change] = await pending(owner)
-    assert change.new_value_json == "" and change.proposed_statement == ""
+    assert change.new_value_json == change.old_value_json == "" and change.proposed_statement == ""
     assert "14 days" not in str(change)
 
     with pytest.raises(grpc.aio.AioRpcError) as no_statement:

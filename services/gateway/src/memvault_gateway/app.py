@@ -34,6 +34,7 @@ from memvault_gateway.api import (
     memories,
     reference,
     retention,
+    sources,
     vault_settings,
 )
 from memvault_gateway.auth import people, sessions
@@ -242,6 +243,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         backup.router,
         retention.router,
         index.router,
+        sources.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])
     dashboard.install(app, dependencies=[Depends(forward_auth.sign_in)])

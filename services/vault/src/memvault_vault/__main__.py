@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 
 from memvault.vault.v1 import (
@@ -201,7 +202,15 @@ async def sources_command(settings: SourcesSettings, command: str, poll: float) 
         elif command == "changes":
             await runner.print_changes(services.sources, say)
         else:
-            await runner.watch(services.sources, poll, say)
+            # SIGTERM (a Deployment or systemd stopping the watcher) ends it like Ctrl-C: between rounds or
+            # in the middle of one (a check cut short is checked again by the next sync).
+            watching = asyncio.current_task()
+            assert watching is not None
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, watching.cancel)
+            try:
+                await runner.watch(services.sources, poll, say)
+            except asyncio.CancelledError:
+                return 0
         return 0
     finally:
         if index is not None:

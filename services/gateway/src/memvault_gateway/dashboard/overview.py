@@ -1,4 +1,5 @@
-"""The vault's overview: memories by status, proposals waiting, index health, last imports, settings."""
+"""The vault's overview: memories by status, proposals waiting, index health, source health, last imports,
+settings."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import vault_client as rpc
 from memvault_gateway.api import imports as api_imports
 from memvault_gateway.api import memories as api_memories
+from memvault_gateway.api import sources as api_sources
 from memvault_gateway.api import vault_settings as api_vault_settings
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, section_url
 
@@ -35,6 +37,7 @@ async def overview(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse
     queue = await api_memories.review_queue(vault, person.caller, gw, limit=1)
     imports = await api_imports.batches(vault, person.caller, gw, limit=5)
     settings = await api_vault_settings.get_settings(vault, person.caller, gw)
+    sources = await api_sources.list_sources(vault, person.caller, gw)
     counts = dict(stats.memories)
     return person.render(
         "overview.html",
@@ -52,4 +55,11 @@ async def overview(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse
         },
         imports=imports["batches"],
         settings=settings,
+        sources={
+            "count": len(sources["sources"]),
+            "errors": sources["errors"],
+            "overdue": sources["overdue"],
+            "pending": sources["pending_changes"],
+            "failing": [s for s in sources["sources"] if s["error"]][:5],
+        },
     )

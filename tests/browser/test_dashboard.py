@@ -143,6 +143,10 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         found = await connect.structured(client, "recall", query="where do deploys go")
         ids = [r["id"] for r in found["results"]]
         assert proposed["id"] in ids and old["id"] not in ids
+        # ... and warns that the new one replaced the old one, which the agent may still hold.
+        new_hit = next(r for r in found["results"] if r["id"] == proposed["id"])
+        assert new_hit["warnings"] == ["replaces"]
+        assert any(f"replaced {old['id']}" in warning for warning in found["warnings"]), found["warnings"]
 
         # The memory's page shows its history and what it superseded.
         await page.goto(f"{base}/dashboard/default/memories/{proposed['id']}")

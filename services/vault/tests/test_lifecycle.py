@@ -445,6 +445,8 @@ async def test_recall_as_of_answers_with_what_was_valid_then(owner: Caller, data
     )
     now_hits = await recall(owner, "internet connection")
     assert [h.memory.id for h in now_hits.hits] == [new.result.memory_id]
+    # What is true now, with a warning that it replaced the old fact (an agent may still hold that one).
+    assert [(w.kind, list(w.related)) for w in now_hits.memory_warnings] == [("replaces", [old.result.memory_id])]
     then = await recall(owner, "internet connection", as_of=stamp(datetime.now(UTC) - timedelta(days=7)))
     assert [h.memory.id for h in then.hits] == [old.result.memory_id]
     assert [w.kind for w in then.memory_warnings] == ["superseded"]

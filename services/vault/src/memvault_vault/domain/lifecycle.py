@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from memvault_vault.domain.memory import Memory, MemoryWarning, RecallHit, Status
 
 AUDIT_KINDS = ("expired", "conflict", "may_conflict", "past_review", "flagged")
+REPLACED_RECENTLY = timedelta(days=30)
+"""How long recall warns that a current memory replaced an older one (an agent may still hold the old fact)."""
 
 _KEY_FIELDS = (
     "content", "type", "key", "scope", "tags", "source", "trust", "confidence", "status", "valid_from", "valid_to",
@@ -54,6 +56,20 @@ def warnings_for(hit: RecallHit, now: datetime, as_of: datetime | None) -> list[
             "superseded",
             f"{memory.id} was {when}superseded{since} by {memory.superseded_by}; use that one for what is true now",
             [memory.superseded_by] if memory.superseded_by else [],
+        )
+    replaced_at = memory.valid_from or memory.created_at
+    if (
+        memory.supersedes
+        and memory.status in (Status.ACTIVE, Status.PROPOSED)
+        and as_of is None
+        and replaced_at is not None
+        and now - replaced_at <= REPLACED_RECENTLY
+    ):
+        warn(
+            "replaces",
+            f"{memory.id} replaced {memory.supersedes} on {_day(replaced_at)}: what {memory.supersedes} said is no longer "
+            "true, so stop relying on it if you read it before",
+            [memory.supersedes],
         )
     if memory.status is Status.INVALIDATED:
         reason = f" ({memory.status_reason})" if memory.status_reason else ""

@@ -190,7 +190,9 @@ def pages() -> dict[str, dict[str, Any]]:
             "grants": [GrantRow("g", "oauth", HOSTILE, "read", "default", "2026-12-01", "never")],
             "dev_subject": "",
             "signed_in_by_proxy": False,
-            "email_section": "",
+            "email_enabled": True,
+            "email": HOSTILE,
+            "email_problem": HOSTILE,
         },
         "members.html": {
             "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],

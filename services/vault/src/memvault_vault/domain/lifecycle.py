@@ -10,7 +10,7 @@ from memvault_vault.domain.memory import Memory, MemoryWarning, RecallHit, Statu
 
 AUDIT_KINDS = ("expired", "conflict", "may_conflict", "past_review", "flagged")
 REPLACED_RECENTLY = timedelta(days=30)
-"""How long recall warns that a current memory replaced an older one (an agent may still hold the old fact)."""
+"""How long recall warns that a memory replaced others (an agent may still hold what they said)."""
 
 _KEY_FIELDS = (
     "content", "type", "key", "scope", "tags", "source", "trust", "confidence", "status", "valid_from", "valid_to",
@@ -25,6 +25,18 @@ def _day(value: datetime | None) -> str:
 
 def _key(memory: Memory) -> str:
     return f"key '{memory.key}'" + (f" in scope '{memory.scope}'" if memory.scope else "")
+
+
+def replaced_warning(memory_id: str, replaced: Sequence[tuple[str, datetime]]) -> MemoryWarning:
+    """A recall hit superseded these memories (id, when) within REPLACED_RECENTLY."""
+    old = ", ".join(i for i, _ in replaced)
+    return MemoryWarning(
+        "replaces",
+        memory_id,
+        tuple(i for i, _ in replaced),
+        f"{memory_id} replaced {old} on {_day(replaced[-1][1])}: what {old} said is no longer true, so stop relying "
+        "on it if you read it before",
+    )
 
 
 def warnings_for(hit: RecallHit, now: datetime, as_of: datetime | None) -> list[MemoryWarning]:
@@ -56,20 +68,6 @@ def warnings_for(hit: RecallHit, now: datetime, as_of: datetime | None) -> list[
             "superseded",
             f"{memory.id} was {when}superseded{since} by {memory.superseded_by}; use that one for what is true now",
             [memory.superseded_by] if memory.superseded_by else [],
-        )
-    replaced_at = memory.valid_from or memory.created_at
-    if (
-        memory.supersedes
-        and memory.status in (Status.ACTIVE, Status.PROPOSED)
-        and as_of is None
-        and replaced_at is not None
-        and now - replaced_at <= REPLACED_RECENTLY
-    ):
-        warn(
-            "replaces",
-            f"{memory.id} replaced {memory.supersedes} on {_day(replaced_at)}: what {memory.supersedes} said is no longer "
-            "true, so stop relying on it if you read it before",
-            [memory.supersedes],
         )
     if memory.status is Status.INVALIDATED:
         reason = f" ({memory.status_reason})" if memory.status_reason else ""

@@ -163,12 +163,13 @@ class MemoryStore:
         return [memory_from_row(row, vault.name) for row in rows]
 
     async def stats(self, vault: VaultAccess) -> dict[str, Any]:
-        by_status = {
-            row["status"]: row["count"]
-            for row in await self._pool.fetch(
-                "SELECT status, count(*) FROM memory WHERE vault_id = $1 GROUP BY status", vault.id
-            )
-        }
+        by_status: dict[str, int] = {}
+        by_type: dict[str, int] = {}
+        for row in await self._pool.fetch(
+            "SELECT status, type, count(*) FROM memory WHERE vault_id = $1 GROUP BY status, type", vault.id
+        ):
+            by_status[row["status"]] = by_status.get(row["status"], 0) + row["count"]
+            by_type[row["type"]] = by_type.get(row["type"], 0) + row["count"]
         index = await self._pool.fetchrow(
             """
             SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.index_hash) AS indexed,
@@ -186,6 +187,7 @@ class MemoryStore:
         )
         return {
             "memories": by_status,
+            "memories_by_type": by_type,
             "indexed": index["indexed"],
             "index_failed": index["failed"],
             "index_pending": index["pending"],

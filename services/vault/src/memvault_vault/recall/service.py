@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 HYBRID = "hybrid"
 KEYWORD_ONLY = "keyword-only"
+NO_INDEXER = "no indexer is configured"
 
 
 class RecallService:
@@ -44,6 +45,16 @@ class RecallService:
         self._feed = feed
         self._accounts = accounts
         self._index = index
+
+    async def search_mode(self) -> tuple[str, str, str]:
+        """(mode recall answers in now: hybrid or keyword-only, why when keyword-only, the embedding model)."""
+        if self._index is None:
+            return KEYWORD_ONLY, NO_INDEXER, ""
+        try:
+            model, refused = await self._index.searchable()
+        except Unavailable as error:
+            return KEYWORD_ONLY, error.message, ""
+        return (KEYWORD_ONLY, refused, model) if refused else (HYBRID, "", model)
 
     async def recall(
         self,
@@ -92,7 +103,7 @@ class RecallService:
                 "semantic search is unavailable right now; only memories sharing words with the query were searched"
             )
         elif self._index is None:
-            warnings.append("no indexer is configured: only memories sharing words with the query were searched")
+            warnings.append(NO_INDEXER + ": only memories sharing words with the query were searched")
         if self._index is not None and (waiting := await self._feed.unindexed_older(vault)):
             warnings.append(
                 f"{waiting} memories are not in the search index yet (after a restore or reindex it is catching up); "
@@ -103,6 +114,13 @@ class RecallService:
         next_cursor = cursor.encode("recall", request, {"offset": offset + len(hits)}) if more else ""
         page_hits: list[RecallHit] = []
         memory_warnings: list[MemoryWarning] = []
+        replaced = (
+            await self._store.recently_replaced(
+                vault, [m.id for m, _ in hits if m.status is not Status.SUPERSEDED], now - lifecycle.REPLACED_RECENTLY
+            )
+            if as_of is None
+            else {}
+        )
         for memory, score in hits:
             row = rows[memory.id]
             live = memory.status is Status.ACTIVE
@@ -117,6 +135,8 @@ class RecallService:
             )
             page_hits.append(hit)
             memory_warnings.extend(lifecycle.warnings_for(hit, now, as_of))
+            if memory.id in replaced:
+                memory_warnings.append(lifecycle.replaced_warning(memory.id, replaced[memory.id]))
         page = RecallPage(
             hits=page_hits,
             mode=mode,

@@ -147,6 +147,24 @@ class RecallStore:
         )
         return [_found(row) for row in rows]
 
+    async def recently_replaced(
+        self, vault: VaultAccess, ids: Sequence[str], since: datetime
+    ) -> dict[str, list[tuple[str, datetime]]]:
+        """For each of `ids`: the memories it superseded at or after `since`, with when (oldest first)."""
+        if not ids:
+            return {}
+        found: dict[str, list[tuple[str, datetime]]] = {}
+        for row in await self._pool.fetch(
+            "SELECT superseded_by::text AS new, id::text AS old, valid_to FROM memory"
+            " WHERE vault_id = $1 AND superseded_by = ANY($2::uuid[]) AND status = 'superseded' AND valid_to >= $3"
+            " ORDER BY valid_to, id",
+            vault.id,
+            list(ids),
+            since,
+        ):
+            found.setdefault(row["new"], []).append((row["old"], row["valid_to"]))
+        return found
+
     async def has_search_terms(self, query: str) -> bool:
         """False when every word of the query is a stopword (such as 'what' or 'the')."""
         count = await self._pool.fetchval("SELECT length(to_tsvector('english', $1))", query)

@@ -124,6 +124,17 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         await expect(page.locator("h1")).to_have_text("Overview of default")
         waiting = page.locator(".card", has=page.get_by_role("heading", name="Waiting for review"))
         await expect(waiting.locator(".big")).to_have_text("1")
+        by_type = page.locator(".card", has=page.get_by_role("heading", name="Memories by type"))
+        await expect(by_type.get_by_role("row", name=re.compile("^fact"))).to_contain_text("2")
+        # This stack runs no indexer: the overview says recall is keyword-only, and why.
+        await expect(page.locator(".search-mode")).to_have_text(
+            "Search mode: keyword-only (words only). no indexer is configured"
+        )
+        retention = page.locator(".card", has=page.get_by_role("heading", name="Retention"))
+        await expect(retention.locator(".retention-runner")).to_have_text("Runs in the vault service every 60 minutes.")
+        await expect(retention.get_by_role("row", name="Last run")).to_contain_text(" UTC")
+        await expect(retention.get_by_role("row", name="Next run")).to_contain_text(" UTC")
+        await expect(retention.get_by_role("row", name="rejected memories it removes then")).to_contain_text("0")
         await accessible(page)
         await document(page, "overview")
         await page.get_by_role("link", name="Open the review queue").click()

@@ -13,7 +13,7 @@ from babel.messages.pofile import read_po
 from starlette.requests import Request
 
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_gateway.dashboard import i18n, render
+from memvault_gateway.dashboard import i18n, overview, render
 from memvault_gateway.web.pages import GrantRow
 
 pytestmark = pytest.mark.unit
@@ -86,7 +86,20 @@ def pages() -> dict[str, dict[str, Any]]:
                 "pending": 1,
                 "failed": 1,
                 "failures": [{"memory_id": "m", "error": HOSTILE, "attempts": 3}],
+                "mode": "keyword-only",
+                "mode_reason": HOSTILE,
+                "model": HOSTILE,
             },
+            "type_counts": [("fact", 2), ("preference", 1)],
+            "retention": overview.retention_view(
+                vpb.RetentionOutlook(
+                    runner="cronjob",
+                    schedule=HOSTILE,
+                    due_rejected=2,
+                    due_audit_entries=10_000,
+                    due_audit_entries_capped=True,
+                )
+            ),
             "imports": [batch],
             "settings": settings,
         },

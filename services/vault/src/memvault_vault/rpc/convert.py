@@ -14,6 +14,7 @@ from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import wire
 from memvault_core.errors import InvalidArgument
 from memvault_vault.domain.duplicates import DuplicateCheck
+from memvault_vault.domain.filters import MemoryFilter, memory_filter
 from memvault_vault.domain.memory import (
     Draft,
     Memory,
@@ -158,4 +159,15 @@ def outlook_to_proto(outlook: RetentionOutlook) -> vpb.RetentionOutlook:
         due_audit_entries=outlook.due.audit_entries,
         due_audit_entries_capped=outlook.audit_entries_capped,
         next_due_at=wire.to_timestamp(outlook.next_due_at),
+    )
+
+
+def filter_from_proto(message: vpb.MemoryFilter) -> MemoryFilter:
+    return memory_filter(
+        key=message.key,
+        scope=message.scope,
+        source=message.source,
+        client=message.client,
+        created_from=wire.from_timestamp(message, "created_from"),
+        created_to=wire.from_timestamp(message, "created_to"),
     )

@@ -104,6 +104,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             statuses=convert.statuses_from_proto(list(request.statuses)),
             as_of=wire.from_timestamp(request, "as_of"),
             include_expired=request.include_expired,
+            filters=convert.filter_from_proto(request.filter),
         )
         return vpb.RecallResponse(
             vault=vault.name,
@@ -135,6 +136,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             tags=list(request.tags),
             limit=request.limit,
             page_cursor=request.cursor,
+            filters=convert.filter_from_proto(request.filter),
         )
         return vpb.ListMemoriesResponse(
             vault=vault.name, memories=[convert.memory_to_proto(m) for m in memories], next_cursor=next_cursor

@@ -445,6 +445,7 @@ class RecallRequest(_message.Message):
     STATUSES_FIELD_NUMBER: _builtins.int
     AS_OF_FIELD_NUMBER: _builtins.int
     INCLUDE_EXPIRED_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     query: _builtins.str
     limit: _builtins.int
@@ -463,6 +464,8 @@ class RecallRequest(_message.Message):
     def as_of(self) -> _timestamp_pb2.Timestamp:
         """Answer with what was valid at this time."""
 
+    @_builtins.property
+    def filter(self) -> Global___MemoryFilter: ...
     def __init__(
         self,
         *,
@@ -475,14 +478,57 @@ class RecallRequest(_message.Message):
         statuses: _abc.Iterable[_memory_pb2.MemoryStatus.ValueType] | None = ...,
         as_of: _timestamp_pb2.Timestamp | None = ...,
         include_expired: _builtins.bool = ...,
+        filter: Global___MemoryFilter | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "filter", b"filter"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "cursor", b"cursor", "include_expired", b"include_expired", "limit", b"limit", "query", b"query", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "cursor", b"cursor", "filter", b"filter", "include_expired", b"include_expired", "limit", b"limit", "query", b"query", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecallRequest: _TypeAlias = RecallRequest  # noqa: Y015
+
+@_typing.final
+class MemoryFilter(_message.Message):
+    """Narrowing filters list and recall share; an empty field leaves its filter out."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    CLIENT_FIELD_NUMBER: _builtins.int
+    CREATED_FROM_FIELD_NUMBER: _builtins.int
+    CREATED_TO_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    scope: _builtins.str
+    source: _builtins.str
+    """A prefix of the memory's source ("import:" finds every import)."""
+    client: _builtins.str
+    """The client that wrote it, as memories show it (e.g. "mcp:Claude")."""
+    @_builtins.property
+    def created_from(self) -> _timestamp_pb2.Timestamp:
+        """Created at or after created_from and before created_to (exclusive)."""
+
+    @_builtins.property
+    def created_to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        source: _builtins.str = ...,
+        client: _builtins.str = ...,
+        created_from: _timestamp_pb2.Timestamp | None = ...,
+        created_to: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_from", b"created_from", "created_to", b"created_to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "created_from", b"created_from", "created_to", b"created_to", "key", b"key", "scope", b"scope", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryFilter: _TypeAlias = MemoryFilter  # noqa: Y015
 
 @_typing.final
 class RecallHit(_message.Message):
@@ -617,6 +663,7 @@ class ListMemoriesRequest(_message.Message):
     TAGS_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     limit: _builtins.int
     cursor: _builtins.str
@@ -626,6 +673,8 @@ class ListMemoriesRequest(_message.Message):
     def types(self) -> _containers.RepeatedScalarFieldContainer[_memory_pb2.MemoryType.ValueType]: ...
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def filter(self) -> Global___MemoryFilter: ...
     def __init__(
         self,
         *,
@@ -635,10 +684,11 @@ class ListMemoriesRequest(_message.Message):
         tags: _abc.Iterable[_builtins.str] | None = ...,
         limit: _builtins.int = ...,
         cursor: _builtins.str = ...,
+        filter: Global___MemoryFilter | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "filter", b"filter", "limit", b"limit", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

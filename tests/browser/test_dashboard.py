@@ -213,6 +213,20 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await expect(page.get_by_text(IMAGE, exact=True)).to_be_visible()
     assert alerts == []
 
+    # Filters (the same as /api/v1's): by key, then also by creation date; the form keeps them.
+    await page.goto(f"{base}/dashboard/default/memories")
+    await page.get_by_label("Key", exact=True).fill("deploy.target")
+    await page.get_by_role("button", name="Search", exact=True).click()
+    await expect(page.locator("li.result")).to_have_count(2)
+    await expect(page.locator("main")).to_contain_text("Deploys go to Heroku.")
+    await expect(page.get_by_label("Key", exact=True)).to_have_value("deploy.target")
+    await accessible(page)
+    await document(page, "memories-filtered")
+    await page.get_by_label("Created to (inclusive)").fill("2020-01-01")
+    await page.get_by_role("button", name="Search", exact=True).click()
+    await expect(page.locator("main")).to_contain_text("No memories match.")
+    await expect(page.get_by_label("Created to (inclusive)")).to_have_value("2020-01-01")
+
     # Settings, audit log.
     await page.goto(f"{base}/dashboard/default/settings")
     await page.get_by_label("Superseded memories").fill("30")

@@ -201,6 +201,26 @@ def pages() -> dict[str, dict[str, Any]]:
                     "last_used_at": None,
                 }
             ],
+            "clients": [
+                {
+                    "client_id": HOSTILE,
+                    "kind": "registered",
+                    "client_name": HOSTILE,
+                    "redirect_hosts": [HOSTILE],
+                    "created_at": None,
+                    "other_accounts": 1,
+                    "deletable": False,
+                },
+                {
+                    "client_id": "https://app.example/client.json",
+                    "kind": "metadata_document",
+                    "client_name": "App",
+                    "redirect_hosts": ["127.0.0.1"],
+                    "created_at": None,
+                    "other_accounts": 0,
+                    "deletable": True,
+                },
+            ],
             "mcp_url": "http://127.0.0.1/mcp",
             "scopes": ("read", "write", "admin"),
             "created": {"name": HOSTILE, "token": "mvsvc_x"},

@@ -74,11 +74,10 @@ def retention_view(outlook: vpb.RetentionOutlook) -> dict[str, Any]:
         "last_run": wire.from_timestamp(outlook, "last_run"),
         "next_run": wire.from_timestamp(outlook, "next_run"),
         "next_due_at": wire.from_timestamp(outlook, "next_due_at"),
-        "due": [
-            ("rejected", outlook.due_rejected),
-            ("superseded", outlook.due_superseded),
-            ("invalidated", outlook.due_invalidated),
-        ],
-        "due_audit": outlook.due_audit_entries,
-        "due_audit_capped": outlook.due_audit_entries_capped,
+        "due_rejected": outlook.due_rejected,
+        "due_superseded": outlook.due_superseded,
+        "due_invalidated": outlook.due_invalidated,
+        "due_audit": f"{outlook.due_audit_entries}+"
+        if outlook.due_audit_entries_capped
+        else str(outlook.due_audit_entries),
     }

@@ -355,6 +355,11 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
             f"{file_name}: retention runs {'in the vault and ' if in_process else ''}"
             f"{'as a CronJob' if retention_jobs else 'nowhere'}",
         )
+        schedules = {dig(c, ("spec", "schedule")) for c in retention_jobs}
+        checks.check(
+            in_process or env.get("MEMVAULT_VAULT__RETENTION_SCHEDULE") in schedules,
+            f"{file_name}: the vault is not told the retention CronJob's schedule (MEMVAULT_VAULT__RETENTION_SCHEDULE)",
+        )
     for job in kinds.get("Job", []):
         if label(job, "app.kubernetes.io/component") == "migrate":
             hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")

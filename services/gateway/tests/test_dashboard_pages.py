@@ -13,7 +13,7 @@ from babel.messages.pofile import read_po
 from starlette.requests import Request
 
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_gateway.dashboard import i18n, render
+from memvault_gateway.dashboard import i18n, overview, render
 from memvault_gateway.web.pages import GrantRow
 
 pytestmark = pytest.mark.unit
@@ -105,7 +105,20 @@ def pages() -> dict[str, dict[str, Any]]:
                 "pending": 1,
                 "failed": 1,
                 "failures": [{"memory_id": "m", "error": HOSTILE, "attempts": 3}],
+                "mode": "keyword-only",
+                "mode_reason": HOSTILE,
+                "model": HOSTILE,
             },
+            "type_counts": [("fact", 2), ("preference", 1)],
+            "retention": overview.retention_view(
+                vpb.RetentionOutlook(
+                    runner="cronjob",
+                    schedule=HOSTILE,
+                    due_rejected=2,
+                    due_audit_entries=10_000,
+                    due_audit_entries_capped=True,
+                )
+            ),
             "imports": [batch],
             "settings": settings,
             "sources": {
@@ -181,6 +194,14 @@ def pages() -> dict[str, dict[str, Any]]:
             "chosen_status": ["active"],
             "chosen_type": [],
             "tag": "",
+            "narrow": {
+                "key": HOSTILE,
+                "scope": "",
+                "source": HOSTILE,
+                "client": "",
+                "created_from": "",
+                "created_to": "",
+            },
             "statuses": ["active"],
             "types": ["fact"],
             "next_cursor": "n",
@@ -251,6 +272,26 @@ def pages() -> dict[str, dict[str, Any]]:
                     "last_used_at": None,
                 }
             ],
+            "clients": [
+                {
+                    "client_id": HOSTILE,
+                    "kind": "registered",
+                    "client_name": HOSTILE,
+                    "redirect_hosts": [HOSTILE],
+                    "created_at": None,
+                    "other_accounts": 1,
+                    "deletable": False,
+                },
+                {
+                    "client_id": "https://app.example/client.json",
+                    "kind": "metadata_document",
+                    "client_name": "App",
+                    "redirect_hosts": ["127.0.0.1"],
+                    "created_at": None,
+                    "other_accounts": 0,
+                    "deletable": True,
+                },
+            ],
             "mcp_url": "http://127.0.0.1/mcp",
             "scopes": ("read", "write", "admin"),
             "created": {"name": HOSTILE, "token": "mvsvc_x"},
@@ -261,7 +302,9 @@ def pages() -> dict[str, dict[str, Any]]:
             "grants": [GrantRow("g", "oauth", HOSTILE, "read", "default", "2026-12-01", "never")],
             "dev_subject": "",
             "signed_in_by_proxy": False,
-            "email_section": "",
+            "email_enabled": True,
+            "email": HOSTILE,
+            "email_problem": HOSTILE,
         },
         "members.html": {
             "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],

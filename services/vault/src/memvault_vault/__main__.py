@@ -37,6 +37,7 @@ from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
 from memvault_vault.outbox.relay import OutboxRelay
+from memvault_vault.retention.records import RetentionPlan
 from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
@@ -94,7 +95,12 @@ async def serve(settings: Settings) -> None:
             else None
         )
         server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
-        services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
+        services = VaultServices.build(
+            database,
+            index,
+            source_rules=SourceRules.from_settings(settings.sources),
+            retention_plan=RetentionPlan(settings.vault.retention_interval_seconds, settings.vault.retention_schedule),
+        )
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(
             IndexFeedServicer(services.index_feed, signer), server
@@ -155,7 +161,7 @@ async def serve(settings: Settings) -> None:
 async def purge(settings: MigrateSettings, *, dry_run: bool) -> int:
     database = await Database.connect(settings.postgres.dsn, 1, 2)
     try:
-        report = await RetentionStore(database).purge(dry_run=dry_run)
+        report = await RetentionStore(database).purge(dry_run=dry_run, runner="command")
     finally:
         await database.close()
     if report is None:
@@ -190,7 +196,12 @@ async def sources_command(settings: SourcesSettings, command: str, poll: float) 
         if settings.vault.indexer_address and settings.identity is not None:
             signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
             index = IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)
-        services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
+        services = VaultServices.build(
+            database,
+            index,
+            source_rules=SourceRules.from_settings(settings.sources),
+            retention_plan=RetentionPlan(settings.vault.retention_interval_seconds, settings.vault.retention_schedule),
+        )
 
         def say(line: str) -> None:
             print(line, flush=True)

@@ -88,6 +88,16 @@ class IndexClient:
             for result in response.results
         ]
 
+    async def searchable(self) -> tuple[str, str]:
+        """(the embedding model, why searches are refused now: empty when they are answered)."""
+        try:
+            info = await self._stub.GetIndexInfo(
+                index_pb2.GetIndexInfoRequest(skip_points=True), timeout=self._timeout, metadata=self._metadata()
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+        return info.model, "" if info.searchable else info.not_searchable_reason
+
     # --- backup and restore (memvault_vault.backup) ---------------------------------------------------
     # Longer deadlines than recall's: these move vectors in bulk, and nobody waits on them for an answer.
 

@@ -29,6 +29,7 @@ from memvault_vault.memories.store import MemoryStore
 from memvault_vault.memories.writes import Writer
 from memvault_vault.recall.service import RecallService
 from memvault_vault.recall.store import RecallStore
+from memvault_vault.retention.records import RetentionPlan
 from memvault_vault.retention.service import RetentionService
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.review.service import ReviewService
@@ -64,6 +65,7 @@ class VaultServices:
         *,
         index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
         source_rules: SourceRules | None = None,
+        retention_plan: RetentionPlan | None = None,
     ) -> VaultServices:
         """Without an indexer, recall is keyword-only and the duplicate check exact-only. Without source
         rules, no file or URL may be tracked."""
@@ -87,7 +89,7 @@ class VaultServices:
             archive=ArchiveService(ArchiveStore(database), accounts),
             index_feed=IndexFeedService(feed, progress),
             backup=BackupService(BackupStore(database), accounts, index),
-            retention=RetentionService(RetentionStore(database), accounts),
+            retention=RetentionService(RetentionStore(database), accounts, retention_plan),
             index_admin=IndexAdminService(IndexAdminStore(database), accounts, index),
             sources=SourceService(
                 SourceStore(database),

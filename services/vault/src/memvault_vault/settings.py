@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, model_validator
+from croniter import croniter
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from memvault_core.settings import (
     IdentitySettings,
@@ -27,6 +28,16 @@ class VaultGroup(BaseModel):
     """Publish outbox events to NATS from this process (one replica at a time does)."""
     retention_interval_seconds: float = 3600.0
     """How often to delete what the vaults' retention settings no longer keep; 0 turns it off."""
+    retention_schedule: str = ""
+    """The cron schedule of the CronJob that runs `memvault-vault retention` instead (the chart sets it
+    with the interval at 0); only shown on the dashboard, as when retention runs next."""
+
+    @field_validator("retention_schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if value.strip() and not croniter.is_valid(value.strip()):
+            raise ValueError(f"{value!r} is not a cron schedule; write it as the CronJob's, e.g. '20 * * * *'")
+        return value.strip()
 
 
 class SourcesGroup(BaseModel):

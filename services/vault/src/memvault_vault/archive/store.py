@@ -25,6 +25,8 @@ from memvault_vault.archive.records import (
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.archive import MessageInput, revision_hash
+from memvault_vault.outbox.events import conversation_deleted, message_archived
+from memvault_vault.outbox.store import enqueue
 
 _SUMMARY = """
     SELECT c.id::text AS id, c.title, c.tags, c.tags_version, c.head_revision, c.source,
@@ -277,7 +279,31 @@ class ArchiveStore:
             conversation_id,
             {"revision": number, "messages": len(rows), "new_messages": len(messages)},
         )
+        await self.announce_new_messages(conn, vault, conversation_id, number)
         return Receipt(conversation_id, number, content_sha256, len(rows))
+
+    @staticmethod
+    async def announce_new_messages(
+        conn: asyncpg.Connection, vault: VaultAccess, conversation_id: str, revision: int
+    ) -> int:
+        """Send the indexer, through the outbox in this transaction, every message `revision` lists that
+        no other revision does (messages never change, so one written before is indexed already)."""
+        rows = await conn.fetch(
+            "SELECT m.id::text AS id, m.content_hash FROM archive_revision_message rm"
+            " JOIN archive_message m ON m.id = rm.message_id"
+            " WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 AND NOT EXISTS"
+            " (SELECT 1 FROM archive_revision_message o WHERE o.message_id = rm.message_id AND o.revision <> $3)"
+            " AND m.text <> '' ORDER BY rm.position",
+            conversation_id,
+            vault.id,
+            revision,
+        )
+        if rows:
+            await enqueue(
+                conn,
+                [message_archived(r["id"], vault.id, conversation_id, revision, r["content_hash"]) for r in rows],
+            )
+        return len(rows)
 
     async def _message_ids(
         self, conn: asyncpg.Connection, vault: VaultAccess, conversation_id: str, messages: Sequence[MessageInput]
@@ -414,6 +440,7 @@ class ArchiveStore:
             )
             if deleted is None:
                 raise NotFound(f"no conversation {conversation_id} in vault '{vault.name}'", field="conversation_id")
+            await enqueue(conn, [conversation_deleted(conversation_id, vault.id)])
             await append_audit(
                 conn,
                 vault.id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import logging
 import sys
 
@@ -71,6 +72,15 @@ def cannot_reach(dsn: str, error: BaseException) -> StartupError:
     return StartupError(f"cannot reach Postgres at {address(dsn)} (MEMVAULT_POSTGRES__DSN): {reason}")
 
 
+def _cursor_secret(settings: Settings) -> bytes:
+    """The key archive cursors are signed with: its own setting, or one derived from the identity key."""
+    if settings.vault.cursor_secret is not None:
+        return settings.vault.cursor_secret.get_secret_value().encode()
+    return hashlib.sha256(
+        b"memvault archive cursors\x00" + settings.identity.secret.get_secret_value().encode()
+    ).digest()
+
+
 async def serve(settings: Settings) -> None:
     dsn = settings.postgres.dsn
     try:
@@ -93,7 +103,12 @@ async def serve(settings: Settings) -> None:
             else None
         )
         server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
-        services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
+        services = VaultServices.build(
+            database,
+            index,
+            source_rules=SourceRules.from_settings(settings.sources),
+            cursor_secret=_cursor_secret(settings),
+        )
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(
             IndexFeedServicer(services.index_feed, signer), server

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from memvault_core.settings import (
     IdentitySettings,
@@ -25,6 +25,9 @@ class VaultGroup(BaseModel):
     """Publish outbox events to NATS from this process (one replica at a time does)."""
     retention_interval_seconds: float = 3600.0
     """How often to delete what the vaults' retention settings no longer keep; 0 turns it off."""
+    cursor_secret: SecretStr | None = None
+    """Key of the HMAC that signs archive cursors (every vault replica needs the same); unset, one is
+    derived from MEMVAULT_IDENTITY__SECRET."""
 
 
 class SourcesGroup(BaseModel):

@@ -17,7 +17,6 @@ from memvault_vault.archive.chatgpt import ExportError, conversation_ref, parse_
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
-    MessageHit,
     MessageRecord,
     Receipt,
     RevisionRecord,
@@ -537,35 +536,6 @@ class ArchiveStore:
                 r["content"],
                 r["created_at"],
                 r["active"],
-                r["position"],
-            )
-            for r in rows
-        ]
-
-    async def search(self, vault: VaultAccess, query: str, tags_any: list[str], limit: int) -> list[MessageHit]:
-        rows = await self._pool.fetch(
-            "SELECT m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title, c.head_revision,"
-            " rm.position, ts_rank_cd(m.search, q) AS score"
-            " FROM websearch_to_tsquery('english', $2) AS q, archive_message m"
-            " JOIN archive_revision_message rm ON rm.message_id = m.id"
-            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-            " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q"
-            " AND (cardinality($3::text[]) = 0 OR c.tags && $3::text[])"
-            " ORDER BY score DESC, c.updated_at DESC, rm.position LIMIT $4",
-            vault.id,
-            query,
-            tags_any,
-            limit,
-        )
-        return [
-            MessageHit(
-                r["conversation_id"],
-                r["head_revision"],
-                r["id"],
-                r["title"],
-                r["role"],
-                r["text"],
-                float(r["score"]),
                 r["position"],
             )
             for r in rows

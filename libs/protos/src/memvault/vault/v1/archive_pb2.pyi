@@ -1174,15 +1174,22 @@ class GetMessageContextRequest(_message.Message):
         vault: _builtins.str = ...,
         message_id: _builtins.str = ...,
         revision: _builtins.int = ...,
-        before: _builtins.int = ...,
-        after: _builtins.int = ...,
+        before: _builtins.int | None = ...,
+        after: _builtins.int | None = ...,
         conversation_id: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "before", b"before", "conversation_id", b"conversation_id", "message_id", b"message_id", "revision", b"revision", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before", "conversation_id", b"conversation_id", "message_id", b"message_id", "revision", b"revision", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__after: _TypeAlias = _typing.Literal["after"]  # noqa: Y015
+    _WhichOneofArgType__after: _TypeAlias = _typing.Literal["_after", b"_after"]  # noqa: Y015
+    _WhichOneofReturnType__before: _TypeAlias = _typing.Literal["before"]  # noqa: Y015
+    _WhichOneofArgType__before: _TypeAlias = _typing.Literal["_before", b"_before"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after) -> _WhichOneofReturnType__after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__before) -> _WhichOneofReturnType__before | None: ...
 
 Global___GetMessageContextRequest: _TypeAlias = GetMessageContextRequest  # noqa: Y015
 

@@ -47,7 +47,8 @@ class ArchiveReadStore:
             # The query's words joined by OR: a message sharing some of a question's words is a candidate,
             # ranked by how many and how close (ts_rank_cd).
             "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank"
-            " FROM replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q, archive_message m"
+            " FROM (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q) AS w,"
+            " archive_message m"
             " JOIN archive_revision_message rm ON rm.message_id = m.id"
             " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
             " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q AND c.tags @> $3::text[]"

@@ -124,7 +124,9 @@ async def test_archived_messages_are_indexed_and_searched_by_meaning(fresh_stack
         # Deleting a conversation removes its points.
         pets = ids[1]
         await archive_call(
-            stack, "DeleteConversation", pb.DeleteConversationRequest(vault="default", conversation_id=pets, confirm=pets)
+            stack,
+            "DeleteConversation",
+            pb.DeleteConversationRequest(vault="default", conversation_id=pets, confirm=pets),
         )
         assert await eventually(lambda: _points(stack, 13))
         gone = await call(client, "archive_search", query="feline companion's name")

@@ -38,7 +38,9 @@ async def archive_stub(database: Database) -> AsyncIterator[archive_pb2_grpc.Arc
         port = probe.getsockname()[1]
     server, _ = build_server(f"127.0.0.1:{port}")
     services = VaultServices.build(database, cursor_secret=CURSOR_KEY)
-    archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, IdentitySigner(SECRET)), server)
+    archive_pb2_grpc.add_ArchiveServiceServicer_to_server(
+        ArchiveServicer(services.archive, IdentitySigner(SECRET)), server
+    )
     await server.start()
     channel = client_channel(f"127.0.0.1:{port}")
     yield archive_pb2_grpc.ArchiveServiceStub(channel)
@@ -225,7 +227,9 @@ async def test_a_batch_read_fits_the_budget_round_robin_and_keeps_revisions_pinn
     assert page.results[3].error and "no conversation" in page.results[3].error and page.results[3].complete
     # Round-robin: one message of each conversation in turn, whole.
     texts = [m.text for r in page.results for m in r.messages]
-    assert page.results[0].messages[0].text.startswith("alpha 0") and page.results[1].messages[0].text.startswith("beta 0")
+    assert page.results[0].messages[0].text.startswith("alpha 0") and page.results[1].messages[0].text.startswith(
+        "beta 0"
+    )
     assert page.results[2].messages[0].text == "gamma 0"
     assert len(page.results[0].messages) - len(page.results[1].messages) in (0, 1)
     assert all(t.endswith("a" * 300) or t.endswith("b" * 300) or t.startswith("gamma") for t in texts)

@@ -139,5 +139,5 @@ async def search(
                 "score": h.score,
             }
             for h in response.hits
-        ]
+        ],
     }

@@ -348,3 +348,70 @@ async def test_deleting_a_conversation_tells_the_indexer(owner: Caller, database
     assert receipt.conversation_id in {
         events_pb.ConversationDeleted.FromString(bytes(r["payload"])).conversation_id for r in rows
     }
+
+
+class RecordingIndex:
+    """Stands in for the indexer's Search: cosines it is told, and what it was asked."""
+
+    def __init__(self) -> None:
+        self.cosines: dict[str, float] = {}
+        self.calls: list[dict[str, Any]] = []
+        self.down = False
+
+    async def search(self, vault_id: str, query: str, **asked: Any) -> dict[str, float]:
+        from memvault_core.errors import Unavailable
+
+        self.calls.append(asked)
+        if self.down:
+            raise Unavailable("the indexer did not answer (UNAVAILABLE)")
+        found = dict(self.cosines)
+        found.update({message_id: 0.5 for message_id, _ in asked["pending"]})
+        return found
+
+
+async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
+    owner: Caller, database: Database
+) -> None:
+    from memvault_core.identity import Identity
+
+    receipt = await create(owner, ["the ferry leaves at noon", "a quiet morning on deck", "unrelated chatter"])
+    body = await stub(owner).GetConversation(
+        pb.GetConversationRequest(vault=owner.vault, conversation_id=receipt.conversation_id),
+        metadata=owner.metadata(),
+    )
+    ferry, deck, chatter = (m.id for m in body.messages)
+    index = RecordingIndex()
+    reads = VaultServices.build(database, index, cursor_secret=CURSOR_KEY).archive.reads  # type: ignore[arg-type]
+    me = Identity(subject=owner.subject, scopes=frozenset({"read"}))
+
+    # Keyword hit not yet indexed: sent as text to be scored; a vector-only hit joins it.
+    index.cosines = {deck: 0.6, chatter: 0.05}
+    page = await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    assert page.mode == "hybrid" and [h.message_id for h in page.hits] == [ferry, deck]  # chatter: below 0.2
+    assert index.calls[-1]["pending"] == [(ferry, "the ferry leaves at noon")] and index.calls[-1]["messages"]
+
+    # Once indexed, it is scored by its stored vector instead.
+    await database.pool.execute(
+        "INSERT INTO archive_message_index (message_id, vault_id, content_hash, model, state)"
+        " SELECT id, vault_id, content_hash, 'm', 'indexed' FROM archive_message WHERE id = $1",
+        ferry,
+    )
+    await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    assert index.calls[-1]["pending"] == [] and index.calls[-1]["score_ids"] == [ferry]
+
+    # After a replace, the old revision's messages are not hits, whichever side finds them.
+    await stub(owner).ReplaceTranscript(
+        pb.ReplaceTranscriptRequest(
+            vault=owner.vault,
+            conversation_id=receipt.conversation_id,
+            base_revision=1,
+            messages=[pb.MessageDraft(role="user", text="the ferry was cancelled")],
+        ),
+        metadata=owner.metadata(),
+    )
+    page = await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    assert [h.text for h in page.hits] == ["the ferry was cancelled"]
+
+    index.down = True
+    page = await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    assert page.mode == "keyword-only" and page.warnings and len(page.hits) == 1

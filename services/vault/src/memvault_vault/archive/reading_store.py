@@ -41,12 +41,15 @@ class ArchiveReadStore:
 
     async def keyword_candidates(
         self, vault: VaultAccess, query: str, tags_all: list[str], tags_any: list[str], limit: int
-    ) -> list[tuple[str, float]]:
-        """(message id, full-text rank) of the best messages of head revisions sharing a word with the query."""
+    ) -> list[tuple[str, float, str | None]]:
+        """(message id, full-text rank, its text when the vector index does not hold it yet) of the best
+        messages of head revisions sharing a word with the query."""
         rows = await self._pool.fetch(
             # The query's words joined by OR: a message sharing some of a question's words is a candidate,
             # ranked by how many and how close (ts_rank_cd).
-            "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank"
+            "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank, CASE WHEN EXISTS (SELECT 1 FROM"
+            " archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed') THEN NULL"
+            " ELSE left(m.text, 4000) END AS pending"
             " FROM (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q) AS w,"
             " archive_message m"
             " JOIN archive_revision_message rm ON rm.message_id = m.id"
@@ -60,7 +63,7 @@ class ArchiveReadStore:
             tags_any,
             limit,
         )
-        return [(r["id"], float(r["rank"])) for r in rows]
+        return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
 
     async def hits(
         self, vault: VaultAccess, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]

@@ -143,7 +143,9 @@ class ArchiveReads:
         self, vault: Any, query: str, tags_all: list[str], tags_any: list[str]
     ) -> tuple[list[MessageHit], str]:
         keyword = await self._store.keyword_candidates(vault, query, tags_all, tags_any, reads.SEARCH_CANDIDATES)
-        ranks = dict(keyword)
+        ranks = {message_id: rank for message_id, rank, _ in keyword}
+        # Keyword hits the indexer has not reached yet (a fresh import) are scored from their text.
+        pending = [(message_id, text) for message_id, _, text in keyword if text][: fusion.PENDING_TO_SCORE]
         cosines: dict[str, float] = {}
         mode = KEYWORD_ONLY
         if self._index is not None:
@@ -152,8 +154,8 @@ class ArchiveReads:
                     vault.id,
                     query,
                     limit=reads.SEARCH_CANDIDATES,
-                    score_ids=list(ranks),
-                    pending=[],
+                    score_ids=[i for i in ranks if i not in dict(pending)],
+                    pending=pending,
                     messages=True,
                 )
                 mode = HYBRID

@@ -415,3 +415,56 @@ async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
     index.down = True
     page = await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
     assert page.mode == "keyword-only" and page.warnings and len(page.hits) == 1
+
+
+async def test_another_account_reaches_none_of_it_through_its_own_vault(owner: Caller, database: Database) -> None:
+    receipt = await create(owner, ["the safe code is 7781"], title="Safe")
+    body = await stub(owner).GetConversation(
+        pb.GetConversationRequest(vault=owner.vault, conversation_id=receipt.conversation_id),
+        metadata=owner.metadata(),
+    )
+    message_id = body.messages[0].id
+    stranger = await new_owner(database, stub(owner))
+    random_id = str(uuid.uuid4())
+
+    def neutral(text: str, *ids: str) -> str:
+        for value in ids:
+            text = text.replace(value, "<id>")
+        return text
+
+    hers = await refused(
+        stub(owner).GetMessageContext,
+        pb.GetMessageContextRequest(vault=stranger.vault, message_id=message_id),
+        stranger.metadata(),
+    )
+    nobody = await refused(
+        stub(owner).GetMessageContext,
+        pb.GetMessageContextRequest(vault=stranger.vault, message_id=random_id),
+        stranger.metadata(),
+    )
+    assert hers[0] == nobody[0] == "not_found" and neutral(hers[1], message_id) == neutral(nobody[1], random_id)
+
+    batch = await stub(owner).ReadConversations(
+        pb.ReadConversationsRequest(
+            vault=stranger.vault,
+            requests=[
+                pb.ConversationReadRequest(conversation_id=receipt.conversation_id),
+                pb.ConversationReadRequest(conversation_id=random_id),
+            ],
+        ),
+        metadata=stranger.metadata(),
+    )
+    errors = [neutral(r.error, receipt.conversation_id, random_id) for r in batch.results]
+    assert errors[0] == errors[1] and errors[0] and not any(r.messages for r in batch.results)
+    found = await stub(owner).SearchMessages(
+        pb.SearchMessagesRequest(vault=stranger.vault, query="safe code"), metadata=stranger.metadata()
+    )
+    assert list(found.hits) == []
+    resolved = await stub(owner).ResolveConversations(
+        pb.ResolveConversationsRequest(vault=stranger.vault, titles=["Safe"]), metadata=stranger.metadata()
+    )
+    assert list(resolved.resolved[0].conversations) == []
+    stats = await stub(owner).GetArchiveStats(
+        pb.GetArchiveStatsRequest(vault=stranger.vault), metadata=stranger.metadata()
+    )
+    assert (stats.conversations, stats.messages) == (0, 0)

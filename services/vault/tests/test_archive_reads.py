@@ -257,6 +257,7 @@ async def test_a_batch_read_fits_the_budget_round_robin_and_keeps_revisions_pinn
         assert more.used_bytes <= 4096
         for r in more.results:
             assert r.revision == 1  # the pin of the first call
+            assert r.title == "ABC"[r.request_index] and r.has_title
             seen[r.request_index] += [m.text for m in r.messages]
             oversized += list(r.oversized)
         cursor = more.next_cursor
@@ -273,6 +274,28 @@ async def test_a_batch_read_fits_the_budget_round_robin_and_keeps_revisions_pinn
         owner.metadata(),
     )
     assert kind == "invalid_argument" and "not both" in text
+
+    # A conversation deleted while its cursor is out: that request ends with an error, nothing half-read.
+    doomed = await create(owner, [f"delta {n} " + "d" * 300 for n in range(20)], title="D")
+    started = await stub(owner).ReadConversations(
+        pb.ReadConversationsRequest(
+            vault=owner.vault,
+            requests=[pb.ConversationReadRequest(conversation_id=doomed.conversation_id)],
+            max_bytes=4096,
+        ),
+        metadata=owner.metadata(),
+    )
+    await stub(owner).DeleteConversation(
+        pb.DeleteConversationRequest(
+            vault=owner.vault, conversation_id=doomed.conversation_id, confirm=doomed.conversation_id
+        ),
+        metadata=owner.metadata(),
+    )
+    ended = await stub(owner).ReadConversations(
+        pb.ReadConversationsRequest(vault=owner.vault, cursor=started.next_cursor), metadata=owner.metadata()
+    )
+    (result,) = ended.results
+    assert "no conversation" in result.error and result.complete and not ended.next_cursor
 
 
 async def test_titles_resolve_exactly_and_counts_say_what_is_indexed(owner: Caller, database: Database) -> None:

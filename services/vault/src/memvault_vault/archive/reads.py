@@ -249,9 +249,7 @@ class ArchiveReads:
             if not isinstance(raw, list) or not all(isinstance(s, list) and len(s) == 6 for s in raw):
                 raise InvalidArgument("cursor is not one this server issued; omit it to start again", field="cursor")
             state = raw
-            titles: dict[str, str | None] = {}
         else:
-            titles = {}
             for index, (conversation_id, revision, graph) in enumerate(requests):
                 try:
                     conversation_id = rules.parse_conversation_id(conversation_id)
@@ -261,7 +259,6 @@ class ArchiveReads:
                 except (InvalidArgument, NotFound) as error:
                     results[index] = BatchResult(index, conversation_id, error=error.message, complete=True)
                     continue
-                titles[conversation_id] = record.title
                 total = await self._store.count_messages(vault, conversation_id, pinned, graph)
                 state.append([index, conversation_id, pinned, graph, -1, total])
                 results[index] = BatchResult(index, conversation_id, pinned, record.title, message_count=total)
@@ -277,7 +274,16 @@ class ArchiveReads:
             for s in list(open_states):
                 index = s[0]
                 if index not in results:
-                    results[index] = BatchResult(index, s[1], s[2], titles.get(s[1]), message_count=s[5])
+                    # A continuation touching this request: its title now, or that it was deleted meanwhile.
+                    try:
+                        record, _ = await self._store.pinned(vault, s[1], s[2])
+                    except NotFound as error:
+                        results[index] = BatchResult(index, s[1], s[2], error=error.message, complete=True)
+                        used += reads.size(_result_header(results[index]))
+                        s[4] = _DONE
+                        open_states.remove(s)
+                        continue
+                    results[index] = BatchResult(index, s[1], s[2], record.title, message_count=s[5])
                     used += reads.size(_result_header(results[index]))
                 queue = queues.setdefault(index, [])
                 if not queue:

@@ -200,6 +200,26 @@ class VaultClient:
     async def list_revisions(self, identity: str, request: arpb.ListRevisionsRequest) -> arpb.ListRevisionsResponse:
         return await self._call(self._archive.ListRevisions, request, identity)
 
+    async def get_message_context(
+        self, identity: str, request: arpb.GetMessageContextRequest
+    ) -> arpb.GetMessageContextResponse:
+        return await self._call(self._archive.GetMessageContext, request, identity)
+
+    async def read_conversations(
+        self, identity: str, request: arpb.ReadConversationsRequest
+    ) -> arpb.ReadConversationsResponse:
+        return await self._call(self._archive.ReadConversations, request, identity)
+
+    async def resolve_conversations(
+        self, identity: str, request: arpb.ResolveConversationsRequest
+    ) -> arpb.ResolveConversationsResponse:
+        return await self._call(self._archive.ResolveConversations, request, identity)
+
+    async def get_archive_stats(
+        self, identity: str, request: arpb.GetArchiveStatsRequest
+    ) -> arpb.GetArchiveStatsResponse:
+        return await self._call(self._archive.GetArchiveStats, request, identity)
+
     async def get_import(self, identity: str, request: arpb.GetImportRequest) -> arpb.GetImportResponse:
         return await self._call(self._archive.GetImport, request, identity)
 

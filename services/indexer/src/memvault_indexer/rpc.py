@@ -54,6 +54,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             max(0, min(request.limit, limits.MAX_RECALL_RESULTS * 4)),
             list(request.score_ids),
             [(p.memory_id, p.text) for p in request.pending],
+            messages=request.messages,
         )
         hits = sorted(cosines.items(), key=lambda item: item[1], reverse=True)
         return pb.SearchResponse(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import logging
 import signal
 import sys
@@ -73,6 +74,15 @@ def cannot_reach(dsn: str, error: BaseException) -> StartupError:
     return StartupError(f"cannot reach Postgres at {address(dsn)} (MEMVAULT_POSTGRES__DSN): {reason}")
 
 
+def _cursor_secret(settings: Settings) -> bytes:
+    """The key archive cursors are signed with: its own setting, or one derived from the identity key."""
+    if settings.vault.cursor_secret is not None:
+        return settings.vault.cursor_secret.get_secret_value().encode()
+    return hashlib.sha256(
+        b"memvault archive cursors\x00" + settings.identity.secret.get_secret_value().encode()
+    ).digest()
+
+
 async def serve(settings: Settings) -> None:
     dsn = settings.postgres.dsn
     try:
@@ -100,6 +110,7 @@ async def serve(settings: Settings) -> None:
             index,
             source_rules=SourceRules.from_settings(settings.sources),
             retention_plan=RetentionPlan(settings.vault.retention_interval_seconds, settings.vault.retention_schedule),
+            cursor_secret=_cursor_secret(settings),
         )
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(

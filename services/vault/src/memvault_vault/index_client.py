@@ -45,8 +45,10 @@ class IndexClient:
         limit: int,
         score_ids: Sequence[str],
         pending: Sequence[tuple[str, str]],
+        messages: bool = False,
     ) -> dict[str, float]:
-        """Cosine similarity by memory id: nearest memories plus the ones asked to be scored."""
+        """Cosine similarity by memory id: nearest memories plus the ones asked to be scored (with
+        `messages`: archived messages by message id instead)."""
         if limit <= 0 and not score_ids and not pending:
             return {}  # nothing asked: no call
         request = index_pb2.SearchRequest(
@@ -55,6 +57,7 @@ class IndexClient:
             limit=limit,
             score_ids=list(score_ids),
             pending=[index_pb2.PendingText(memory_id=i, text=t) for i, t in pending],
+            messages=messages,
         )
         try:
             response = await self._stub.Search(request, timeout=self._timeout, metadata=self._metadata())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from croniter import croniter
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 from memvault_core.settings import (
     IdentitySettings,
@@ -38,6 +38,9 @@ class VaultGroup(BaseModel):
         if value.strip() and not croniter.is_valid(value.strip()):
             raise ValueError(f"{value!r} is not a cron schedule; write it as the CronJob's, e.g. '20 * * * *'")
         return value.strip()
+    cursor_secret: SecretStr | None = None
+    """Key of the HMAC that signs archive cursors (every vault replica needs the same); unset, one is
+    derived from MEMVAULT_IDENTITY__SECRET."""
 
 
 class SourcesGroup(BaseModel):

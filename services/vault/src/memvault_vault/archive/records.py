@@ -98,3 +98,59 @@ class ImportRecord:
     duplicate_of: str | None
     error: str
     failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ArchiveStats:
+    conversations: int
+    revisions: int
+    messages: int
+    indexed: int
+    pending: int
+    failed: int
+    imports: int
+    imports_running: int
+    index_model: str
+    last_errors: list[str]
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    query: str
+    """The query searched (a continuation's comes from its cursor)."""
+    hits: list[MessageHit]
+    next_cursor: str
+    mode: str
+    warnings: list[str]
+    used_bytes: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class Oversized:
+    message_id: str
+    position: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    request_index: int
+    conversation_id: str
+    revision: int = 0
+    title: str | None = None
+    messages: list[MessageRecord] = field(default_factory=list)
+    oversized: list[Oversized] = field(default_factory=list)
+    complete: bool = False
+    error: str = ""
+    message_count: int = 0
+
+
+@dataclass(frozen=True)
+class BatchPage:
+    results: list[BatchResult]
+    next_cursor: str
+    used_bytes: int
+    max_bytes: int
+    completed: int
+    remaining: int

@@ -6,19 +6,20 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import re
 import uuid
 from datetime import datetime
 from typing import Any
 
-from memvault_core.errors import InvalidArgument, LimitExceeded
+from memvault_core.errors import InvalidArgument, LimitExceeded, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.archive.chatgpt import load_export
+from memvault_vault.archive.reads import ArchiveReads
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
-    MessageHit,
     MessageRecord,
     Receipt,
     RevisionRecord,
@@ -27,6 +28,7 @@ from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import cursor
+from memvault_vault.domain.signed_cursor import CursorSigner
 
 log = logging.getLogger("memvault_vault.archive")
 
@@ -68,10 +70,35 @@ def _page(limit: int, default: int, most: int) -> int:
 
 
 class ArchiveService:
-    def __init__(self, store: ArchiveStore, accounts: AccountService) -> None:
+    def __init__(
+        self,
+        store: ArchiveStore,
+        accounts: AccountService,
+        *,
+        cursors: CursorSigner | None = None,
+        reads: ArchiveReads | None = None,
+    ) -> None:
         self._store = store
         self._accounts = accounts
         self._loaded: tuple[str, list[Any]] | None = None
+        # Without a configured secret (tests), cursors hold for this process only.
+        self._cursors = cursors or CursorSigner(os.urandom(32))
+        self._reads = reads
+
+    @property
+    def reads(self) -> ArchiveReads:
+        """Search, context, batch reads, titles and counts (VaultServices.build wires them)."""
+        if self._reads is None:
+            raise Unavailable("archive reads are not wired in this process")
+        return self._reads
+
+    def _seal(self, identity: Identity, request: str, position: dict[str, Any]) -> str:
+        return self._cursors.seal(
+            "archive", CursorSigner.caller_of(identity.subject, identity.client), request, position
+        )
+
+    def _open(self, identity: Identity, page: str, request: str) -> dict[str, Any] | None:
+        return self._cursors.open(page, "archive", CursorSigner.caller_of(identity.subject, identity.client), request)
 
     async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool) -> Receipt:
         verified: ConversationRecord | None = None
@@ -210,9 +237,9 @@ class ArchiveService:
         all_tags, any_tags = rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)
         vault = await self._accounts.access(identity, vault_name)
         request = cursor.fingerprint("conversations", vault.id, all_tags, any_tags, limit)
-        offset = cursor.offset_of(cursor.decode(page, "archive", request))
+        offset = cursor.offset_of(self._open(identity, page, request))
         rows = await self._store.conversations(vault, all_tags, any_tags, limit, offset)
-        more = cursor.encode("archive", request, {"offset": offset + limit}) if len(rows) == limit else ""
+        more = self._seal(identity, request, {"offset": offset + limit}) if len(rows) == limit else ""
         return rows, more
 
     async def revisions(
@@ -222,10 +249,9 @@ class ArchiveService:
         limit = _page(limit, rules.DEFAULT_LIST_RESULTS, rules.MAX_LIST_RESULTS)
         vault = await self._accounts.access(identity, vault_name)
         request = cursor.fingerprint("revisions", vault.id, conversation_id, limit)
-        position = cursor.decode(page, "archive", request)
-        before = cursor.offset_of(position)
+        before = cursor.offset_of(self._open(identity, page, request))
         rows = await self._store.revisions(vault, conversation_id, limit, before)
-        more = cursor.encode("archive", request, {"offset": rows[-1].number}) if len(rows) == limit else ""
+        more = self._seal(identity, request, {"offset": rows[-1].number}) if len(rows) == limit else ""
         return rows, more
 
     async def conversation(
@@ -248,7 +274,7 @@ class ArchiveService:
         vault = await self._accounts.access(identity, vault_name)
         summary = await self._store.conversation(vault, conversation_id)
         request = cursor.fingerprint("conversation", vault.id, conversation_id, graph, limit)
-        position = cursor.decode(page, "archive", request)
+        position = self._open(identity, page, request)
         if start < 0:
             raise InvalidArgument("start_position must not be negative", field="start_position")
         after = start - 1
@@ -267,24 +293,11 @@ class ArchiveService:
             vault, conversation_id, revision, active_only=not graph, after=after, limit=limit
         )
         more = (
-            cursor.encode("archive", request, {"revision": revision, "after": messages[-1].position})
+            self._seal(identity, request, {"revision": revision, "after": messages[-1].position})
             if len(messages) == limit
             else ""
         )
         return summary, revision, messages, more
-
-    async def search(
-        self, identity: Identity, vault_name: str, query: str, *, tags_any: list[str], limit: int
-    ) -> list[MessageHit]:
-        query = query.strip()
-        if not query:
-            raise InvalidArgument("query is empty", field="query")
-        if len(query) > rules.MAX_QUERY_CHARS:
-            raise LimitExceeded(f"query is longer than {rules.MAX_QUERY_CHARS} characters", field="query")
-        limit = _page(limit, rules.DEFAULT_SEARCH_RESULTS, rules.MAX_SEARCH_RESULTS)
-        tags = rules.normalize_tags(tags_any)
-        vault = await self._accounts.access(identity, vault_name)
-        return await self._store.search(vault, query, tags, limit)
 
     # --- imports -----------------------------------------------------------------------------------
 

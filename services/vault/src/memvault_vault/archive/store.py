@@ -17,7 +17,6 @@ from memvault_vault.archive.chatgpt import ExportError, conversation_ref, parse_
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
-    MessageHit,
     MessageRecord,
     Receipt,
     RevisionRecord,
@@ -25,6 +24,8 @@ from memvault_vault.archive.records import (
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.archive import MessageInput, revision_hash
+from memvault_vault.outbox.events import conversation_deleted, message_archived
+from memvault_vault.outbox.store import enqueue
 
 _SUMMARY = """
     SELECT c.id::text AS id, c.title, c.tags, c.tags_version, c.head_revision, c.source,
@@ -277,7 +278,31 @@ class ArchiveStore:
             conversation_id,
             {"revision": number, "messages": len(rows), "new_messages": len(messages)},
         )
+        await self.announce_new_messages(conn, vault, conversation_id, number)
         return Receipt(conversation_id, number, content_sha256, len(rows))
+
+    @staticmethod
+    async def announce_new_messages(
+        conn: asyncpg.Connection, vault: VaultAccess, conversation_id: str, revision: int
+    ) -> int:
+        """Send the indexer, through the outbox in this transaction, every message `revision` lists that
+        no other revision does (messages never change, so one written before is indexed already)."""
+        rows = await conn.fetch(
+            "SELECT m.id::text AS id, m.content_hash FROM archive_revision_message rm"
+            " JOIN archive_message m ON m.id = rm.message_id"
+            " WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 AND NOT EXISTS"
+            " (SELECT 1 FROM archive_revision_message o WHERE o.message_id = rm.message_id AND o.revision <> $3)"
+            " AND m.text <> '' ORDER BY rm.position",
+            conversation_id,
+            vault.id,
+            revision,
+        )
+        if rows:
+            await enqueue(
+                conn,
+                [message_archived(r["id"], vault.id, conversation_id, revision, r["content_hash"]) for r in rows],
+            )
+        return len(rows)
 
     async def _message_ids(
         self, conn: asyncpg.Connection, vault: VaultAccess, conversation_id: str, messages: Sequence[MessageInput]
@@ -414,6 +439,7 @@ class ArchiveStore:
             )
             if deleted is None:
                 raise NotFound(f"no conversation {conversation_id} in vault '{vault.name}'", field="conversation_id")
+            await enqueue(conn, [conversation_deleted(conversation_id, vault.id)])
             await append_audit(
                 conn,
                 vault.id,
@@ -510,35 +536,6 @@ class ArchiveStore:
                 r["content"],
                 r["created_at"],
                 r["active"],
-                r["position"],
-            )
-            for r in rows
-        ]
-
-    async def search(self, vault: VaultAccess, query: str, tags_any: list[str], limit: int) -> list[MessageHit]:
-        rows = await self._pool.fetch(
-            "SELECT m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title, c.head_revision,"
-            " rm.position, ts_rank_cd(m.search, q) AS score"
-            " FROM websearch_to_tsquery('english', $2) AS q, archive_message m"
-            " JOIN archive_revision_message rm ON rm.message_id = m.id"
-            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-            " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q"
-            " AND (cardinality($3::text[]) = 0 OR c.tags && $3::text[])"
-            " ORDER BY score DESC, c.updated_at DESC, rm.position LIMIT $4",
-            vault.id,
-            query,
-            tags_any,
-            limit,
-        )
-        return [
-            MessageHit(
-                r["conversation_id"],
-                r["head_revision"],
-                r["id"],
-                r["title"],
-                r["role"],
-                r["text"],
-                float(r["score"]),
                 r["position"],
             )
             for r in rows

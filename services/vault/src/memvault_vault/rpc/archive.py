@@ -12,9 +12,10 @@ from memvault.vault.v1 import archive_pb2_grpc
 from memvault_core import wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
-from memvault_vault.archive.records import ConversationRecord, ImportRecord, Receipt
+from memvault_vault.archive.records import ConversationRecord, ImportRecord, MessageRecord, Receipt
 from memvault_vault.archive.service import ArchiveService, Draft
 from memvault_vault.domain.archive import snippet
+from memvault_vault.domain.archive_reads import DEFAULT_CONTEXT_MESSAGES
 
 
 def drafts(messages: Sequence[pb.MessageDraft]) -> list[Draft]:
@@ -237,9 +238,17 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def SearchMessages(
         self, request: pb.SearchMessagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.SearchMessagesResponse:
-        hits = await self._archive.search(
-            self._identity(context), request.vault, request.query, tags_any=list(request.tags_any), limit=request.limit
+        found = await self._archive.reads.search(
+            self._identity(context),
+            request.vault,
+            request.query,
+            tags_all=list(request.tags_all),
+            tags_any=list(request.tags_any),
+            limit=request.limit,
+            max_bytes=request.max_bytes,
+            page=request.cursor,
         )
+        query = found.query
         return pb.SearchMessagesResponse(
             hits=[
                 pb.MessageHit(
@@ -248,12 +257,17 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                     message_id=h.message_id,
                     title=h.title or "",
                     role=h.role,
-                    snippet=snippet(h.text, request.query),
+                    snippet=snippet(h.text, query),
                     score=h.score,
                     position=h.position,
                 )
-                for h in hits
-            ]
+                for h in found.hits
+            ],
+            next_cursor=found.next_cursor,
+            mode=found.mode,
+            warnings=found.warnings,
+            used_bytes=found.used_bytes,
+            max_bytes=found.max_bytes,
         )
 
     async def StartImport(
@@ -287,3 +301,98 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def GetImport(self, request: pb.GetImportRequest, context: grpc.aio.ServicerContext) -> pb.GetImportResponse:
         record = await self._archive.get_import(self._identity(context), request.vault, request.import_id)
         return pb.GetImportResponse(**{"import": import_status(record)})
+
+    async def GetMessageContext(
+        self, request: pb.GetMessageContextRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetMessageContextResponse:
+        record, revision, position, messages = await self._archive.reads.context(
+            self._identity(context),
+            request.vault,
+            request.message_id,
+            conversation_id=request.conversation_id,
+            revision=request.revision,
+            before=request.before if request.HasField("before") else DEFAULT_CONTEXT_MESSAGES,
+            after=request.after if request.HasField("after") else DEFAULT_CONTEXT_MESSAGES,
+        )
+        return pb.GetMessageContextResponse(
+            conversation=summary(record), revision=revision, messages=[message(m) for m in messages], position=position
+        )
+
+    async def ReadConversations(
+        self, request: pb.ReadConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReadConversationsResponse:
+        page = await self._archive.reads.batch(
+            self._identity(context),
+            request.vault,
+            [(r.conversation_id, r.revision, r.graph) for r in request.requests],
+            max_bytes=request.max_bytes,
+            page=request.cursor,
+        )
+        return pb.ReadConversationsResponse(
+            results=[
+                pb.ConversationReadResult(
+                    request_index=r.request_index,
+                    conversation_id=r.conversation_id,
+                    revision=r.revision,
+                    title=r.title or "",
+                    has_title=r.title is not None,
+                    messages=[message(m) for m in r.messages],
+                    oversized=[
+                        pb.OversizedMessage(message_id=o.message_id, position=o.position, bytes=o.bytes)
+                        for o in r.oversized
+                    ],
+                    complete=r.complete,
+                    error=r.error,
+                    message_count=r.message_count,
+                )
+                for r in page.results
+            ],
+            next_cursor=page.next_cursor,
+            used_bytes=page.used_bytes,
+            max_bytes=page.max_bytes,
+            completed=page.completed,
+            remaining=page.remaining,
+        )
+
+    async def ResolveConversations(
+        self, request: pb.ResolveConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResolveConversationsResponse:
+        found = await self._archive.reads.resolve(self._identity(context), request.vault, list(request.titles))
+        return pb.ResolveConversationsResponse(
+            resolved=[
+                pb.ResolvedTitle(title=title, conversations=[summary(r) for r in records])
+                for title, records in found.items()
+            ]
+        )
+
+    async def GetArchiveStats(
+        self, request: pb.GetArchiveStatsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetArchiveStatsResponse:
+        stats = await self._archive.reads.stats(self._identity(context), request.vault)
+        return pb.GetArchiveStatsResponse(
+            conversations=stats.conversations,
+            revisions=stats.revisions,
+            messages=stats.messages,
+            indexed=stats.indexed,
+            pending=stats.pending,
+            failed=stats.failed,
+            imports=stats.imports,
+            imports_running=stats.imports_running,
+            index_model=stats.index_model,
+            last_errors=stats.last_errors,
+        )
+
+
+def message(m: MessageRecord) -> pb.ArchivedMessage:
+    return pb.ArchivedMessage(
+        id=m.id,
+        node_id=m.node_id,
+        parent_node_id=m.parent_node_id or "",
+        role=m.role,
+        content_type=m.content_type,
+        text=m.text,
+        content_json=m.content or "",
+        created_at=wire.to_timestamp(m.created_at),
+        active=m.active,
+        position=m.position,
+    )

@@ -99,10 +99,13 @@ class SearchRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     SCORE_IDS_FIELD_NUMBER: _builtins.int
     PENDING_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
     vault_id: _builtins.str
     query: _builtins.str
     limit: _builtins.int
     """How many nearest memories to return from the index."""
+    messages: _builtins.bool
+    """Search the vault's archived messages instead of its memories (ids are then message ids)."""
     @_builtins.property
     def score_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories to score against the query as well (for instance keyword hits), by stored vector."""
@@ -119,10 +122,11 @@ class SearchRequest(_message.Message):
         limit: _builtins.int = ...,
         score_ids: _abc.Iterable[_builtins.str] | None = ...,
         pending: _abc.Iterable[Global___PendingText] | None = ...,
+        messages: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "pending", b"pending", "query", b"query", "score_ids", b"score_ids", "vault_id", b"vault_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "messages", b"messages", "pending", b"pending", "query", b"query", "score_ids", b"score_ids", "vault_id", b"vault_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

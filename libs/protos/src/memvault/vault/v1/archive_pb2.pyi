@@ -773,11 +773,21 @@ class SearchMessagesRequest(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     TAGS_ANY_FIELD_NUMBER: _builtins.int
+    TAGS_ALL_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     query: _builtins.str
+    """Required on the first call; a continuation sends only the cursor (and limit, max_bytes)."""
     limit: _builtins.int
+    cursor: _builtins.str
+    """next_cursor of the previous page."""
+    max_bytes: _builtins.int
+    """Bytes of snippets and references a page may hold (0: the default)."""
     @_builtins.property
     def tags_any(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def tags_all(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -785,10 +795,13 @@ class SearchMessagesRequest(_message.Message):
         query: _builtins.str = ...,
         limit: _builtins.int = ...,
         tags_any: _abc.Iterable[_builtins.str] | None = ...,
+        tags_all: _abc.Iterable[_builtins.str] | None = ...,
+        cursor: _builtins.str = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "query", b"query", "tags_any", b"tags_any", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "max_bytes", b"max_bytes", "query", b"query", "tags_all", b"tags_all", "tags_any", b"tags_any", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -839,16 +852,34 @@ class SearchMessagesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HITS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    USED_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Empty on the last page."""
+    mode: _builtins.str
+    """"hybrid", or "keyword-only" when the indexer did not answer."""
+    used_bytes: _builtins.int
+    max_bytes: _builtins.int
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageHit]: ...
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         hits: _abc.Iterable[Global___MessageHit] | None = ...,
+        next_cursor: _builtins.str = ...,
+        mode: _builtins.str = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
+        used_bytes: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "max_bytes", b"max_bytes", "mode", b"mode", "next_cursor", b"next_cursor", "used_bytes", b"used_bytes", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1118,3 +1149,388 @@ class GetImportResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetImportResponse: _TypeAlias = GetImportResponse  # noqa: Y015
+
+@_typing.final
+class GetMessageContextRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    message_id: _builtins.str
+    revision: _builtins.int
+    """The conversation's revision to read (0: the head)."""
+    before: _builtins.int
+    """Messages before and after it on the active timeline, 0-10 each (default 3)."""
+    after: _builtins.int
+    conversation_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        before: _builtins.int | None = ...,
+        after: _builtins.int | None = ...,
+        conversation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before", "conversation_id", b"conversation_id", "message_id", b"message_id", "revision", b"revision", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__after: _TypeAlias = _typing.Literal["after"]  # noqa: Y015
+    _WhichOneofArgType__after: _TypeAlias = _typing.Literal["_after", b"_after"]  # noqa: Y015
+    _WhichOneofReturnType__before: _TypeAlias = _typing.Literal["before"]  # noqa: Y015
+    _WhichOneofArgType__before: _TypeAlias = _typing.Literal["_before", b"_before"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after) -> _WhichOneofReturnType__after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__before) -> _WhichOneofReturnType__before | None: ...
+
+Global___GetMessageContextRequest: _TypeAlias = GetMessageContextRequest  # noqa: Y015
+
+@_typing.final
+class GetMessageContextResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    position: _builtins.int
+    """Position of the message asked about."""
+    @_builtins.property
+    def conversation(self) -> Global___ConversationSummary: ...
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArchivedMessage]: ...
+    def __init__(
+        self,
+        *,
+        conversation: Global___ConversationSummary | None = ...,
+        revision: _builtins.int = ...,
+        messages: _abc.Iterable[Global___ArchivedMessage] | None = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "messages", b"messages", "position", b"position", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMessageContextResponse: _TypeAlias = GetMessageContextResponse  # noqa: Y015
+
+@_typing.final
+class ConversationReadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    """0: the head, pinned on the first call."""
+    graph: _builtins.bool
+    """Every branch rather than the active timeline."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        graph: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "graph", b"graph", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationReadRequest: _TypeAlias = ConversationReadRequest  # noqa: Y015
+
+@_typing.final
+class ReadConversationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    cursor: _builtins.str
+    max_bytes: _builtins.int
+    """Budget of the whole answer in bytes, 4096-49152 (0: 32768)."""
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationReadRequest]:
+        """1-20 on the first call; never with a cursor."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        requests: _abc.Iterable[Global___ConversationReadRequest] | None = ...,
+        cursor: _builtins.str = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "max_bytes", b"max_bytes", "requests", b"requests", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadConversationsRequest: _TypeAlias = ReadConversationsRequest  # noqa: Y015
+
+@_typing.final
+class OversizedMessage(_message.Message):
+    """A message too large for the budget: where it is and how large, never its text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    position: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        position: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "message_id", b"message_id", "position", b"position"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OversizedMessage: _TypeAlias = OversizedMessage  # noqa: Y015
+
+@_typing.final
+class ConversationReadResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_INDEX_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    HAS_TITLE_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    OVERSIZED_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    request_index: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    title: _builtins.str
+    has_title: _builtins.bool
+    complete: _builtins.bool
+    """Every message of this conversation has now been returned."""
+    error: _builtins.str
+    """Set instead of messages when this request failed (not found, bad revision)."""
+    message_count: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArchivedMessage]: ...
+    @_builtins.property
+    def oversized(self) -> _containers.RepeatedCompositeFieldContainer[Global___OversizedMessage]: ...
+    def __init__(
+        self,
+        *,
+        request_index: _builtins.int = ...,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        title: _builtins.str = ...,
+        has_title: _builtins.bool = ...,
+        messages: _abc.Iterable[Global___ArchivedMessage] | None = ...,
+        oversized: _abc.Iterable[Global___OversizedMessage] | None = ...,
+        complete: _builtins.bool = ...,
+        error: _builtins.str = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "conversation_id", b"conversation_id", "error", b"error", "has_title", b"has_title", "message_count", b"message_count", "messages", b"messages", "oversized", b"oversized", "request_index", b"request_index", "revision", b"revision", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationReadResult: _TypeAlias = ConversationReadResult  # noqa: Y015
+
+@_typing.final
+class ReadConversationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    USED_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Empty when every request is complete."""
+    used_bytes: _builtins.int
+    max_bytes: _builtins.int
+    completed: _builtins.int
+    remaining: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationReadResult]:
+        """Only the requests this page touched (every one on the first call)."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ConversationReadResult] | None = ...,
+        next_cursor: _builtins.str = ...,
+        used_bytes: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+        completed: _builtins.int = ...,
+        remaining: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "max_bytes", b"max_bytes", "next_cursor", b"next_cursor", "remaining", b"remaining", "results", b"results", "used_bytes", b"used_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadConversationsResponse: _TypeAlias = ReadConversationsResponse  # noqa: Y015
+
+@_typing.final
+class ResolveConversationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    TITLES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def titles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Exact titles, 1-20."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        titles: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["titles", b"titles", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveConversationsRequest: _TypeAlias = ResolveConversationsRequest  # noqa: Y015
+
+@_typing.final
+class ResolvedTitle(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TITLE_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    title: _builtins.str
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationSummary]: ...
+    def __init__(
+        self,
+        *,
+        title: _builtins.str = ...,
+        conversations: _abc.Iterable[Global___ConversationSummary] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolvedTitle: _TypeAlias = ResolvedTitle  # noqa: Y015
+
+@_typing.final
+class ResolveConversationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOLVED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resolved(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedTitle]: ...
+    def __init__(
+        self,
+        *,
+        resolved: _abc.Iterable[Global___ResolvedTitle] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resolved", b"resolved"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveConversationsResponse: _TypeAlias = ResolveConversationsResponse  # noqa: Y015
+
+@_typing.final
+class GetArchiveStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetArchiveStatsRequest: _TypeAlias = GetArchiveStatsRequest  # noqa: Y015
+
+@_typing.final
+class GetArchiveStatsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    REVISIONS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    INDEXED_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    IMPORTS_FIELD_NUMBER: _builtins.int
+    IMPORTS_RUNNING_FIELD_NUMBER: _builtins.int
+    INDEX_MODEL_FIELD_NUMBER: _builtins.int
+    LAST_ERRORS_FIELD_NUMBER: _builtins.int
+    conversations: _builtins.int
+    revisions: _builtins.int
+    messages: _builtins.int
+    """Distinct stored messages (every revision's)."""
+    indexed: _builtins.int
+    """Of those: in the vector index with the current model, waiting, failed."""
+    pending: _builtins.int
+    failed: _builtins.int
+    imports: _builtins.int
+    imports_running: _builtins.int
+    index_model: _builtins.str
+    """The model the index reported last (empty before anything was indexed)."""
+    @_builtins.property
+    def last_errors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        conversations: _builtins.int = ...,
+        revisions: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        indexed: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        imports: _builtins.int = ...,
+        imports_running: _builtins.int = ...,
+        index_model: _builtins.str = ...,
+        last_errors: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "failed", b"failed", "imports", b"imports", "imports_running", b"imports_running", "index_model", b"index_model", "indexed", b"indexed", "last_errors", b"last_errors", "messages", b"messages", "pending", b"pending", "revisions", b"revisions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetArchiveStatsResponse: _TypeAlias = GetArchiveStatsResponse  # noqa: Y015

@@ -106,6 +106,26 @@ class ArchiveServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.FromString,
                 _registered_method=True)
+        self.GetMessageContext = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetMessageContext',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.FromString,
+                _registered_method=True)
+        self.ReadConversations = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/ReadConversations',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsResponse.FromString,
+                _registered_method=True)
+        self.ResolveConversations = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/ResolveConversations',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsResponse.FromString,
+                _registered_method=True)
+        self.GetArchiveStats = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetArchiveStats',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.FromString,
+                _registered_method=True)
 
 
 class ArchiveServiceServicer:
@@ -177,7 +197,7 @@ class ArchiveServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchMessages(self, request, context):
-        """Full-text search over the messages of head revisions.
+        """Hybrid search (vector and full-text, fused like recall) over the messages of head revisions.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -206,6 +226,34 @@ class ArchiveServiceServicer:
 
     def GetImport(self, request, context):
         """Progress of one import.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMessageContext(self, request, context):
+        """The messages around one message (a search hit), up to 10 either side, at a pinned revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadConversations(self, request, context):
+        """1-20 conversations at once within a byte budget, whole messages round-robin, one cursor.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveConversations(self, request, context):
+        """Conversations by exact title (no search), up to 20 titles.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetArchiveStats(self, request, context):
+        """Counts and index health of a vault's archive.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -283,6 +331,26 @@ def add_ArchiveServiceServicer_to_server(servicer, server):
                     servicer.GetImport,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.SerializeToString,
+            ),
+            'GetMessageContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMessageContext,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.SerializeToString,
+            ),
+            'ReadConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadConversations,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsResponse.SerializeToString,
+            ),
+            'ResolveConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveConversations,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsResponse.SerializeToString,
+            ),
+            'GetArchiveStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetArchiveStats,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -665,6 +733,114 @@ class ArchiveService:
             '/memvault.vault.v1.ArchiveService/GetImport',
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMessageContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetMessageContext',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/ReadConversations',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/ResolveConversations',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetArchiveStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetArchiveStats',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

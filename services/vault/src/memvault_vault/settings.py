@@ -38,6 +38,7 @@ class VaultGroup(BaseModel):
         if value.strip() and not croniter.is_valid(value.strip()):
             raise ValueError(f"{value!r} is not a cron schedule; write it as the CronJob's, e.g. '20 * * * *'")
         return value.strip()
+
     cursor_secret: SecretStr | None = None
     """Key of the HMAC that signs archive cursors (every vault replica needs the same); unset, one is
     derived from MEMVAULT_IDENTITY__SECRET."""

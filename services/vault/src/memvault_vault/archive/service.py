@@ -15,6 +15,7 @@ from memvault_core.errors import InvalidArgument, LimitExceeded
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.archive.chatgpt import load_export
+from memvault_vault.archive.packs import ContextPacks
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
@@ -24,6 +25,8 @@ from memvault_vault.archive.records import (
     RevisionRecord,
 )
 from memvault_vault.archive.store import ArchiveStore
+from memvault_vault.archive.write_store import ArchiveWriteStore
+from memvault_vault.archive.writes import ArchiveWrites
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import cursor
@@ -72,6 +75,14 @@ class ArchiveService:
         self._store = store
         self._accounts = accounts
         self._loaded: tuple[str, list[Any]] | None = None
+        # Keyed, in-place, batch and cross-vault writes, emptying, and context packs (their own modules).
+        self.writes = ArchiveWrites(store, accounts, INDEXING)
+        self.packs = ContextPacks(
+            store,
+            ArchiveWriteStore(store),
+            accounts,
+            lambda identity, vault, query, tags, limit: self.search(identity, vault, query, tags_any=tags, limit=limit),
+        )
 
     async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool) -> Receipt:
         verified: ConversationRecord | None = None

@@ -146,7 +146,7 @@ async def test_edit_in_place_keeps_node_and_place_and_replays_by_key(owner: Call
     request.edits[0].text = "my dog is Bruno"
     assert (await refused(stub(owner).EditMessages(request, metadata=owner.metadata())))[0] == "conflict"
     after = await read(owner, first.conversation_id)
-    assert [(m.node_id, m.text) for m in after.messages][0] == (node, "my dog is Rocco")
+    assert (after.messages[0].node_id, after.messages[0].text) == (node, "my dog is Rocco")
     assert after.messages[0].parent_node_id == page.messages[0].parent_node_id
     unknown = pb.EditMessagesRequest(
         vault=owner.vault,

@@ -9,11 +9,13 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault_core import wire
 from memvault_core.vault_client import VaultClient
+from memvault_mcp.tools.archive_writing import PackIn, build_pack
 from memvault_mcp.tools.arguments import VaultArg
 from memvault_mcp.tools.registry import READ_ONLY, ask_vault, tool
 
@@ -88,12 +90,12 @@ async def archive_search(
     "Read the archive. mode=list: conversations (metadata and tags, paged by cursor). mode=conversation: "
     "one conversation's messages (active timeline, or every branch with graph=true) at the head or a pinned "
     "revision, from after_position. mode=revisions: its revisions, newest first. mode=import: an import's "
-    "progress and failures.",
+    "progress and failures. mode=pack: a context pack (pack), pinned, deduplicated, fitted to max_tokens/max_bytes.",
     READ_ONLY,
 )
 async def archive_read(
     ctx: Context,
-    mode: Annotated[Literal["list", "conversation", "revisions", "import"], Field(description="What to read.")],
+    mode: Annotated[Literal["list", "conversation", "revisions", "import", "pack"], Field(description="What to read.")],
     conversation_id: Annotated[str, Field(description="For conversation and revisions.", max_length=64)] = "",
     revision: Annotated[int, Field(description="Pin a revision (0: the head).", ge=0)] = 0,
     graph: Annotated[bool, Field(description="Every branch, not only the active timeline.")] = False,
@@ -104,8 +106,13 @@ async def archive_read(
         list[str], Field(description="mode=list: only conversations with all of these tags.", max_length=20)
     ] = [],  # noqa: B006
     import_id: Annotated[str, Field(description="For mode=import.", max_length=64)] = "",
+    pack: PackIn | None = None,
     vault: VaultArg = "",
 ) -> dict[str, Any]:
+    if mode == "pack":
+        if pack is None:
+            raise ToolError("mode=pack needs pack: {conversations: [...], queries: [...]}")
+        return await build_pack(ctx, vault, pack)
     if mode == "list":
         listed = await ask_vault(
             ctx,

@@ -84,20 +84,10 @@ class ArchiveService:
             lambda identity, vault, query, tags, limit: self.search(identity, vault, query, tags_any=tags, limit=limit),
         )
 
-    async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool) -> Receipt:
-        verified: ConversationRecord | None = None
-        if verify:
-            verified = await self._store.conversation(vault, receipt.conversation_id)
-        return Receipt(
-            receipt.conversation_id,
-            receipt.revision,
-            receipt.content_sha256,
-            receipt.message_count,
-            durable=True,
-            indexing=INDEXING,
-            replayed=receipt.replayed,
-            verified=verified,
-        )
+    async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool, written: int = 0) -> Receipt:
+        """The receipt as answered; with `verify`, the last `written` messages are read back (writes.py)."""
+        positions = range(receipt.message_count - written, receipt.message_count)
+        return (await self.writes.finish(vault, [(receipt, positions)], verify))[0]
 
     @staticmethod
     def _idempotency(key: str, operation: str, *parts: Any) -> tuple[str, str] | None:
@@ -130,7 +120,7 @@ class ArchiveService:
             tags=clean_tags,
             idempotency=self._idempotency(idempotency_key, "create", clean_title, clean_tags, drafts),
         )
-        return await self._finish(vault, receipt, verify)
+        return await self._finish(vault, receipt, verify, len(drafts))
 
     async def revise(
         self,
@@ -158,7 +148,7 @@ class ArchiveService:
             messages=_inputs(drafts),
             idempotency=self._idempotency(idempotency_key, kind, conversation_id, base_revision, drafts),
         )
-        return await self._finish(vault, receipt, verify)
+        return await self._finish(vault, receipt, verify, len(drafts))
 
     async def restore(
         self,

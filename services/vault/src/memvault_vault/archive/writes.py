@@ -73,7 +73,7 @@ class ArchiveWrites:
         key = rules.validate_idempotency_key(key)
         return (key, rules.request_hash(operation, *parts)) if key else None
 
-    async def _finish(
+    async def finish(
         self, vault: VaultAccess, written: Sequence[tuple[Receipt, Sequence[int]]], verify: bool
     ) -> list[Receipt]:
         """Receipts as answered: durable, with the indexing state, and with `verify` the conversation
@@ -187,7 +187,7 @@ class ArchiveWrites:
         receipt, positions = await self._writes.rewrite(
             vault, identity.actor, conversation_id, base_revision, "upsert", plan, idempotency
         )
-        return (await self._finish(vault, [(receipt, positions)], verify))[0]
+        return (await self.finish(vault, [(receipt, positions)], verify))[0]
 
     async def edit(
         self,
@@ -243,7 +243,7 @@ class ArchiveWrites:
         receipt, positions = await self._writes.rewrite(
             vault, identity.actor, conversation_id, base_revision, "edit", plan, idempotency
         )
-        return (await self._finish(vault, [(receipt, positions)], verify))[0]
+        return (await self.finish(vault, [(receipt, positions)], verify))[0]
 
     async def commit(
         self,
@@ -281,7 +281,7 @@ class ArchiveWrites:
             (r, range(r.message_count - len(w.messages) if w.kind == "append" else 0, r.message_count))
             for r, w in zip(receipts, batch, strict=True)
         ]
-        return await self._finish(vault, written, verify)
+        return await self.finish(vault, written, verify)
 
     async def copy(
         self,
@@ -314,7 +314,7 @@ class ArchiveWrites:
             )
         idempotency = self._idempotency(idempotency_key, "copy", source.id, ids)
         receipts = await self._writes.copy(source, target, identity.actor, ids, idempotency)
-        return await self._finish(target, [(r, range(r.message_count)) for r in receipts], verify)
+        return await self.finish(target, [(r, range(r.message_count)) for r in receipts], verify)
 
     async def empty(self, identity: Identity, vault_name: str, confirm: str) -> dict[str, Any]:
         """One bounded step of deleting every conversation and upload of a vault's archive; `confirm`

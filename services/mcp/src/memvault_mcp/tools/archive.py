@@ -181,6 +181,7 @@ async def archive_read(
             "position": m.position,
             "message_id": m.id,
             "node_id": m.node_id,
+            "key": m.key or None,
             "role": m.role,
             "content_type": m.content_type,
             "text": m.text,

@@ -7,15 +7,19 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault_core.archive_answers import fit_receipts, pack_json, receipt_json
 from memvault_core.vault_client import VaultClient
 from memvault_mcp.tools.arguments import VaultArg
-from memvault_mcp.tools.registry import DESTRUCTIVE, ask_vault, tool
+from memvault_mcp.tools.registry import ask_vault, tool
 
 Role = Literal["user", "assistant", "system", "tool"]
+
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+"""Replace, delete and empty destroy; append without an idempotency key adds again when repeated."""
 
 
 class MessageIn(BaseModel):
@@ -81,7 +85,7 @@ async def build_pack(ctx: Context, vault: str, pack: PackIn) -> dict[str, Any]:
     "revision. tags: tags, tags_version. copy: conversation_ids to target_vault. delete: confirm=conversation_id. "
     "empty: confirm=vault name; repeat until done. Same idempotency_key and content: the first result. Returns "
     "receipts; verify=true reads back, the rest in omitted.",
-    DESTRUCTIVE,
+    WRITES,
 )
 async def archive_write(
     ctx: Context,

@@ -12,8 +12,10 @@ from typing import Any
 import httpx
 import pytest
 from e2e_helpers import call, call_error, mcp_session
+from mcp import MCPError
 from test_sdk_client import oauth_stack, signed_in_owner
 
+from memvault_core.identity import missing_scope_message
 from memvault_devstack.fixtures import StackStarter
 
 pytestmark = pytest.mark.e2e
@@ -212,9 +214,9 @@ async def test_agent_and_script_write_the_archive(fresh_stack: StackStarter) -> 
     async with mcp_session(stack.mcp_url, headers={"Authorization": f"Bearer {reader}"}) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert "archive_read" in names and "archive_write" not in names
-        with pytest.raises(Exception, match="write") as refused:
+        with pytest.raises(MCPError) as refused:
             await client.call_tool("archive_write", {"op": "create", "messages": [{"text": "no"}]})
-        assert refused.value is not None
+        assert missing_scope_message("archive_write", "write", ["read"]) in str(refused.value)
         assert (await call(client, "archive_read", mode="pack", pack={"conversations": [other["conversation_id"]]}))[
             "fits"
         ]

@@ -55,6 +55,24 @@ async def test_agent_and_script_write_the_archive(fresh_stack: StackStarter) -> 
         assert guide["limits"]["max_receipt_bytes"] == CEILING
         assert guide["limits"]["max_write_request_bytes"] == 1024 * 1024
         assert guide["limits"]["max_content_chars"] == 4000  # the memory limits are there as well
+        # The bounds the tools advertise are the limits the vault reports (and enforces).
+        limits = guide["limits"]
+        tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        write, read = tools["archive_write"], tools["archive_read"]
+        message = write["$defs"]["MessageIn"]["properties"]
+        assert write["properties"]["messages"]["maxItems"] == limits["max_messages_per_write"]
+        assert message["text"]["maxLength"] == limits["max_message_chars"]
+        assert message["key"]["maxLength"] == limits["max_message_key_chars"]
+        assert write["properties"]["writes"]["maxItems"] == limits["max_batch_writes"]
+        assert write["properties"]["conversation_ids"]["maxItems"] == limits["max_copy_conversations"]
+        assert write["properties"]["tags"]["maxItems"] == limits["max_conversation_tags"]
+        pack = read["$defs"]["PackIn"]["properties"]
+        assert pack["conversations"]["maxItems"] == limits["max_pack_conversations"]
+        assert pack["queries"]["maxItems"] == limits["max_pack_searches"]
+        assert (pack["max_tokens"]["maximum"], pack["max_bytes"]["maximum"]) == (
+            limits["max_pack_tokens"],
+            limits["max_pack_bytes"],
+        )
 
         made = await call(
             client,

@@ -396,10 +396,11 @@ class ArchiveWriteStore:
         """(position, message id, text bytes) of a revision's active timeline, or of its last `tail`
         messages, in order; no text is loaded (a context pack sizes before it reads)."""
         rows = await self._pool.fetch(
-            "SELECT * FROM (SELECT rm.position, rm.message_id::text AS id, octet_length(m.text) AS size"
-            " FROM archive_revision_message rm JOIN archive_message m ON m.id = rm.message_id"
-            " WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 AND rm.active"
-            " ORDER BY rm.position DESC LIMIT $4) AS t ORDER BY position",
+            # The tail is picked on the revision's own index before any message row is touched.
+            "SELECT t.position, t.message_id::text AS id, octet_length(m.text) AS size FROM (SELECT position,"
+            " message_id FROM archive_revision_message WHERE conversation_id = $1 AND vault_id = $2"
+            " AND revision = $3 AND active ORDER BY position DESC LIMIT $4) AS t"
+            " JOIN archive_message m ON m.id = t.message_id AND m.vault_id = $2 ORDER BY t.position",
             conversation_id,
             vault.id,
             revision,

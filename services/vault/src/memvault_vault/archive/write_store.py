@@ -168,16 +168,33 @@ class ArchiveWriteStore:
         kind: str,
         plan: Plan,
         idempotency: tuple[str, str] | None,
+        *,
+        keys: Sequence[str] = (),
+        nodes: Sequence[str] = (),
     ) -> tuple[Receipt, list[int]]:
         """A new revision built from the head's rows by `plan` (keyed upserts, in-place edits), in one
-        transaction; when the plan changes nothing, the head's receipt and no revision."""
+        transaction; when the plan changes nothing, the head's receipt and no revision. Rows carry
+        their text and metadata only when their key is in `keys` or their node in `nodes`."""
         async with self._pool.acquire() as conn, conn.transaction():
             if idempotency is not None:
                 replay = await self._batch_replay(conn, vault, *idempotency)
                 if replay is not None:
                     return replay[0], []
             head = await self._head(conn, vault, conversation_id, base_revision)
-            rows = await conn.fetch(_ROWS + " ORDER BY rm.position", conversation_id, vault.id, head)
+            # Text and metadata only of the messages the write names; the others are carried by id.
+            rows = await conn.fetch(
+                "SELECT rm.position, rm.active, m.id::text AS id, m.node_id, m.parent_node_id, m.role,"
+                " m.content_type, m.content_hash, m.message_key, m.created_at,"
+                " CASE WHEN m.message_key = ANY($4::text[]) OR m.node_id = ANY($5::text[]) THEN m.text END AS text,"
+                " CASE WHEN m.message_key = ANY($4::text[]) OR m.node_id = ANY($5::text[]) THEN m.metadata::text"
+                " END AS metadata FROM archive_revision_message rm JOIN archive_message m ON m.id = rm.message_id"
+                " WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 ORDER BY rm.position",
+                conversation_id,
+                vault.id,
+                head,
+                list(keys),
+                list(nodes),
+            )
             entries, changes, positions = plan(rows)
             if entries is None:
                 current = await conn.fetchrow(

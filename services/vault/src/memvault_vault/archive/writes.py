@@ -185,7 +185,7 @@ class ArchiveWrites:
 
         idempotency = self._idempotency(idempotency_key, "upsert", conversation_id, base_revision, messages)
         receipt, positions = await self._writes.rewrite(
-            vault, identity.actor, conversation_id, base_revision, "upsert", plan, idempotency
+            vault, identity.actor, conversation_id, base_revision, "upsert", plan, idempotency, keys=sorted(seen)
         )
         return (await self.finish(vault, [(receipt, positions)], verify))[0]
 
@@ -241,7 +241,7 @@ class ArchiveWrites:
 
         idempotency = self._idempotency(idempotency_key, "edit", conversation_id, base_revision, edits)
         receipt, positions = await self._writes.rewrite(
-            vault, identity.actor, conversation_id, base_revision, "edit", plan, idempotency
+            vault, identity.actor, conversation_id, base_revision, "edit", plan, idempotency, nodes=nodes
         )
         return (await self.finish(vault, [(receipt, positions)], verify))[0]
 

@@ -27,6 +27,7 @@ from memvault_gateway import dashboard
 from memvault_gateway.api import (
     access,
     archive,
+    archive_writes,
     backup,
     imports,
     index,
@@ -239,6 +240,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         memories.router,
         imports.router,
         archive.router,
+        archive_writes.router,
         vault_settings.router,
         backup.router,
         retention.router,

@@ -15,6 +15,7 @@ from pydantic import Field
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault_core import wire
 from memvault_core.vault_client import VaultClient
+from memvault_mcp.tools.archive_writing import PackIn, build_pack
 from memvault_mcp.tools.arguments import VaultArg
 from memvault_mcp.tools.registry import READ_ONLY, ask_vault, tool
 
@@ -116,13 +117,14 @@ async def archive_search(
     "Read conversations",
     "Read the archive. list: metadata, tags. conversation: messages at the head or a pinned revision. "
     "context: up to 10 messages either side of message_id (default 3). batch: 1-20 conversations within "
-    "max_bytes; loop on next_cursor alone. resolve: exact titles. revisions, import, stats (counts, index).",
+    "max_bytes; loop on next_cursor alone. resolve: exact titles. revisions, import, stats (counts, index). "
+    "pack: a pinned, deduplicated context pack fitted to max_tokens/max_bytes.",
     READ_ONLY,
 )
 async def archive_read(
     ctx: Context,
     mode: Annotated[
-        Literal["list", "conversation", "context", "batch", "resolve", "revisions", "import", "stats"],
+        Literal["list", "conversation", "context", "batch", "resolve", "revisions", "import", "stats", "pack"],
         Field(description="What to read."),
     ],
     conversation_id: Annotated[str, Field(description="For conversation and revisions.", max_length=64)] = "",
@@ -138,8 +140,13 @@ async def archive_read(
         list[str], Field(description="batch: ids (id@3 pins revision 3); resolve: titles.", max_length=20)
     ] = [],  # noqa: B006
     max_bytes: Annotated[int, Field(description="4096-49152 (default 32768).", ge=0)] = 0,
+    pack: PackIn | None = None,
     vault: VaultArg = "",
 ) -> dict[str, Any]:
+    if mode == "pack":
+        if pack is None:
+            raise ToolError("mode=pack needs pack: {conversations: [...], queries: [...]}")
+        return await build_pack(ctx, vault, pack)
     if mode in ("context", "batch", "resolve", "stats"):
         around = 3 if limit == 0 and mode == "context" else limit
         return await _read_more(ctx, mode, vault, message_id, revision, around, conversations, max_bytes, cursor)
@@ -211,6 +218,7 @@ async def archive_read(
             "position": m.position,
             "message_id": m.id,
             "node_id": m.node_id,
+            "key": m.key or None,
             "role": m.role,
             "content_type": m.content_type,
             "text": m.text,

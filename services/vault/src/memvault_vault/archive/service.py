@@ -16,15 +16,19 @@ from memvault_core.errors import InvalidArgument, LimitExceeded, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.archive.chatgpt import load_export
+from memvault_vault.archive.packs import ContextPacks
 from memvault_vault.archive.reads import ArchiveReads
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
+    MessageHit,
     MessageRecord,
     Receipt,
     RevisionRecord,
 )
 from memvault_vault.archive.store import ArchiveStore
+from memvault_vault.archive.write_store import ArchiveWriteStore
+from memvault_vault.archive.writes import ArchiveWrites
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import cursor
@@ -84,6 +88,14 @@ class ArchiveService:
         # Without a configured secret (tests), cursors hold for this process only.
         self._cursors = cursors or CursorSigner(os.urandom(32))
         self._reads = reads
+        # Keyed, in-place, batch and cross-vault writes, emptying, and context packs (their own modules).
+        self.writes = ArchiveWrites(store, accounts, INDEXING)
+        self.packs = ContextPacks(
+            store,
+            ArchiveWriteStore(store),
+            accounts,
+            self._pack_search,
+        )
 
     @property
     def reads(self) -> ArchiveReads:
@@ -91,6 +103,15 @@ class ArchiveService:
         if self._reads is None:
             raise Unavailable("archive reads are not wired in this process")
         return self._reads
+
+    async def _pack_search(
+        self, identity: Identity, vault_name: str, query: str, tags: list[str], limit: int
+    ) -> list[MessageHit]:
+        """A context pack's optional search: the agents' hybrid search, first page."""
+        page = await self.reads.search(
+            identity, vault_name, query, tags_all=[], tags_any=tags, limit=limit, max_bytes=0, page=""
+        )
+        return page.hits
 
     def _seal(self, identity: Identity, request: str, position: dict[str, Any]) -> str:
         return self._cursors.seal(
@@ -100,20 +121,10 @@ class ArchiveService:
     def _open(self, identity: Identity, page: str, request: str) -> dict[str, Any] | None:
         return self._cursors.open(page, "archive", CursorSigner.caller_of(identity.subject, identity.client), request)
 
-    async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool) -> Receipt:
-        verified: ConversationRecord | None = None
-        if verify:
-            verified = await self._store.conversation(vault, receipt.conversation_id)
-        return Receipt(
-            receipt.conversation_id,
-            receipt.revision,
-            receipt.content_sha256,
-            receipt.message_count,
-            durable=True,
-            indexing=INDEXING,
-            replayed=receipt.replayed,
-            verified=verified,
-        )
+    async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool, written: int = 0) -> Receipt:
+        """The receipt as answered; with `verify`, the last `written` messages are read back (writes.py)."""
+        positions = range(receipt.message_count - written, receipt.message_count)
+        return (await self.writes.finish(vault, [(receipt, positions)], verify))[0]
 
     @staticmethod
     def _idempotency(key: str, operation: str, *parts: Any) -> tuple[str, str] | None:
@@ -146,7 +157,7 @@ class ArchiveService:
             tags=clean_tags,
             idempotency=self._idempotency(idempotency_key, "create", clean_title, clean_tags, drafts),
         )
-        return await self._finish(vault, receipt, verify)
+        return await self._finish(vault, receipt, verify, len(drafts))
 
     async def revise(
         self,
@@ -174,7 +185,7 @@ class ArchiveService:
             messages=_inputs(drafts),
             idempotency=self._idempotency(idempotency_key, kind, conversation_id, base_revision, drafts),
         )
-        return await self._finish(vault, receipt, verify)
+        return await self._finish(vault, receipt, verify, len(drafts))
 
     async def restore(
         self,

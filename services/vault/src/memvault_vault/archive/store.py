@@ -30,7 +30,7 @@ from memvault_vault.outbox.store import enqueue
 _SUMMARY = """
     SELECT c.id::text AS id, c.title, c.tags, c.tags_version, c.head_revision, c.source,
            coalesce(c.external_id, '') AS external_id, c.created_at, c.updated_at,
-           r.message_count, r.content_sha256
+           r.message_count, r.content_sha256, c.derived_from::text AS derived_from
     FROM archive_conversation c
     JOIN archive_revision r ON r.conversation_id = c.id AND r.number = c.head_revision
 """
@@ -49,6 +49,7 @@ def _summary(row: asyncpg.Record) -> ConversationRecord:
         external_id=row["external_id"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        derived_from=json.loads(row["derived_from"]) if row["derived_from"] else None,
     )
 
 
@@ -329,10 +330,10 @@ class ArchiveStore:
         if new:
             await conn.execute(
                 "INSERT INTO archive_message (id, vault_id, conversation_id, node_id, parent_node_id, role,"
-                " content_type, text, content, metadata, created_at, content_hash)"
-                " SELECT i, $1, $2, n, p, r, t, x, c::jsonb, d::jsonb, a, h FROM unnest($3::uuid[], $4::text[],"
+                " content_type, text, content, metadata, created_at, content_hash, message_key)"
+                " SELECT i, $1, $2, n, p, r, t, x, c::jsonb, d::jsonb, a, h, k FROM unnest($3::uuid[], $4::text[],"
                 " $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[],"
-                " $12::text[]) AS u (i, n, p, r, t, x, c, d, a, h)",
+                " $12::text[], $13::text[]) AS u (i, n, p, r, t, x, c, d, a, h, k)",
                 vault.id,
                 conversation_id,
                 [i for i, _ in new],
@@ -345,6 +346,7 @@ class ArchiveStore:
                 [_json(m.metadata) for _, m in new],
                 [m.created_at for _, m in new],
                 [m.content_hash for _, m in new],
+                [m.key for _, m in new],
             )
         return ids
 
@@ -514,7 +516,7 @@ class ArchiveStore:
     ) -> list[MessageRecord]:
         rows = await self._pool.fetch(
             "SELECT m.id::text AS id, m.node_id, m.parent_node_id, m.role, m.content_type, m.text, m.content::text"
-            " AS content, m.created_at, rm.active, rm.position"
+            " AS content, m.created_at, rm.active, rm.position, m.message_key"
             " FROM archive_revision_message rm JOIN archive_message m ON m.id = rm.message_id"
             " WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 AND rm.position > $4"
             " AND (NOT $5 OR rm.active) ORDER BY rm.position LIMIT $6",
@@ -537,6 +539,7 @@ class ArchiveStore:
                 r["created_at"],
                 r["active"],
                 r["position"],
+                r["message_key"],
             )
             for r in rows
         ]

@@ -12,6 +12,7 @@ from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core import limits, wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
+from memvault_vault.domain import capabilities
 from memvault_vault.domain.memory import MemoryType
 from memvault_vault.rpc import convert
 from memvault_vault.services import VaultServices
@@ -30,7 +31,11 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     ) -> vpb.GetCapabilitiesResponse:
         self._identity(context)
         return vpb.GetCapabilitiesResponse(
-            limits=limits_pb2.Limits(**limits.as_dict()), memory_types=[t.value for t in MemoryType]
+            limits=limits_pb2.Limits(**limits.as_dict()),
+            memory_types=[t.value for t in MemoryType],
+            capabilities_version=capabilities.CAPABILITIES_VERSION,
+            more_limits=capabilities.archive_limits(),
+            features=capabilities.features(),
         )
 
     async def ListVaults(

@@ -86,6 +86,7 @@ class ArchivedMessage(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     ACTIVE_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     node_id: _builtins.str
     parent_node_id: _builtins.str
@@ -96,6 +97,8 @@ class ArchivedMessage(_message.Message):
     """The source's content object as JSON (kept whole for imported messages)."""
     active: _builtins.bool
     position: _builtins.int
+    key: _builtins.str
+    """The message's stable key, when it was written by key."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -111,10 +114,11 @@ class ArchivedMessage(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         active: _builtins.bool = ...,
         position: _builtins.int = ...,
+        key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "content_json", b"content_json", "content_type", b"content_type", "created_at", b"created_at", "id", b"id", "node_id", b"node_id", "parent_node_id", b"parent_node_id", "position", b"position", "role", b"role", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "content_json", b"content_json", "content_type", b"content_type", "created_at", b"created_at", "id", b"id", "key", b"key", "node_id", b"node_id", "parent_node_id", b"parent_node_id", "position", b"position", "role", b"role", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -136,6 +140,7 @@ class ConversationSummary(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     CONTENT_SHA256_FIELD_NUMBER: _builtins.int
     HAS_TITLE_FIELD_NUMBER: _builtins.int
+    DERIVED_FROM_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     title: _builtins.str
     """Empty when the conversation has no title."""
@@ -152,6 +157,10 @@ class ConversationSummary(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def derived_from(self) -> Global___DerivedFrom:
+        """For a copy: the conversation revision it was copied from."""
+
     def __init__(
         self,
         *,
@@ -167,18 +176,96 @@ class ConversationSummary(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         content_sha256: _builtins.str = ...,
         has_title: _builtins.bool = ...,
+        derived_from: Global___DerivedFrom | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "derived_from", b"derived_from", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "created_at", b"created_at", "external_id", b"external_id", "has_title", b"has_title", "head_revision", b"head_revision", "id", b"id", "message_count", b"message_count", "source", b"source", "tags", b"tags", "tags_version", b"tags_version", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "created_at", b"created_at", "derived_from", b"derived_from", "external_id", b"external_id", "has_title", b"has_title", "head_revision", b"head_revision", "id", b"id", "message_count", b"message_count", "source", b"source", "tags", b"tags", "tags_version", b"tags_version", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConversationSummary: _TypeAlias = ConversationSummary  # noqa: Y015
 
 @_typing.final
+class DerivedFrom(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "revision", b"revision", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DerivedFrom: _TypeAlias = DerivedFrom  # noqa: Y015
+
+@_typing.final
+class OmittedRead(_message.Message):
+    """Readback a receipt left out to stay under the ceiling: read the conversation at `revision` from
+    after_position on.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    AFTER_POSITION_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    after_position: _builtins.int
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        after_position: _builtins.int = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_position", b"after_position", "conversation_id", b"conversation_id", "count", b"count", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OmittedRead: _TypeAlias = OmittedRead  # noqa: Y015
+
+@_typing.final
 class WriteReceipt(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ChangesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
@@ -188,6 +275,10 @@ class WriteReceipt(_message.Message):
     CONTENT_SHA256_FIELD_NUMBER: _builtins.int
     MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     VERIFIED_FIELD_NUMBER: _builtins.int
+    READBACK_FIELD_NUMBER: _builtins.int
+    OMITTED_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    DERIVED_FROM_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     revision: _builtins.int
     durable: _builtins.bool
@@ -202,6 +293,18 @@ class WriteReceipt(_message.Message):
     def verified(self) -> Global___ConversationSummary:
         """With verify: what was read back after the commit."""
 
+    @_builtins.property
+    def readback(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArchivedMessage]:
+        """With verify: the messages this write committed, read back (bounded; the rest in omitted)."""
+
+    @_builtins.property
+    def omitted(self) -> _containers.RepeatedCompositeFieldContainer[Global___OmittedRead]: ...
+    @_builtins.property
+    def changes(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Upserts and edits: added, updated, unchanged."""
+
+    @_builtins.property
+    def derived_from(self) -> Global___DerivedFrom: ...
     def __init__(
         self,
         *,
@@ -213,10 +316,14 @@ class WriteReceipt(_message.Message):
         content_sha256: _builtins.str = ...,
         message_count: _builtins.int = ...,
         verified: Global___ConversationSummary | None = ...,
+        readback: _abc.Iterable[Global___ArchivedMessage] | None = ...,
+        omitted: _abc.Iterable[Global___OmittedRead] | None = ...,
+        changes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        derived_from: Global___DerivedFrom | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["verified", b"verified"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["derived_from", b"derived_from", "verified", b"verified"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "conversation_id", b"conversation_id", "durable", b"durable", "indexing", b"indexing", "message_count", b"message_count", "replayed", b"replayed", "revision", b"revision", "verified", b"verified"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "content_sha256", b"content_sha256", "conversation_id", b"conversation_id", "derived_from", b"derived_from", "durable", b"durable", "indexing", b"indexing", "message_count", b"message_count", "omitted", b"omitted", "readback", b"readback", "replayed", b"replayed", "revision", b"revision", "verified", b"verified"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1534,3 +1641,605 @@ class GetArchiveStatsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetArchiveStatsResponse: _TypeAlias = GetArchiveStatsResponse  # noqa: Y015
+
+@_typing.final
+class KeyedMessage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """1-128 of a-z, 0-9, '.', '_', '/', '-', starting and ending with a letter or digit."""
+    role: _builtins.str
+    text: _builtins.str
+    content_type: _builtins.str
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        role: _builtins.str = ...,
+        text: _builtins.str = ...,
+        content_type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_type", b"content_type", "key", b"key", "role", b"role", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeyedMessage: _TypeAlias = KeyedMessage  # noqa: Y015
+
+@_typing.final
+class UpsertMessagesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    BASE_REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    conversation_id: _builtins.str
+    base_revision: _builtins.int
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeyedMessage]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        base_revision: _builtins.int = ...,
+        messages: _abc.Iterable[Global___KeyedMessage] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_revision", b"base_revision", "conversation_id", b"conversation_id", "idempotency_key", b"idempotency_key", "messages", b"messages", "vault", b"vault", "verify", b"verify"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertMessagesRequest: _TypeAlias = UpsertMessagesRequest  # noqa: Y015
+
+@_typing.final
+class UpsertMessagesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    NO_CHANGE_FIELD_NUMBER: _builtins.int
+    no_change: _builtins.bool
+    @_builtins.property
+    def receipt(self) -> Global___WriteReceipt:
+        """revision is the head's when nothing changed (no_change)."""
+
+    def __init__(
+        self,
+        *,
+        receipt: Global___WriteReceipt | None = ...,
+        no_change: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["no_change", b"no_change", "receipt", b"receipt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertMessagesResponse: _TypeAlias = UpsertMessagesResponse  # noqa: Y015
+
+@_typing.final
+class MessageEdit(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.str
+    text: _builtins.str
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessageEdit: _TypeAlias = MessageEdit  # noqa: Y015
+
+@_typing.final
+class EditMessagesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    BASE_REVISION_FIELD_NUMBER: _builtins.int
+    EDITS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    conversation_id: _builtins.str
+    base_revision: _builtins.int
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def edits(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageEdit]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        base_revision: _builtins.int = ...,
+        edits: _abc.Iterable[Global___MessageEdit] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_revision", b"base_revision", "conversation_id", b"conversation_id", "edits", b"edits", "idempotency_key", b"idempotency_key", "vault", b"vault", "verify", b"verify"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EditMessagesRequest: _TypeAlias = EditMessagesRequest  # noqa: Y015
+
+@_typing.final
+class EditMessagesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    NO_CHANGE_FIELD_NUMBER: _builtins.int
+    no_change: _builtins.bool
+    @_builtins.property
+    def receipt(self) -> Global___WriteReceipt: ...
+    def __init__(
+        self,
+        *,
+        receipt: Global___WriteReceipt | None = ...,
+        no_change: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["no_change", b"no_change", "receipt", b"receipt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EditMessagesResponse: _TypeAlias = EditMessagesResponse  # noqa: Y015
+
+@_typing.final
+class CopyConversationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    TARGET_VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_IDS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    """The vault the conversations are in (read access)."""
+    target_vault: _builtins.str
+    """The vault to copy into (write access)."""
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def conversation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        target_vault: _builtins.str = ...,
+        conversation_ids: _abc.Iterable[_builtins.str] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_ids", b"conversation_ids", "idempotency_key", b"idempotency_key", "target_vault", b"target_vault", "vault", b"vault", "verify", b"verify"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyConversationsRequest: _TypeAlias = CopyConversationsRequest  # noqa: Y015
+
+@_typing.final
+class CopyConversationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def receipts(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteReceipt]: ...
+    def __init__(
+        self,
+        *,
+        receipts: _abc.Iterable[Global___WriteReceipt] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receipts", b"receipts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyConversationsResponse: _TypeAlias = CopyConversationsResponse  # noqa: Y015
+
+@_typing.final
+class BatchWrite(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    BASE_REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    kind: _builtins.str
+    """"append" or "replace"."""
+    base_revision: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageDraft]: ...
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        base_revision: _builtins.int = ...,
+        messages: _abc.Iterable[Global___MessageDraft] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_revision", b"base_revision", "conversation_id", b"conversation_id", "kind", b"kind", "messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchWrite: _TypeAlias = BatchWrite  # noqa: Y015
+
+@_typing.final
+class CommitBatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    WRITES_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def writes(self) -> _containers.RepeatedCompositeFieldContainer[Global___BatchWrite]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        writes: _abc.Iterable[Global___BatchWrite] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "vault", b"vault", "verify", b"verify", "writes", b"writes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitBatchRequest: _TypeAlias = CommitBatchRequest  # noqa: Y015
+
+@_typing.final
+class CommitBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def receipts(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteReceipt]: ...
+    def __init__(
+        self,
+        *,
+        receipts: _abc.Iterable[Global___WriteReceipt] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receipts", b"receipts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitBatchResponse: _TypeAlias = CommitBatchResponse  # noqa: Y015
+
+@_typing.final
+class EmptyArchiveRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONFIRM_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    confirm: _builtins.str
+    """Must equal the vault's name."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        confirm: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm", b"confirm", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmptyArchiveRequest: _TypeAlias = EmptyArchiveRequest  # noqa: Y015
+
+@_typing.final
+class EmptyArchiveResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    DELETED_IMPORTS_FIELD_NUMBER: _builtins.int
+    REMAINING_CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    REMAINING_IMPORTS_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    deleted_conversations: _builtins.int
+    deleted_imports: _builtins.int
+    remaining_conversations: _builtins.int
+    remaining_imports: _builtins.int
+    done: _builtins.bool
+    def __init__(
+        self,
+        *,
+        deleted_conversations: _builtins.int = ...,
+        deleted_imports: _builtins.int = ...,
+        remaining_conversations: _builtins.int = ...,
+        remaining_imports: _builtins.int = ...,
+        done: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_conversations", b"deleted_conversations", "deleted_imports", b"deleted_imports", "done", b"done", "remaining_conversations", b"remaining_conversations", "remaining_imports", b"remaining_imports"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmptyArchiveResponse: _TypeAlias = EmptyArchiveResponse  # noqa: Y015
+
+@_typing.final
+class PackConversation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    TAIL_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    """0: the head, pinned when the pack is built."""
+    tail: _builtins.int
+    """0: the whole active timeline; n: its last n messages."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        tail: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "revision", b"revision", "tail", b"tail"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackConversation: _TypeAlias = PackConversation  # noqa: Y015
+
+@_typing.final
+class PackSearch(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackSearch: _TypeAlias = PackSearch  # noqa: Y015
+
+@_typing.final
+class BuildContextPackRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    SEARCHES_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    max_tokens: _builtins.int
+    max_bytes: _builtins.int
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackConversation]: ...
+    @_builtins.property
+    def searches(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackSearch]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversations: _abc.Iterable[Global___PackConversation] | None = ...,
+        searches: _abc.Iterable[Global___PackSearch] | None = ...,
+        max_tokens: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "max_bytes", b"max_bytes", "max_tokens", b"max_tokens", "searches", b"searches", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BuildContextPackRequest: _TypeAlias = BuildContextPackRequest  # noqa: Y015
+
+@_typing.final
+class PackedMessage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    AUTHORITY_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    QUERY_INDEX_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    message_id: _builtins.str
+    position: _builtins.int
+    role: _builtins.str
+    authority: _builtins.str
+    """"required" or "retrieved"."""
+    text: _builtins.str
+    score: _builtins.float
+    node_id: _builtins.str
+    key: _builtins.str
+    query_index: _builtins.int
+    """For retrieved messages: which search found it (-1 for required ones)."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        message_id: _builtins.str = ...,
+        position: _builtins.int = ...,
+        role: _builtins.str = ...,
+        authority: _builtins.str = ...,
+        text: _builtins.str = ...,
+        score: _builtins.float = ...,
+        node_id: _builtins.str = ...,
+        key: _builtins.str = ...,
+        query_index: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["authority", b"authority", "conversation_id", b"conversation_id", "key", b"key", "message_id", b"message_id", "node_id", b"node_id", "position", b"position", "query_index", b"query_index", "revision", b"revision", "role", b"role", "score", b"score", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackedMessage: _TypeAlias = PackedMessage  # noqa: Y015
+
+@_typing.final
+class PackPin(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackPin: _TypeAlias = PackPin  # noqa: Y015
+
+@_typing.final
+class PackShortfall(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    messages: _builtins.int
+    tokens: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        tokens: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "conversation_id", b"conversation_id", "messages", b"messages", "revision", b"revision", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackShortfall: _TypeAlias = PackShortfall  # noqa: Y015
+
+@_typing.final
+class BuildContextPackResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PACK_ID_FIELD_NUMBER: _builtins.int
+    FITS_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    PINS_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    LEFT_OUT_FIELD_NUMBER: _builtins.int
+    DUPLICATES_FIELD_NUMBER: _builtins.int
+    MIN_MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MIN_MAX_BYTES_FIELD_NUMBER: _builtins.int
+    SHORTFALL_FIELD_NUMBER: _builtins.int
+    pack_id: _builtins.str
+    fits: _builtins.bool
+    """False when the required conversations alone are over a budget: then no messages, and the minimums."""
+    max_tokens: _builtins.int
+    max_bytes: _builtins.int
+    tokens: _builtins.int
+    bytes: _builtins.int
+    left_out: _builtins.int
+    """Retrieved messages left out by the budgets, and duplicates dropped."""
+    duplicates: _builtins.int
+    min_max_tokens: _builtins.int
+    min_max_bytes: _builtins.int
+    @_builtins.property
+    def pins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackPin]: ...
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackedMessage]: ...
+    @_builtins.property
+    def shortfall(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackShortfall]: ...
+    def __init__(
+        self,
+        *,
+        pack_id: _builtins.str = ...,
+        fits: _builtins.bool = ...,
+        max_tokens: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+        pins: _abc.Iterable[Global___PackPin] | None = ...,
+        tokens: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+        messages: _abc.Iterable[Global___PackedMessage] | None = ...,
+        left_out: _builtins.int = ...,
+        duplicates: _builtins.int = ...,
+        min_max_tokens: _builtins.int = ...,
+        min_max_bytes: _builtins.int = ...,
+        shortfall: _abc.Iterable[Global___PackShortfall] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "duplicates", b"duplicates", "fits", b"fits", "left_out", b"left_out", "max_bytes", b"max_bytes", "max_tokens", b"max_tokens", "messages", b"messages", "min_max_bytes", b"min_max_bytes", "min_max_tokens", b"min_max_tokens", "pack_id", b"pack_id", "pins", b"pins", "shortfall", b"shortfall", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BuildContextPackResponse: _TypeAlias = BuildContextPackResponse  # noqa: Y015

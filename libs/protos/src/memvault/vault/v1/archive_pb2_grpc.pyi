@@ -71,6 +71,20 @@ class ArchiveServiceStub:
     """Conversations by exact title (no search), up to 20 titles."""
     GetArchiveStats: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetArchiveStatsRequest, _archive_pb2.GetArchiveStatsResponse]
     """Counts and index health of a vault's archive."""
+    UpsertMessages: _grpc.UnaryUnaryMultiCallable[_archive_pb2.UpsertMessagesRequest, _archive_pb2.UpsertMessagesResponse]
+    """Messages written by stable key on top of base_revision: a known key gets new text in place, a new
+    key is appended; nothing changed writes no revision.
+    """
+    EditMessages: _grpc.UnaryUnaryMultiCallable[_archive_pb2.EditMessagesRequest, _archive_pb2.EditMessagesResponse]
+    """New text for known messages (by node id), in place, as one new revision."""
+    CopyConversations: _grpc.UnaryUnaryMultiCallable[_archive_pb2.CopyConversationsRequest, _archive_pb2.CopyConversationsResponse]
+    """Head revisions copied whole into another vault, each with derived_from; idempotency key required."""
+    CommitBatch: _grpc.UnaryUnaryMultiCallable[_archive_pb2.CommitBatchRequest, _archive_pb2.CommitBatchResponse]
+    """Appends and replaces of several conversations in one transaction: all or nothing."""
+    EmptyArchive: _grpc.UnaryUnaryMultiCallable[_archive_pb2.EmptyArchiveRequest, _archive_pb2.EmptyArchiveResponse]
+    """One bounded step of deleting a vault's whole archive; repeat until done."""
+    BuildContextPack: _grpc.UnaryUnaryMultiCallable[_archive_pb2.BuildContextPackRequest, _archive_pb2.BuildContextPackResponse]
+    """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
 
 @_typing.type_check_only
 class ArchiveServiceAsyncStub(ArchiveServiceStub):
@@ -115,6 +129,20 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """Conversations by exact title (no search), up to 20 titles."""
     GetArchiveStats: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetArchiveStatsRequest, _archive_pb2.GetArchiveStatsResponse]  # type: ignore[assignment]
     """Counts and index health of a vault's archive."""
+    UpsertMessages: _aio.UnaryUnaryMultiCallable[_archive_pb2.UpsertMessagesRequest, _archive_pb2.UpsertMessagesResponse]  # type: ignore[assignment]
+    """Messages written by stable key on top of base_revision: a known key gets new text in place, a new
+    key is appended; nothing changed writes no revision.
+    """
+    EditMessages: _aio.UnaryUnaryMultiCallable[_archive_pb2.EditMessagesRequest, _archive_pb2.EditMessagesResponse]  # type: ignore[assignment]
+    """New text for known messages (by node id), in place, as one new revision."""
+    CopyConversations: _aio.UnaryUnaryMultiCallable[_archive_pb2.CopyConversationsRequest, _archive_pb2.CopyConversationsResponse]  # type: ignore[assignment]
+    """Head revisions copied whole into another vault, each with derived_from; idempotency key required."""
+    CommitBatch: _aio.UnaryUnaryMultiCallable[_archive_pb2.CommitBatchRequest, _archive_pb2.CommitBatchResponse]  # type: ignore[assignment]
+    """Appends and replaces of several conversations in one transaction: all or nothing."""
+    EmptyArchive: _aio.UnaryUnaryMultiCallable[_archive_pb2.EmptyArchiveRequest, _archive_pb2.EmptyArchiveResponse]  # type: ignore[assignment]
+    """One bounded step of deleting a vault's whole archive; repeat until done."""
+    BuildContextPack: _aio.UnaryUnaryMultiCallable[_archive_pb2.BuildContextPackRequest, _archive_pb2.BuildContextPackResponse]  # type: ignore[assignment]
+    """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
 
 class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
     """ArchiveService keeps whole conversations with immutable revisions, and ChatGPT exports byte
@@ -264,5 +292,55 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.GetArchiveStatsResponse, _abc.Awaitable[_archive_pb2.GetArchiveStatsResponse]]:
         """Counts and index health of a vault's archive."""
+
+    @_abc_1.abstractmethod
+    def UpsertMessages(
+        self,
+        request: _archive_pb2.UpsertMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.UpsertMessagesResponse, _abc.Awaitable[_archive_pb2.UpsertMessagesResponse]]:
+        """Messages written by stable key on top of base_revision: a known key gets new text in place, a new
+        key is appended; nothing changed writes no revision.
+        """
+
+    @_abc_1.abstractmethod
+    def EditMessages(
+        self,
+        request: _archive_pb2.EditMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.EditMessagesResponse, _abc.Awaitable[_archive_pb2.EditMessagesResponse]]:
+        """New text for known messages (by node id), in place, as one new revision."""
+
+    @_abc_1.abstractmethod
+    def CopyConversations(
+        self,
+        request: _archive_pb2.CopyConversationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.CopyConversationsResponse, _abc.Awaitable[_archive_pb2.CopyConversationsResponse]]:
+        """Head revisions copied whole into another vault, each with derived_from; idempotency key required."""
+
+    @_abc_1.abstractmethod
+    def CommitBatch(
+        self,
+        request: _archive_pb2.CommitBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.CommitBatchResponse, _abc.Awaitable[_archive_pb2.CommitBatchResponse]]:
+        """Appends and replaces of several conversations in one transaction: all or nothing."""
+
+    @_abc_1.abstractmethod
+    def EmptyArchive(
+        self,
+        request: _archive_pb2.EmptyArchiveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.EmptyArchiveResponse, _abc.Awaitable[_archive_pb2.EmptyArchiveResponse]]:
+        """One bounded step of deleting a vault's whole archive; repeat until done."""
+
+    @_abc_1.abstractmethod
+    def BuildContextPack(
+        self,
+        request: _archive_pb2.BuildContextPackRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.BuildContextPackResponse, _abc.Awaitable[_archive_pb2.BuildContextPackResponse]]:
+        """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
 
 def add_ArchiveServiceServicer_to_server(servicer: ArchiveServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

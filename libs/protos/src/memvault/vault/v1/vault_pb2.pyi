@@ -98,21 +98,75 @@ Global___GetCapabilitiesRequest: _TypeAlias = GetCapabilitiesRequest  # noqa: Y0
 class GetCapabilitiesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class MoreLimitsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class FeaturesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.bool
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.bool = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     LIMITS_FIELD_NUMBER: _builtins.int
     MEMORY_TYPES_FIELD_NUMBER: _builtins.int
+    CAPABILITIES_VERSION_FIELD_NUMBER: _builtins.int
+    MORE_LIMITS_FIELD_NUMBER: _builtins.int
+    FEATURES_FIELD_NUMBER: _builtins.int
+    capabilities_version: _builtins.str
+    """The version of this capabilities contract; it changes when a limit or feature is added or moved."""
     @_builtins.property
     def limits(self) -> _limits_pb2.Limits: ...
     @_builtins.property
     def memory_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def more_limits(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Every other limit the vault enforces (the archive's), by name: the same constants it checks."""
+
+    @_builtins.property
+    def features(self) -> _containers.ScalarMap[_builtins.str, _builtins.bool]: ...
     def __init__(
         self,
         *,
         limits: _limits_pb2.Limits | None = ...,
         memory_types: _abc.Iterable[_builtins.str] | None = ...,
+        capabilities_version: _builtins.str = ...,
+        more_limits: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        features: _abc.Mapping[_builtins.str, _builtins.bool] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "memory_types", b"memory_types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities_version", b"capabilities_version", "features", b"features", "limits", b"limits", "memory_types", b"memory_types", "more_limits", b"more_limits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -29,9 +29,9 @@ pytestmark = pytest.mark.e2e
 FILES = 8
 SLOW_AFTER = 4
 """The slow URL is checked after this many files (sources are due in the order the test sets)."""
-FETCH_TIMEOUT = 4.0
+FETCH_TIMEOUT = 8.0
 SLOW_SECONDS = 3.0
-CLAIM_SECONDS = 5.0
+CLAIM_SECONDS = 10.0
 
 
 def statement(index: int, value: int) -> str:

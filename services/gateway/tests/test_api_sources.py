@@ -204,6 +204,7 @@ async def test_every_sources_route_is_in_the_openapi_document(start_gateway: Sta
         "/api/v1/vaults/{vault}/sources/changes": {"get"},
         "/api/v1/vaults/{vault}/sources/changes/{change_id}/resolve": {"post"},
         "/api/v1/vaults/{vault}/sources/{source_id}": {"delete"},
+        "/api/v1/vaults/{vault}/memories/{memory_id}/sources": {"get"},
     }
     for path, methods in expected.items():
         assert methods <= set(paths[path]), path

@@ -214,6 +214,17 @@ def pages() -> dict[str, dict[str, Any]]:
             ],
             "related": {"supersedes": [memory()]},
             "missing": ["x"],
+            "sources": [
+                {
+                    "id": "s1",
+                    "kind": "json_url",
+                    "location": HOSTILE,
+                    "selector": HOSTILE,
+                    "mode": "auto",
+                    "error": HOSTILE,
+                    "pending_changes": 1,
+                }
+            ],
         },
         "forget.html": {"m": memory()},
         "imports.html": {

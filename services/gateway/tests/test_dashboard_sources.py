@@ -245,4 +245,12 @@ async def test_the_owner_tracks_a_source_from_the_sources_page(start_gateway: St
     assert (source["memory_id"], source["mode"], source["interval_seconds"]) == (memory_id, "auto", 60)
     page = await owner.http.get(f"/dashboard/{vault}/sources?done=tracked")
     assert "The source is tracked; its content now is the baseline." in page.text and str(path) in page.text
+    shown = await owner.http.get(f"/dashboard/{vault}/memories/{memory_id}")
+    assert f'href="/dashboard/{vault}/sources#s-{source["id"]}"' in shown.text and "/rent" in shown.text
+    other = await remember(owner, vault, "The deposit is two months of rent.")
+    untracked = await owner.http.get(f"/dashboard/{vault}/memories/{other}")
+    assert "This memory tracks no file or URL." in untracked.text
+    assert f"sources?memory_id={other}#track" in untracked.text
+    listed = await owner.api("GET", f"/api/v1/vaults/{vault}/memories/{memory_id}/sources")
+    assert [s["id"] for s in listed.json()["sources"]] == [source["id"]]
     await owner.close()

@@ -129,6 +129,14 @@ async def list_sources(vault: Vault, caller: Caller, gw: GatewayDep) -> dict[str
     }
 
 
+@router.get("/vaults/{vault}/memories/{memory_id}/sources")
+async def memory_sources(vault: Vault, memory_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """The sources one memory tracks, with their health (as explain_memory lists them to agents)."""
+    request = spb.ListMemorySourcesRequest(vault=vault, memory_id=memory_id)
+    response = await vault_call(gw, rpc.VaultClient.list_memory_sources, request, caller)
+    return {"vault": response.vault, "sources": [source_json(s) for s in response.sources]}
+
+
 @router.post("/vaults/{vault}/sources", status_code=201)
 async def track_source(vault: Vault, body: TrackIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Link an active memory to its file or URL; the source's current content becomes the baseline."""

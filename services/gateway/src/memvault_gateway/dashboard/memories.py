@@ -13,6 +13,7 @@ from memvault_core import limits
 from memvault_core.errors import InvalidArgument
 from memvault_gateway.api import memories as api_memories
 from memvault_gateway.api import shapes as api_shapes
+from memvault_gateway.api import sources as api_sources
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
@@ -183,10 +184,12 @@ async def memory(
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
     explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    tracked = await api_sources.memory_sources(vault, explained["memory"]["id"], person.caller, gw)
     return person.render(
         "memory.html",
         "memories",
         m=explained["memory"],
+        sources=tracked["sources"],
         state=explained["state"],
         history=explained["history"],
         related=explained["related"],

@@ -326,6 +326,7 @@ async def test_agent_and_script_write_the_archive(fresh_stack: StackStarter) -> 
         assert deleted.json()["revisions_deleted"] == 5
         step = await api.post("/api/v1/vaults/shelf/archive/empty", json={"confirm": "shelf"}, headers=bearer)
         assert step.json() == {
+            "durable": True,
             "deleted_conversations": 1,
             "deleted_imports": 0,
             "remaining_conversations": 0,

@@ -226,6 +226,27 @@ async def test_agent_and_script_write_the_archive(fresh_stack: StackStarter) -> 
         )
         assert not short["fits"] and short["min_max_bytes"] > 4096 and "messages" not in short
 
+        restored = await call(
+            client, "archive_write", op="restore", conversation_id=conversation, revision=2, base_revision=5
+        )
+        assert restored["receipts"][0]["revision"] == 2
+        listed = await call(client, "archive_read", mode="revisions", conversation_id=conversation)
+        assert [r["number"] for r in listed["revisions"] if r["head"]] == [2] and listed["revisions"][0]["number"] == 5
+        tagged = await call(
+            client, "archive_write", op="tags", conversation_id=conversation, tags=["Campaign", "rp"], tags_version=1
+        )
+        assert tagged["tags"] == ["campaign", "rp"] and tagged["tags_version"] == 2
+        wrong = await call_error(client, "archive_write", op="delete", conversation_id=conversation, confirm="yes")
+        assert "confirm" in wrong
+        gone = await call(
+            client,
+            "archive_write",
+            op="delete",
+            conversation_id=other["conversation_id"],
+            confirm=other["conversation_id"],
+        )
+        assert gone["revisions_deleted"] == 2
+
         emptied = await call(client, "archive_write", op="empty", vault="shelf", confirm="shelf")
         assert emptied["done"] and emptied["deleted_conversations"] == 1
 
@@ -235,9 +256,8 @@ async def test_agent_and_script_write_the_archive(fresh_stack: StackStarter) -> 
         with pytest.raises(MCPError) as refused:
             await client.call_tool("archive_write", {"op": "create", "messages": [{"text": "no"}]})
         assert missing_scope_message("archive_write", "write", ["read"]) in str(refused.value)
-        assert (await call(client, "archive_read", mode="pack", pack={"conversations": [other["conversation_id"]]}))[
-            "fits"
-        ]
+        readable = await call(client, "archive_read", mode="pack", pack={"conversations": [f"{conversation}~2"]})
+        assert readable["fits"] and len(readable["messages"]) == 2
 
     async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=30) as api:
         capabilities = (await api.get("/api/v1/capabilities", headers=bearer)).json()
@@ -273,4 +293,44 @@ async def test_agent_and_script_write_the_archive(fresh_stack: StackStarter) -> 
         )
         assert refused_write.status_code == 403
         assert (await api.post(base, json={"messages": []}, headers=bearer)).status_code == 422
+        node = upserted.json()["receipts"][0]["readback"][0]["node_id"]
+        edited = await api.post(
+            f"{base}/{made_id}/messages/edit",
+            json={"base_revision": 2, "edits": [{"node_id": node, "text": "keyed, edited"}]},
+            headers=bearer,
+        )
+        assert edited.status_code == 200 and edited.json()["receipts"][0]["revision"] == 3
+        replaced = await api.post(
+            f"{base}/{made_id}/replace",
+            json={"base_revision": 3, "messages": [{"role": "user", "text": "all new"}]},
+            headers=bearer,
+        )
+        assert replaced.json()["receipts"][0]["message_count"] == 1
+        restored = await api.post(f"{base}/{made_id}/restore", json={"revision": 3, "base_revision": 4}, headers=bearer)
+        assert restored.json()["receipts"][0]["revision"] == 3
+        tags = await api.put(f"{base}/{made_id}/tags", json={"tags": ["api"], "tags_version": 1}, headers=bearer)
+        assert tags.json()["tags_version"] == 2
+        archive = f"/api/v1/vaults/{vault}/archive"
+        appended = {"conversation_id": made_id, "kind": "append", "base_revision": 3}
+        committed = await api.post(
+            f"{archive}/commit",
+            json={"writes": [{**appended, "messages": [{"role": "user", "text": "c"}]}]},
+            headers=bearer,
+        )
+        assert committed.status_code == 200 and committed.json()["receipts"][0]["revision"] == 5
+        copy_body = {"target_vault": "shelf", "conversation_ids": [made_id]}
+        copied = await api.post(f"{archive}/copy", json={**copy_body, "idempotency_key": "api-copy"}, headers=bearer)
+        assert copied.json()["receipts"][0]["derived_from"]["revision"] == 5
+        assert (await api.post(f"{archive}/copy", json=copy_body, headers=bearer)).status_code == 422
+        deleted = await api.delete(f"{base}/{made_id}", params={"confirm": made_id}, headers=bearer)
+        assert deleted.json()["revisions_deleted"] == 5
+        step = await api.post("/api/v1/vaults/shelf/archive/empty", json={"confirm": "shelf"}, headers=bearer)
+        assert step.json() == {
+            "durable": True,
+            "deleted_conversations": 1,
+            "deleted_imports": 0,
+            "remaining_conversations": 0,
+            "remaining_imports": 0,
+            "done": True,
+        }
     await browser.http.aclose()

@@ -251,7 +251,12 @@ async def set_tags(vault: Vault, conversation_id: str, body: TagsIn, caller: Cal
         vault=vault, conversation_id=conversation_id, tags=body.tags, expected_tags_version=body.tags_version
     )
     response = await gw.vault.archive_call("SetTags", request, caller.identity())
-    return {"conversation_id": conversation_id, "tags": list(response.tags), "tags_version": response.tags_version}
+    return {
+        "durable": True,
+        "conversation_id": conversation_id,
+        "tags": list(response.tags),
+        "tags_version": response.tags_version,
+    }
 
 
 @router.delete("/vaults/{vault}/conversations/{conversation_id}")
@@ -265,6 +270,7 @@ async def delete_conversation(
     request = pb.DeleteConversationRequest(vault=vault, conversation_id=conversation_id, confirm=confirm)
     response = await gw.vault.archive_call("DeleteConversation", request, caller.identity())
     return {
+        "durable": True,
         "conversation_id": conversation_id,
         "revisions_deleted": response.revisions_deleted,
         "messages_deleted": response.messages_deleted,
@@ -312,6 +318,7 @@ async def empty_archive(vault: Vault, body: EmptyIn, caller: Caller, gw: Gateway
     request = pb.EmptyArchiveRequest(vault=vault, confirm=body.confirm)
     step = await gw.vault.archive_call("EmptyArchive", request, caller.identity())
     return {
+        "durable": True,
         "deleted_conversations": step.deleted_conversations,
         "deleted_imports": step.deleted_imports,
         "remaining_conversations": step.remaining_conversations,

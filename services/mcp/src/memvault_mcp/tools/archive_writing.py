@@ -217,6 +217,7 @@ async def archive_write(
         )
         return {
             "op": op,
+            "durable": True,
             "conversation_id": conversation_id,
             "tags": list(tagged.tags),
             "tags_version": tagged.tags_version,
@@ -229,6 +230,7 @@ async def archive_write(
         )
         return {
             "op": op,
+            "durable": True,
             "conversation_id": conversation_id,
             "revisions_deleted": deleted.revisions_deleted,
             "messages_deleted": deleted.messages_deleted,
@@ -237,6 +239,7 @@ async def archive_write(
         step = await ask_vault(ctx, VaultClient.empty_archive, pb.EmptyArchiveRequest(vault=vault, confirm=confirm))
         return {
             "op": op,
+            "durable": True,
             "deleted_conversations": step.deleted_conversations,
             "deleted_imports": step.deleted_imports,
             "remaining_conversations": step.remaining_conversations,

@@ -58,7 +58,7 @@ class OutboxRelay:
         if self._nc is None or self._nc.is_closed:
             # max_reconnect_attempts=0: once connected, nats-py never stops reconnecting.
             self._nc = await nats.connect(
-                self._nats.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
+                self._nats.servers, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
             )
         return self._nc
 

@@ -128,6 +128,18 @@ async def measure(stack: Stack, count: int) -> str:
             f"| {r['name']} | {int(r['heap']) / count:,.0f} | {int(r['toast']) / count:,.0f} "
             f"| {int(r['indexes']) / count:,.0f} |"
         )
+    parts: dict[str, int] = {}
+    for entry in (data / "qdrant").rglob("*"):
+        if entry.is_file() and not entry.is_symlink():
+            relative = entry.relative_to(data / "qdrant").parts
+            if relative[1:2] == ("segments",) and len(relative) > 3:
+                key = "segments/" + relative[3].split(".")[0]
+            else:
+                key = "/".join(relative[1:2]) or relative[0]
+            parts[key] = parts.get(key, 0) + entry.stat().st_blocks * 512
+    lines += ["", "Vector store by part (MiB):", "", "| part | MiB |", "|---|---|"]
+    for name, size in sorted(parts.items(), key=lambda item: -item[1])[:8]:
+        lines.append(f"| {name} | {size / MIB:.1f} |")
     lines += ["", "Largest indexes (bytes per memory):", "", "| index | table | bytes per memory |", "|---|---|---|"]
     for r in index_rows:
         lines.append(f"| {r['name']} | {r['tab']} | {int(r['size']) / count:,.0f} |")

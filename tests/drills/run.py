@@ -117,37 +117,26 @@ class Writer:
         deadline = time.monotonic() + DRILL_DEADLINE
         i = start
         texts: dict[int, str] = {}
-        client_cm: contextlib.AbstractAsyncContextManager[Client] | None = None
-        client: Client | None = None
-        try:
-            while i < start + count and time.monotonic() < deadline:
-                if i in hooks:
-                    await hooks.pop(i)()
-                if i not in texts:
-                    texts[i] = self.text(i)
-                    self.written.append(texts[i])
-                text = texts[i]
-                try:
-                    if client is None:
-                        client_cm = self.client_factory()
-                        client = await client_cm.__aenter__()
-                    done = await self.one(client, "remember", {"content": text})
-                except Exception:
-                    done = None
-                    if client_cm is not None:
-                        with contextlib.suppress(BaseException):
-                            await client_cm.__aexit__(None, None, None)
-                    client, client_cm = None, None
-                if done is not None:
-                    self.acknowledged.add(text)
-                    i += 1
-                    await asyncio.sleep(pause)
-                else:
-                    await asyncio.sleep(0.5)  # retry the same text, as an agent would
-        finally:
-            if client_cm is not None:
-                with contextlib.suppress(BaseException):
-                    await client_cm.__aexit__(None, None, None)
+        while i < start + count and time.monotonic() < deadline:
+            try:
+                # A session per connection: a restarted gateway or mcp ends it, and a new one is opened
+                # (with the same token) as an agent's client would.
+                async with self.client_factory() as client:
+                    while i < start + count and time.monotonic() < deadline:
+                        if i in hooks:
+                            await hooks.pop(i)()
+                        if i not in texts:
+                            texts[i] = self.text(i)
+                            self.written.append(texts[i])
+                        if await self.one(client, "remember", {"content": texts[i]}) is not None:
+                            self.acknowledged.add(texts[i])
+                            i += 1
+                            await asyncio.sleep(pause)
+                        else:
+                            await asyncio.sleep(0.5)  # retry the same text, as an agent would
+            except Exception as error:  # the session broke (an ExceptionGroup from its task group)
+                self.errors.append(f"session ended: {type(error).__name__}")
+                await asyncio.sleep(0.5)
 
     async def bulk(self, client: Client, items: list[str]) -> bool:
         for text in items:
@@ -310,13 +299,17 @@ class Drills:
         assert postgres is not None
         fault_at = 0.0
 
+        restarting: list[asyncio.Task[str]] = []
+
         async def restart() -> None:
             nonlocal fault_at
             fault_at = time.monotonic()
-            await asyncio.to_thread(postgres.restart, pause=3.0)
+            # In the background: the writer goes on (and fails, and retries) while Postgres is down.
+            restarting.append(asyncio.create_task(asyncio.to_thread(postgres.restart, pause=3.0)))
 
         load = asyncio.create_task(self._recall_load(30.0))
         await writer.remember_loop(60, on={20: restart})
+        await asyncio.gather(*restarting)
         row.notes.append(f"recalls alongside: {await load}")
         await self.settle(row, writer, fault_at)
 

@@ -101,7 +101,7 @@ def test_wal_is_kept_small_for_one_machine(directory: Path) -> None:
     server = EmbeddedPostgres(directory / "data", settings={"min_wal_size": "48MB"})
     dsn = server.start()
     try:
-        assert psql(dsn, "SHOW max_wal_size") == "128MB"
+        assert psql(dsn, "SHOW max_wal_size") == "64MB"
         assert psql(dsn, "SHOW min_wal_size") == "48MB"  # given settings win
         assert psql(dsn, "SHOW wal_keep_size") == "0"
         assert psql(dsn, "SHOW wal_compression") in {"on", "pglz", "lz4"}

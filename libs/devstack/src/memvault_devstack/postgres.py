@@ -93,14 +93,14 @@ def drop_database(server_dsn: str, database: str) -> None:
 
 
 ONE_MACHINE_SETTINGS: Mapping[str, str] = {
-    # WAL kept near 64-160 MiB instead of growing toward the 1 GiB default before a checkpoint
-    # recycles it: a `make run` data dir held 497 MiB of WAL at 50,000 memories. Checkpoints come
-    # more often under a large import (a little more write I/O); nothing is replicated or
-    # archived here, so no segment needs keeping for anyone else.
-    "max_wal_size": "128MB",
+    # WAL kept near 32-64 MiB (more during a burst) instead of growing toward the 1 GiB default
+    # before a checkpoint recycles it: a `make run` data dir held 497 MiB of WAL at 50,000
+    # memories. Checkpoints come more often under a large import (a little more write I/O);
+    # nothing is replicated or archived here, so no segment needs keeping for anyone else.
+    "max_wal_size": "64MB",
     "min_wal_size": "32MB",
     "wal_keep_size": "0",
-    # Full-page images in the WAL compressed (lz4 where the build has it, else pglz).
+    # Full-page images in the WAL compressed (pglz).
     "wal_compression": "on",
 }
 """Settings for a Postgres on one machine beside the services; `settings` given to

@@ -87,7 +87,6 @@ class Writer:
         self.acknowledged: set[str] = set()
         self.errors: list[str] = []
         self.last_success = 0.0
-        self.stop = asyncio.Event()
 
     def text(self, i: int) -> str:
         return f"{self.tag} note {i}: {words()}"

@@ -360,6 +360,25 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
             in_process or env.get("MEMVAULT_VAULT__RETENTION_SCHEDULE") in schedules,
             f"{file_name}: the vault is not told the retention CronJob's schedule (MEMVAULT_VAULT__RETENTION_SCHEDULE)",
         )
+    # A NATS cluster must keep the events stream on several nodes, or losing one node loses events.
+    nats_sets = [s for s in kinds.get("StatefulSet", []) if label(s, "app.kubernetes.io/name") == "nats"]
+    nats_nodes = int(dig(nats_sets[0], ("spec", "replicas")) or 1) if nats_sets else None
+    for component, deployment in deployments.items():
+        variables = {
+            e.get("name"): e.get("value")
+            for container in dig(deployment, POD_TEMPLATE_PATHS["Deployment"] + ("containers",)) or []
+            for e in container.get("env") or []
+        }
+        if "MEMVAULT_NATS__URL" not in variables:
+            continue  # gateway and mcp do not use NATS
+        replicas = int(variables.get("MEMVAULT_NATS__STREAM_REPLICAS") or 0)
+        checks.check(replicas >= 1, f"{file_name}: {component} has no MEMVAULT_NATS__STREAM_REPLICAS")
+        if nats_nodes is not None:
+            checks.check(
+                min(3, nats_nodes) <= replicas <= nats_nodes,
+                f"{file_name}: {component} keeps {replicas} stream copies on {nats_nodes} NATS node(s) "
+                "(set events.streamReplicas)",
+            )
     for job in kinds.get("Job", []):
         if label(job, "app.kubernetes.io/component") == "migrate":
             hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")

@@ -180,6 +180,8 @@ topologySpreadConstraints:
 {{- else }}
   value: {{ .Values.externalNats.url | quote }}
 {{- end }}
+- name: MEMVAULT_NATS__STREAM_REPLICAS
+  value: {{ .Values.events.streamReplicas | quote }}
 {{- end }}
 
 {{- define "memvault.qdrantUrl" -}}

@@ -74,7 +74,7 @@ class EventConsumer:
 
     async def _run_once(self) -> None:
         nc = await nats.connect(
-            self._settings.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
+            self._settings.servers, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
         )
         try:
             js = nc.jetstream(timeout=5.0)

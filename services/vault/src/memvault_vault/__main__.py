@@ -128,7 +128,11 @@ async def serve(settings: Settings) -> None:
         archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, signer), server)
         background = [asyncio.create_task(services.archive.run_imports())]
         if settings.vault.relay:
-            background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
+            background.append(
+                asyncio.create_task(
+                    OutboxRelay(dsn, settings.nats, keep_published_seconds=settings.vault.outbox_keep_seconds).run()
+                )
+            )
         if settings.vault.retention_interval_seconds > 0:
             background.append(
                 asyncio.create_task(

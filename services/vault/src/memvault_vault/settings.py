@@ -26,6 +26,8 @@ class VaultGroup(BaseModel):
     shutdown_grace_seconds: float = 10.0
     relay: bool = True
     """Publish outbox events to NATS from this process (one replica at a time does)."""
+    outbox_keep_seconds: float = Field(default=3600.0, ge=0)
+    """How long a published outbox event stays in Postgres before the relay deletes it."""
     retention_interval_seconds: float = 3600.0
     """How often to delete what the vaults' retention settings no longer keep; 0 turns it off."""
     retention_schedule: str = ""

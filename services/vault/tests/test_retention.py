@@ -176,10 +176,14 @@ async def test_the_stats_say_what_retention_removes_next_and_when_it_runs(
     owner: Caller, fake_index: FakeIndex, database: Database
 ) -> None:
     ids = await retire_three(owner, fake_index)
-    stats = await owner.stub.GetStats(vpb.GetStatsRequest(vault=owner.vault), metadata=owner.metadata())
+    stats = await owner.stub.GetStats(
+        vpb.GetStatsRequest(vault=owner.vault, include_overview=True), metadata=owner.metadata()
+    )
     assert sum(stats.memories_by_type.values()) == sum(stats.memories.values()) == len(ids)
     assert set(stats.memories_by_type) <= {t.value for t in MemoryType}
     assert (stats.search_mode, stats.embedding_model) == ("hybrid", "fake-model")
+    plain = await owner.stub.GetStats(vpb.GetStatsRequest(vault=owner.vault), metadata=owner.metadata())
+    assert not plain.search_mode and not plain.HasField("retention")  # only when asked for
     outlook = stats.retention
     assert outlook.runner == "off" and not outlook.HasField("next_run")  # this test's services have no plan
     assert (outlook.due_rejected, outlook.due_superseded, outlook.due_invalidated) == (0, 0, 0)
@@ -187,14 +191,20 @@ async def test_the_stats_say_what_retention_removes_next_and_when_it_runs(
     assert timedelta(days=29) < soon <= timedelta(days=30)  # the rejected one, 30 days after it was rejected
 
     await age(database, owner, 40)
-    outlook = (await owner.stub.GetStats(vpb.GetStatsRequest(vault=owner.vault), metadata=owner.metadata())).retention
+    outlook = (
+        await owner.stub.GetStats(
+            vpb.GetStatsRequest(vault=owner.vault, include_overview=True), metadata=owner.metadata()
+        )
+    ).retention
     assert (outlook.due_rejected, outlook.due_superseded, outlook.due_invalidated) == (1, 0, 0)
     assert not outlook.due_audit_entries_capped
     soon = outlook.next_due_at.ToDatetime(tzinfo=UTC) - datetime.now(UTC)
     assert timedelta(days=324) < soon <= timedelta(days=325)  # then the superseded, invalidated and audit ones
 
     fake_index.down = True
-    stats = await owner.stub.GetStats(vpb.GetStatsRequest(vault=owner.vault), metadata=owner.metadata())
+    stats = await owner.stub.GetStats(
+        vpb.GetStatsRequest(vault=owner.vault, include_overview=True), metadata=owner.metadata()
+    )
     assert stats.search_mode == "keyword-only" and "down" in stats.search_mode_reason and not stats.embedding_model
 
     # A whole-installation run is recorded as the last run; the plan says when the next comes.

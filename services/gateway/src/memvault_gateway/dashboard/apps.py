@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from urllib.parse import quote
@@ -26,8 +27,9 @@ DELETED = N_("%(name)s is deleted: its tokens no longer work, and it must regist
 async def _page(
     person: Owner, gw: GatewayDep, *, notice: str = "", created: dict[str, Any] | None = None
 ) -> HTMLResponse:
-    grants = await manage.list_grants(person.session, gw)
-    clients = await manage.list_clients(person.session, gw)
+    grants, clients = await asyncio.gather(
+        manage.list_grants(person.session, gw), manage.list_clients(person.session, gw)
+    )
     return person.render(
         "apps.html",
         "apps",

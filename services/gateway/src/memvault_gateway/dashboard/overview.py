@@ -3,6 +3,7 @@ settings."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -36,11 +37,17 @@ async def dashboard_home(request: Request, gw: GatewayDep, vault: str = "") -> R
 @router.get(PREFIX + "/{vault}")
 async def overview(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    stats = await gw.vault.call(rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity())
-    queue = await api_memories.review_queue(vault, person.caller, gw, limit=1)
-    imports = await api_imports.batches(vault, person.caller, gw, limit=5)
-    settings = await api_vault_settings.get_settings(vault, person.caller, gw)
-    sources = await api_sources.list_sources(vault, person.caller, gw)
+    stats, queue, imports, settings, sources = await asyncio.gather(
+        gw.vault.call(
+            rpc.VaultClient.get_stats,
+            vpb.GetStatsRequest(vault=vault, include_overview=True),
+            person.caller.identity(),
+        ),
+        api_memories.review_queue(vault, person.caller, gw, limit=1),
+        api_imports.batches(vault, person.caller, gw, limit=5),
+        api_vault_settings.get_settings(vault, person.caller, gw),
+        api_sources.list_sources(vault, person.caller, gw),
+    )
     counts = dict(stats.memories)
     by_type = dict(stats.memories_by_type)
     return person.render(

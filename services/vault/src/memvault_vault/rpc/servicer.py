@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import grpc
 
@@ -178,17 +179,22 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
 
     async def GetStats(self, request: vpb.GetStatsRequest, context: grpc.aio.ServicerContext) -> vpb.GetStatsResponse:
         vault, stats = await self._services.memories.stats(self._identity(context), request.vault)
-        (mode, reason, model), outlook = await asyncio.gather(
-            self._services.recall.search_mode(), self._services.retention.outlook(vault)
-        )
+        overview: dict[str, Any] = {}
+        if request.include_overview:  # the access check above came first; these read only
+            (mode, reason, model), outlook = await asyncio.gather(
+                self._services.recall.search_mode(), self._services.retention.outlook(vault)
+            )
+            overview = {
+                "search_mode": mode,
+                "search_mode_reason": reason,
+                "embedding_model": model,
+                "retention": convert.outlook_to_proto(outlook),
+            }
         return vpb.GetStatsResponse(
             vault=vault.name,
             memories=stats["memories"],
             memories_by_type=stats["memories_by_type"],
-            search_mode=mode,
-            search_mode_reason=reason,
-            embedding_model=model,
-            retention=convert.outlook_to_proto(outlook),
+            **overview,
             indexed=stats["indexed"],
             index_pending=stats["index_pending"],
             index_failed=stats["index_failed"],

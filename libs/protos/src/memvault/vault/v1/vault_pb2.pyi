@@ -823,15 +823,21 @@ class GetStatsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VAULT_FIELD_NUMBER: _builtins.int
+    INCLUDE_OVERVIEW_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
+    include_overview: _builtins.bool
+    """Also fill search_mode, search_mode_reason, embedding_model and retention (a few more queries and
+    one call to the indexer): the dashboard's overview asks for them, other callers need not.
+    """
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
+        include_overview: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_overview", b"include_overview", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -923,7 +929,9 @@ class GetStatsResponse(_message.Message):
     index_pending: _builtins.int
     index_failed: _builtins.int
     search_mode: _builtins.str
-    """How recall searches now: "hybrid" (meaning and words) or "keyword-only", and why when keyword-only."""
+    """With include_overview: how recall searches now, "hybrid" (meaning and words) or "keyword-only",
+    and why when keyword-only; the embedding model; how retention runs.
+    """
     search_mode_reason: _builtins.str
     embedding_model: _builtins.str
     """The indexer's embedding model (empty without an indexer or when it does not answer)."""

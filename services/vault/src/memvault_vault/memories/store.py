@@ -5,6 +5,7 @@ transaction; other concepts (review, imports) use them for the same steps."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -168,28 +169,32 @@ class MemoryStore:
         return [memory_from_row(row, vault.name) for row in rows]
 
     async def stats(self, vault: VaultAccess) -> dict[str, Any]:
+        """Counts by status and type, the index's state, its latest failures: three reads at once."""
+        counts, index, failures = await asyncio.gather(
+            self._pool.fetch(
+                "SELECT status, type, count(*) FROM memory WHERE vault_id = $1 GROUP BY status, type", vault.id
+            ),
+            self._pool.fetchrow(
+                """
+                SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.index_hash) AS indexed,
+                       count(*) FILTER (WHERE s.state = 'failed') AS failed,
+                       count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.index_hash) AS pending
+                FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id
+                WHERE m.vault_id = $1
+                """,
+                vault.id,
+            ),
+            self._pool.fetch(
+                "SELECT memory_id::text, coalesce(last_error, '') AS error, attempts FROM index_state"
+                " WHERE vault_id = $1 AND state = 'failed' ORDER BY updated_at DESC LIMIT 10",
+                vault.id,
+            ),
+        )
         by_status: dict[str, int] = {}
         by_type: dict[str, int] = {}
-        for row in await self._pool.fetch(
-            "SELECT status, type, count(*) FROM memory WHERE vault_id = $1 GROUP BY status, type", vault.id
-        ):
+        for row in counts:
             by_status[row["status"]] = by_status.get(row["status"], 0) + row["count"]
             by_type[row["type"]] = by_type.get(row["type"], 0) + row["count"]
-        index = await self._pool.fetchrow(
-            """
-            SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.index_hash) AS indexed,
-                   count(*) FILTER (WHERE s.state = 'failed') AS failed,
-                   count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.index_hash) AS pending
-            FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id
-            WHERE m.vault_id = $1
-            """,
-            vault.id,
-        )
-        failures = await self._pool.fetch(
-            "SELECT memory_id::text, coalesce(last_error, '') AS error, attempts FROM index_state"
-            " WHERE vault_id = $1 AND state = 'failed' ORDER BY updated_at DESC LIMIT 10",
-            vault.id,
-        )
         return {
             "memories": by_status,
             "memories_by_type": by_type,

@@ -44,8 +44,7 @@ class RetentionService:
     async def outlook(self, vault: VaultAccess) -> RetentionOutlook:
         """How retention runs for the vault (any member may see it): last and next run, what it removes."""
         plan = self._plan
-        due, capped, next_due_at = await self._store.due(str(vault.id))
-        last_run = await self._store.last_run()
+        due, capped, next_due_at, last_run = await self._store.outlook(str(vault.id))
         now = datetime.now(UTC)
         next_run: datetime | None = None
         if plan.runner == "in-process":

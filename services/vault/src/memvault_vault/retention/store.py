@@ -72,70 +72,53 @@ class RetentionStore:
                 await transaction.commit()
             return report
 
-    async def last_run(self) -> datetime | None:
-        """When retention last ran over the whole installation (either runner); None if never recorded."""
-        found: datetime | None = await self._pool.fetchval("SELECT max(ran_at) FROM retention_run")
-        return found
+    async def outlook(self, vault_id: str) -> tuple[Purged, bool, datetime | None, datetime | None]:
+        """In one read-only statement: what the next run removes from the vault as things stand (no
+        locks taken); whether the audit count stopped at AUDIT_COUNT_CAP; when the next memory or
+        audit entry not due yet becomes due; and when retention last ran over the installation."""
+        row = await self._pool.fetchrow(_OUTLOOK, vault_id, AUDIT_COUNT_CAP)
+        due = Purged(
+            "",
+            rejected=row["rejected"],
+            superseded=row["superseded"],
+            invalidated=row["invalidated"],
+            audit_entries=row["audit_entries"],
+        )
+        return due, row["audit_entries"] >= AUDIT_COUNT_CAP, row["next_due"], row["last_run"]
 
-    async def due(self, vault_id: str) -> tuple[Purged, bool, datetime | None]:
-        """What the next run removes from the vault as things stand (read only, no locks); whether the
-        audit count stopped at AUDIT_COUNT_CAP; when the next item not due yet becomes due."""
-        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            settings = await conn.fetchrow(
-                "SELECT superseded_retention_days, rejected_retention_days, audit_retention_days"
-                " FROM vault_settings WHERE vault_id = $1",
-                vault_id,
-            )
-            superseded_days, rejected_days, audit_days = (
-                (
-                    settings["superseded_retention_days"],
-                    settings["rejected_retention_days"],
-                    settings["audit_retention_days"],
-                )
-                if settings is not None
-                else (365, 30, 365)  # a vault without a settings row has the table's defaults
-            )
-            counts: dict[str, int] = {}
-            next_due: list[datetime] = []
-            for statuses, days in ((["rejected"], rejected_days), (["superseded", "invalidated"], superseded_days)):
-                if days <= 0:
-                    continue
-                for row in await conn.fetch(
-                    "SELECT status, count(*) FROM memory WHERE vault_id = $1 AND status = ANY($2::text[])"
-                    " AND updated_at < now() - make_interval(days => $3) GROUP BY status",
-                    vault_id,
-                    statuses,
-                    days,
-                ):
-                    counts[row["status"]] = row["count"]
-                soonest = await conn.fetchval(
-                    "SELECT min(updated_at) + make_interval(days => $3) FROM memory WHERE vault_id = $1"
-                    " AND status = ANY($2::text[]) AND updated_at >= now() - make_interval(days => $3)",
-                    vault_id,
-                    statuses,
-                    days,
-                )
-                if soonest is not None:
-                    next_due.append(soonest)
-            capped = False
-            if audit_days > 0:
-                counts["audit_entries"] = await conn.fetchval(
-                    "SELECT count(*) FROM (SELECT 1 FROM audit_log WHERE vault_id = $1"
-                    " AND at < now() - make_interval(days => $2) LIMIT $3) due",
-                    vault_id,
-                    audit_days,
-                    AUDIT_COUNT_CAP,
-                )
-                capped = counts["audit_entries"] >= AUDIT_COUNT_CAP
-                soonest = await conn.fetchval(
-                    "SELECT min(at) + make_interval(days => $2) FROM audit_log WHERE vault_id = $1"
-                    " AND at >= now() - make_interval(days => $2)",
-                    vault_id,
-                    audit_days,
-                )
-                if soonest is not None:
-                    next_due.append(soonest)
-        return Purged("", **counts), capped, min(next_due, default=None)
+
+# What retention removes from one vault ($1) at its next run, and when the next item falls due; a
+# vault without a settings row has the table's defaults. Audit entries are counted up to $2.
+_OUTLOOK = """
+WITH s AS (
+    SELECT coalesce((SELECT superseded_retention_days FROM vault_settings WHERE vault_id = $1), 365) AS kept,
+           coalesce((SELECT rejected_retention_days FROM vault_settings WHERE vault_id = $1), 30) AS rejected,
+           coalesce((SELECT audit_retention_days FROM vault_settings WHERE vault_id = $1), 365) AS audit
+),
+old AS (
+    SELECT m.status, m.updated_at,
+           CASE WHEN m.status = 'rejected' THEN s.rejected ELSE s.kept END AS days
+    FROM memory m, s
+    WHERE m.vault_id = $1 AND m.status IN ('rejected', 'superseded', 'invalidated')
+)
+SELECT
+    (SELECT count(*) FROM old WHERE days > 0 AND status = 'rejected'
+        AND updated_at < now() - make_interval(days => days)) AS rejected,
+    (SELECT count(*) FROM old WHERE days > 0 AND status = 'superseded'
+        AND updated_at < now() - make_interval(days => days)) AS superseded,
+    (SELECT count(*) FROM old WHERE days > 0 AND status = 'invalidated'
+        AND updated_at < now() - make_interval(days => days)) AS invalidated,
+    (SELECT count(*) FROM (SELECT 1 FROM audit_log a WHERE s.audit > 0 AND a.vault_id = $1
+        AND a.at < now() - make_interval(days => s.audit) LIMIT $2) AS due) AS audit_entries,
+    least(
+        (SELECT min(updated_at + make_interval(days => days)) FROM old
+            WHERE days > 0 AND updated_at >= now() - make_interval(days => days)),
+        (SELECT min(a.at) + make_interval(days => s.audit) FROM audit_log a
+            WHERE s.audit > 0 AND a.vault_id = $1 AND a.at >= now() - make_interval(days => s.audit))
+    ) AS next_due,
+    (SELECT max(ran_at) FROM retention_run) AS last_run
+FROM s
+"""
 
 
 async def _purge(conn: asyncpg.Connection, vault_id: str | None, actor: str) -> list[Purged] | None:

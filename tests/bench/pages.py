@@ -138,7 +138,9 @@ async def seed(dsn: str, memories: int, proposals: int, versions: int, audit_ent
             audit_entries,
         )
         seeded_audit = time.perf_counter() - started
-        await conn.execute("ANALYZE")  # as autovacuum would soon after a bulk load (it is off on these machines)
+        # As autovacuum would soon after a bulk load (it is off on these machines): the planner's
+        # statistics, and the visibility map that index-only scans need.
+        await conn.execute("VACUUM ANALYZE")
         return {
             "busy": busy,
             "query": corpus.queries(1, seed=3)[0],

@@ -4,6 +4,7 @@ memory text is escaped, every message has its Indonesian translation, the langua
 from __future__ import annotations
 
 import io
+import re
 from importlib import resources
 from typing import Any
 
@@ -392,3 +393,24 @@ def test_the_switchers_choice_wins_over_the_browsers_language() -> None:
     cookie = f"{i18n.LANGUAGE_COOKIE}=id".encode()
     request = Request({"type": "http", "headers": [(b"accept-language", b"en"), (b"cookie", cookie)]})
     assert i18n.language_of(request) == "id"
+
+
+def test_no_template_shows_text_outside_gettext() -> None:
+    """Every word a page shows comes through the catalogue: text between tags, and the attributes a
+    person reads (title, placeholder, aria-label, alt), once Jinja's own blocks are taken out."""
+    untranslated = []
+    for template in sorted(FOLDER.joinpath("templates").iterdir(), key=lambda t: t.name):
+        text = template.read_text(encoding="utf-8")
+        for pattern in (r"\{#.*?#\}", r"\{\{.*?\}\}", r"\{%.*?%\}"):
+            text = re.sub(pattern, " ", text, flags=re.S)
+        untranslated += [
+            f"{template.name}: {m.group(0)}"
+            for m in re.finditer(r"\b(?:title|placeholder|aria-label|alt)=\"[^\"]*[A-Za-z]{2,}[^\"]*\"", text)
+        ]
+        shown = re.sub(r"<[^>]*>", " ", text)
+        untranslated += [
+            f"{template.name}: {line.strip()}"
+            for line in shown.splitlines()
+            if re.search(r"[A-Za-z]{2,}", line) and line.strip() not in ("memvault", "· memvault")
+        ]
+    assert untranslated == []

@@ -329,6 +329,19 @@ async def test_list_and_recall_filter_by_key_scope_source_client_and_creation_ti
     assert not_a_time.status_code in (400, 422) and "created_from" in not_a_time.text
     too_long = await browser.api("GET", f"{base}/memories", params={"key": "k" * 201})
     assert too_long.status_code in (400, 422) and "key" in too_long.text
+    # The dashboard's form: the same filters (its dates are days, both included), refused the same way.
+    page = await browser.http.get(
+        f"/dashboard/{vault}/memories", params={"key": "nas.model", "scope": "home", "created_to": "2099-12-31"}
+    )
+    assert page.status_code == 200 and "Synology" in page.text and "QNAP" not in page.text
+    today = (await ok(await browser.api("GET", f"{base}/memories/{written['home']}")))["memory"]["created_at"][:10]
+    same_day = await browser.http.get(
+        f"/dashboard/{vault}/memories", params={"key": "nas.model", "created_from": today, "created_to": today}
+    )
+    assert "Synology" in same_day.text and "QNAP" in same_day.text
+    for bad in ({"created_from": "31/12/2026"}, {"created_from": "2026-02-01", "created_to": "2026-01-01"}):
+        refused = await browser.http.get(f"/dashboard/{vault}/memories", params=bad)
+        assert refused.status_code == 400 and "created_" in refused.text
     spec = (await browser.http.get("/api/v1/openapi.json")).json()
     names = {p["name"] for p in spec["paths"]["/api/v1/vaults/{vault}/memories"]["get"]["parameters"]}
     assert {"key", "scope", "source", "client", "created_from", "created_to"} <= names

@@ -78,11 +78,11 @@ async def test_archived_messages_are_indexed_and_searched_by_meaning(fresh_stack
         assert stats["index"]["model"]
         assert await eventually(lambda: _points(stack, 16))  # one point per message, beside the memory's
 
-        # No word in common with "My cat is called Miso.": only the vector side finds it.
+        # No word in common with the messages about Miso: only the vector side finds them.
         found = await call(client, "archive_search", query="feline companion's name")
         assert found["mode"] == "hybrid"
         top = found["hits"][0]
-        assert (top["kind"], top["title"], top["position"]) == ("message", "Pets", 0)
+        assert (top["kind"], top["title"]) == ("message", "Pets") and top["position"] in (0, 1)
         assert set(top) >= {"conversation_id", "revision", "message_id", "snippet", "score"}
 
         # One call finds a fact wherever it lives, each hit saying which.

@@ -49,7 +49,7 @@ class ArchiveReadStore:
             # ranked by how many and how close (ts_rank_cd).
             "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank, CASE WHEN EXISTS (SELECT 1 FROM"
             " archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed') THEN NULL"
-            " ELSE left(m.text, 4000) END AS pending"
+            " ELSE coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text) END AS pending"
             " FROM (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q) AS w,"
             " archive_message m"
             " JOIN archive_revision_message rm ON rm.message_id = m.id"

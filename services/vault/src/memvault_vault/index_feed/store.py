@@ -119,11 +119,15 @@ class IndexFeedStore:
     # --- archived messages (docs/archive.md): immutable, so indexed once per model --------------------
 
     _MESSAGES = (
-        "SELECT m.id::text AS memory_id, m.vault_id::text, m.text AS content, m.content_hash,"
+        "SELECT m.id::text AS memory_id, m.vault_id::text, d.content, md5(d.content) AS content_hash,"
         " coalesce(m.created_at, c.created_at) AS created_at, m.conversation_id::text,"
         " (SELECT min(rm.revision) FROM archive_revision_message rm WHERE rm.message_id = m.id) AS revision,"
         " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
         " FROM archive_message m JOIN archive_conversation c ON c.id = m.conversation_id"
+        # What is embedded: the date, the text and the message before it, as for a memory of a sequence.
+        " CROSS JOIN LATERAL (SELECT coalesce(memvault_index_text(m.text, coalesce(m.context, ''),"
+        " coalesce(m.created_at, c.created_at)),"
+        " m.text) AS content) d"
         " LEFT JOIN archive_message_index s ON s.message_id = m.id AND s.state = 'indexed'"
     )
 

@@ -1,3 +1,10 @@
+DROP INDEX IF EXISTS archive_message_search;
+ALTER TABLE archive_message DROP COLUMN IF EXISTS search;
+ALTER TABLE archive_message ADD COLUMN search tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED;
+CREATE INDEX archive_message_search ON archive_message USING gin (search) WITH (fastupdate = off);
+DROP TRIGGER IF EXISTS archive_message_context ON archive_message;
+DROP FUNCTION IF EXISTS memvault_archive_message_context();
+ALTER TABLE archive_message DROP COLUMN IF EXISTS context;
 DROP INDEX IF EXISTS archive_conversation_title;
 DROP INDEX IF EXISTS archive_message_vault;
 DROP TABLE IF EXISTS archive_message_index;

@@ -44,7 +44,7 @@ GRPC_COMPONENTS = {"vault", "indexer"}
 # The maintenance commands each image has (memvault-vault / memvault-indexer --help); a CronJob may
 # run only these. Keep in step with services/*/src/memvault_*/__main__.py.
 COMMANDS = {
-    "memvault-vault": {"migrate", "rollback", "retention", "backup", "restore", "sources", "create-owner"},
+    "memvault-vault": {"migrate", "rollback", "retention", "backup", "restore", "sources", "create-owner", "archive"},
     "memvault-indexer": {"reconcile", "reindex", "reembed", "index-job", "collections", "drop-collection"},
 }
 

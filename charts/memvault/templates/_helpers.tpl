@@ -292,7 +292,7 @@ topologySpreadConstraints:
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
 {{- /* Maintenance commands each image has today; extend when a new command lands. */}}
-{{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources") "indexer" (list "reconcile" "reindex" "reembed") }}
+{{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources" "archive") "indexer" (list "reconcile" "reindex" "reembed") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}
 {{- if not (has (first $job.args) $available) }}

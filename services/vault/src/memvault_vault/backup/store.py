@@ -19,6 +19,8 @@ import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument
 from memvault_core.postgres import create_pool
+from memvault_vault.backup import later_kinds
+from memvault_vault.backup.format import OWN_IDS
 from memvault_vault.backup.records import ExportRow, VaultRef
 from memvault_vault.database import lock_vault
 from memvault_vault.outbox import events
@@ -43,6 +45,7 @@ _LINES: dict[str, str] = {
     " FROM memory_history h WHERE h.vault_id = $1 ORDER BY h.id",
     "audit": "SELECT (jsonb_build_object('kind', 'audit') || (to_jsonb(a) - 'vault_id' - 'id' - 'account_id'))::text"
     " FROM audit_log a WHERE a.vault_id = $1 ORDER BY a.id",
+    **later_kinds.LINES,
 }
 _MEMORIES = (
     "SELECT m.id::text, m.index_hash,"
@@ -129,9 +132,10 @@ class RestoreSession:
         self._remap = False
 
     async def holds_memories(self) -> bool:
+        """Whether the vault holds memories or archived conversations (what a restore would replace)."""
         return bool(
             await self._conn.fetchval("SELECT EXISTS (SELECT 1 FROM memory WHERE vault_id = $1)", self._vault.id)
-        )
+        ) or await later_kinds.holds_conversations(self._conn, self._vault.id)
 
     async def stage(self, records: Sequence[tuple[str, uuid.UUID | None, str]]) -> None:
         """(kind, the memory or batch id it is about, line of JSON) in file order."""
@@ -156,16 +160,18 @@ class RestoreSession:
             for table in ("memory_history", "exclusion", "operating_guide_history", "audit_log"):
                 await conn.execute(f"DELETE FROM {table} WHERE vault_id = $1", vault_id)  # noqa: S608 (constant names)
             await conn.execute("DELETE FROM import_batch WHERE vault_id = $1", vault_id)
-        remap = bool(
-            await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM restore_record r JOIN memory m ON m.id = r.ref WHERE r.kind = 'memory')"
-                " OR EXISTS (SELECT 1 FROM restore_record r JOIN import_batch b ON b.id = r.ref WHERE r.kind = 'batch')"
-            )
+            await later_kinds.empty(conn, vault_id)
+        tables = {"memory": "memory", "batch": "import_batch", **later_kinds.TABLES}
+        taken = " OR ".join(
+            f"EXISTS (SELECT 1 FROM restore_record r JOIN {tables[kind]} t ON t.id = r.ref WHERE r.kind = '{kind}')"  # noqa: S608 (constant names)
+            for kind in OWN_IDS
         )
+        remap = bool(await conn.fetchval(f"SELECT {taken}"))
         if remap:  # another vault here holds these ids (a copy of a vault of this deployment): new ids
             await conn.execute(
                 "INSERT INTO restore_id (old, new) SELECT DISTINCT ref, gen_random_uuid()"
-                " FROM restore_record WHERE kind IN ('memory', 'batch')"
+                " FROM restore_record WHERE kind = ANY($1::text[])",
+                list(OWN_IDS),
             )
         self._remap = remap
         counts: dict[str, int] = {}
@@ -231,6 +237,10 @@ class RestoreSession:
             )
         )
         counts["embedding"] = int(await conn.fetchval("SELECT count(*) FROM restore_record WHERE kind = 'embedding'"))
+        columns_of = {
+            table: await _insertable_columns(conn, table, ()) for table in {table for _, table, _ in later_kinds.ROWS}
+        }
+        counts |= await later_kinds.apply(conn, vault_id, columns_of)
         await self._enqueue([events.memory_forgotten(i, vault_id) for i in gone])
         async for batch in self._restored_memories():
             await self._enqueue([events.memory_created(i, vault_id, h) for i, h in batch])

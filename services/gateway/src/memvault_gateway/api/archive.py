@@ -19,7 +19,7 @@ MAX_PART_BYTES = 3 * 1024 * 1024
 
 
 class ImportIn(BaseModel):
-    format: str = Field("chatgpt", max_length=20)
+    format: str = Field("chatgpt", max_length=20, description="chatgpt or claude")
     filename: str = Field("", max_length=200)
     size: int = Field(ge=1)
     sha256: str = Field(min_length=64, max_length=64)

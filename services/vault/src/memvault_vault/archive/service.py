@@ -14,7 +14,6 @@ from typing import Any
 from memvault_core.errors import InvalidArgument, LimitExceeded
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
-from memvault_vault.archive.chatgpt import load_export
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
@@ -24,6 +23,7 @@ from memvault_vault.archive.records import (
     RevisionRecord,
 )
 from memvault_vault.archive.store import ArchiveStore
+from memvault_vault.archive.stream import ExportStream
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import cursor
@@ -37,7 +37,7 @@ INDEXING = "full_text"
 """What a receipt says of indexing: archived messages are in Postgres full-text search at commit."""
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-FORMATS = ("chatgpt",)
+FORMATS = ("chatgpt", "claude")
 
 
 def _inputs(drafts: list[Draft]) -> list[rules.MessageInput]:
@@ -71,7 +71,8 @@ class ArchiveService:
     def __init__(self, store: ArchiveStore, accounts: AccountService) -> None:
         self._store = store
         self._accounts = accounts
-        self._loaded: tuple[str, list[Any]] | None = None
+        self._stream: ExportStream | None = None
+        """The import being worked through, kept open between its checkpoints."""
 
     async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool) -> Receipt:
         verified: ConversationRecord | None = None
@@ -354,13 +355,19 @@ class ArchiveService:
         import_id, vault_id, vault_name = waiting
         vault = VaultAccess(vault_id, vault_name, "owner", "")
 
-        async def load() -> list[Any]:
-            if self._loaded is None or self._loaded[0] != import_id:
-                self._loaded = None
-                self._loaded = (import_id, load_export(await self._store.raw_bytes(vault_id, import_id)))
-            return self._loaded[1]
+        if self._stream is None or self._stream.import_id != import_id:
+            self._close_stream()
 
-        return await self._store.checkpoint(import_id, vault, load, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+            async def fetch(part: int) -> bytes | None:
+                return await self._store.raw_part(vault_id, import_id, part)
+
+            self._stream = ExportStream(import_id, fetch)
+        return await self._store.checkpoint(import_id, vault, self._stream, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
     async def run_imports(self, idle_seconds: float = 2.0) -> None:
         """Work through waiting imports for ever, a checkpoint at a time (the serve command runs this)."""
@@ -371,6 +378,6 @@ class ArchiveService:
                 log.exception("archive import checkpoint failed; it will be retried")
                 busy = False
             if not busy:
-                self._loaded = None
+                self._close_stream()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.sleep(idle_seconds)

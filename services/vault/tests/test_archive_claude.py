@@ -89,6 +89,15 @@ async def test_a_claude_export_keeps_every_block_attachment_and_unknown_field(
     final = await status(owner, second.id)
     assert (final.state, final.imported, final.updated, final.duplicates) == ("done", 0, 1, 1)
 
+    # Totals and the list of imports (the dashboard's Archive page).
+    stats = await stub(owner).GetArchiveStats(pb.GetArchiveStatsRequest(vault=owner.vault), metadata=owner.metadata())
+    assert (stats.conversations, dict(stats.by_source)) == (2, {"claude": 2})
+    assert stats.revisions == 3 and stats.messages >= 7 and dict(stats.imports) == {"done": 2, "duplicate": 1}
+    assert stats.raw_bytes == len(data) + len(zipped(changed))
+    listed_imports = await stub(owner).ListImports(pb.ListImportsRequest(vault=owner.vault), metadata=owner.metadata())
+    assert [i.id for i in listed_imports.imports] == [second.id, again.id, started.id]
+    assert listed_imports.imports[0].format == "claude" and listed_imports.imports[0].created_at.seconds > 0
+
     # A Claude file sent as a ChatGPT one says what to do.
     wrong = await upload(owner, dump([plain("c-9", "x")]), fmt="chatgpt")
     await run_import(database, wrong.id)

@@ -98,3 +98,16 @@ class ImportRecord:
     duplicate_of: str | None
     error: str
     failures: list[tuple[str, str]] = field(default_factory=list)
+    format: str = "chatgpt"
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ArchiveStats:
+    conversations: int
+    revisions: int
+    messages: int
+    tags: int
+    raw_bytes: int
+    by_source: dict[str, int]
+    imports: dict[str, int]

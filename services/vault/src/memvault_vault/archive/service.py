@@ -15,6 +15,7 @@ from memvault_core.errors import InvalidArgument, LimitExceeded
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.archive.records import (
+    ArchiveStats,
     ConversationRecord,
     ImportRecord,
     MessageHit,
@@ -346,6 +347,15 @@ class ArchiveService:
         import_id = rules.parse_conversation_id(import_id, "import_id")
         vault = await self._accounts.access(identity, vault_name)
         return await self._store.get_import(vault, import_id)
+
+    async def list_imports(self, identity: Identity, vault_name: str, limit: int) -> list[ImportRecord]:
+        limit = _page(limit, rules.DEFAULT_LIST_RESULTS, rules.MAX_LIST_RESULTS)
+        vault = await self._accounts.access(identity, vault_name)
+        return await self._store.list_imports(vault, limit)
+
+    async def stats(self, identity: Identity, vault_name: str) -> ArchiveStats:
+        vault = await self._accounts.access(identity, vault_name)
+        return await self._store.stats(vault)
 
     async def process_checkpoint(self, only: str | None = None) -> bool:
         """Run one checkpoint of the oldest waiting import (or of `only`); False when nothing waits."""

@@ -16,6 +16,7 @@ from memvault_core.errors import Conflict, InvalidArgument, LimitExceeded, Memva
 from memvault_vault.archive import chatgpt, claude
 from memvault_vault.archive.chatgpt import ExportError, ParsedConversation, conversation_ref
 from memvault_vault.archive.records import (
+    ArchiveStats,
     ConversationRecord,
     ImportRecord,
     MessageHit,
@@ -74,6 +75,8 @@ def _import(row: asyncpg.Record, failures: list[tuple[str, str]] | None = None) 
         duplicate_of=str(row["duplicate_of"]) if row["duplicate_of"] else None,
         error=row["error"],
         failures=failures or [],
+        format=row["format"],
+        created_at=row["created_at"],
     )
 
 
@@ -729,6 +732,39 @@ class ArchiveStore:
             vault.id,
         )
         return _import(row, [(r["conversation_ref"], r["error"]) for r in failures])
+
+    async def list_imports(self, vault: VaultAccess, limit: int) -> list[ImportRecord]:
+        rows = await self._pool.fetch(
+            "SELECT * FROM archive_import WHERE vault_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+            vault.id,
+            limit,
+        )
+        return [_import(row) for row in rows]
+
+    async def stats(self, vault: VaultAccess) -> ArchiveStats:
+        row = await self._pool.fetchrow(
+            "SELECT (SELECT count(*) FROM archive_conversation WHERE vault_id = $1) AS conversations,"
+            " (SELECT count(*) FROM archive_revision WHERE vault_id = $1) AS revisions,"
+            " (SELECT count(*) FROM archive_message WHERE vault_id = $1) AS messages,"
+            " (SELECT count(DISTINCT t) FROM archive_conversation, unnest(tags) t WHERE vault_id = $1) AS tags,"
+            " (SELECT coalesce(sum(length(data)), 0) FROM archive_import_chunk WHERE vault_id = $1) AS raw_bytes",
+            vault.id,
+        )
+        sources = await self._pool.fetch(
+            "SELECT source, count(*) FROM archive_conversation WHERE vault_id = $1 GROUP BY source", vault.id
+        )
+        imports = await self._pool.fetch(
+            "SELECT state, count(*) FROM archive_import WHERE vault_id = $1 GROUP BY state", vault.id
+        )
+        return ArchiveStats(
+            conversations=row["conversations"],
+            revisions=row["revisions"],
+            messages=row["messages"],
+            tags=row["tags"],
+            raw_bytes=row["raw_bytes"],
+            by_source={r[0]: r[1] for r in sources},
+            imports={r[0]: r[1] for r in imports},
+        )
 
     async def next_import(self, only: str | None = None) -> tuple[str, str, str] | None:
         """(import id, vault id, vault name) of the oldest import waiting for work (or of `only`)."""

@@ -77,6 +77,8 @@ def import_status(record: ImportRecord) -> pb.ImportStatus:
         duplicate_of=record.duplicate_of or "",
         error=record.error,
         parts=record.parts,
+        format=record.format,
+        created_at=wire.to_timestamp(record.created_at),
     )
 
 
@@ -287,3 +289,23 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def GetImport(self, request: pb.GetImportRequest, context: grpc.aio.ServicerContext) -> pb.GetImportResponse:
         record = await self._archive.get_import(self._identity(context), request.vault, request.import_id)
         return pb.GetImportResponse(**{"import": import_status(record)})
+
+    async def ListImports(
+        self, request: pb.ListImportsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListImportsResponse:
+        records = await self._archive.list_imports(self._identity(context), request.vault, request.limit)
+        return pb.ListImportsResponse(imports=[import_status(r) for r in records])
+
+    async def GetArchiveStats(
+        self, request: pb.GetArchiveStatsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetArchiveStatsResponse:
+        stats = await self._archive.stats(self._identity(context), request.vault)
+        return pb.GetArchiveStatsResponse(
+            conversations=stats.conversations,
+            revisions=stats.revisions,
+            messages=stats.messages,
+            tags=stats.tags,
+            by_source=stats.by_source,
+            imports=stats.imports,
+            raw_bytes=stats.raw_bytes,
+        )

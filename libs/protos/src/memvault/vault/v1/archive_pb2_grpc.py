@@ -106,6 +106,16 @@ class ArchiveServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.FromString,
                 _registered_method=True)
+        self.GetArchiveStats = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetArchiveStats',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.FromString,
+                _registered_method=True)
+        self.ListImports = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/ListImports',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.FromString,
+                _registered_method=True)
 
 
 class ArchiveServiceServicer:
@@ -211,6 +221,20 @@ class ArchiveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetArchiveStats(self, request, context):
+        """Totals of the vault's archive: conversations, revisions, messages, tags, imports, kept bytes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListImports(self, request, context):
+        """The vault's imports with their progress, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ArchiveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +307,16 @@ def add_ArchiveServiceServicer_to_server(servicer, server):
                     servicer.GetImport,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.SerializeToString,
+            ),
+            'GetArchiveStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetArchiveStats,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.SerializeToString,
+            ),
+            'ListImports': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListImports,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -665,6 +699,60 @@ class ArchiveService:
             '/memvault.vault.v1.ArchiveService/GetImport',
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetArchiveStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetArchiveStats',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListImports(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/ListImports',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -63,6 +63,10 @@ class ArchiveServiceStub:
     """The upload is whole: check its size and sha256 and queue it (or name the earlier duplicate)."""
     GetImport: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetImportRequest, _archive_pb2.GetImportResponse]
     """Progress of one import."""
+    GetArchiveStats: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetArchiveStatsRequest, _archive_pb2.GetArchiveStatsResponse]
+    """Totals of the vault's archive: conversations, revisions, messages, tags, imports, kept bytes."""
+    ListImports: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]
+    """The vault's imports with their progress, newest first."""
 
 @_typing.type_check_only
 class ArchiveServiceAsyncStub(ArchiveServiceStub):
@@ -99,6 +103,10 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """The upload is whole: check its size and sha256 and queue it (or name the earlier duplicate)."""
     GetImport: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetImportRequest, _archive_pb2.GetImportResponse]  # type: ignore[assignment]
     """Progress of one import."""
+    GetArchiveStats: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetArchiveStatsRequest, _archive_pb2.GetArchiveStatsResponse]  # type: ignore[assignment]
+    """Totals of the vault's archive: conversations, revisions, messages, tags, imports, kept bytes."""
+    ListImports: _aio.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]  # type: ignore[assignment]
+    """The vault's imports with their progress, newest first."""
 
 class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
     """ArchiveService keeps whole conversations with immutable revisions, and ChatGPT exports byte
@@ -216,5 +224,21 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.GetImportResponse, _abc.Awaitable[_archive_pb2.GetImportResponse]]:
         """Progress of one import."""
+
+    @_abc_1.abstractmethod
+    def GetArchiveStats(
+        self,
+        request: _archive_pb2.GetArchiveStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.GetArchiveStatsResponse, _abc.Awaitable[_archive_pb2.GetArchiveStatsResponse]]:
+        """Totals of the vault's archive: conversations, revisions, messages, tags, imports, kept bytes."""
+
+    @_abc_1.abstractmethod
+    def ListImports(
+        self,
+        request: _archive_pb2.ListImportsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.ListImportsResponse, _abc.Awaitable[_archive_pb2.ListImportsResponse]]:
+        """The vault's imports with their progress, newest first."""
 
 def add_ArchiveServiceServicer_to_server(servicer: ArchiveServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

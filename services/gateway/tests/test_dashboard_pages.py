@@ -228,6 +228,7 @@ def pages() -> dict[str, dict[str, Any]]:
             "created": {"username": "new", "role": "viewer", "setup_url": "http://127.0.0.1/setup/x"},
         },
         "archive.html": {
+            "raw_size": "1.2 MB",
             "stats": apb.GetArchiveStatsResponse(
                 conversations=2, revisions=3, messages=9, tags=1, by_source={"chatgpt": 2}, imports={"done": 1}
             ),

@@ -49,6 +49,14 @@ def _import(status: pb.ImportStatus) -> dict[str, Any]:
     return row
 
 
+def _size(n: int) -> str:
+    """Bytes as a person reads them (decimal units, as file managers show sizes)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 async def _call(person: Owner, method: str, request: object) -> Any:
     return await person.gw.vault.archive_call(method, request, person.caller.identity())
 
@@ -78,6 +86,7 @@ async def archive(
         "archive.html",
         "archive",
         stats=stats,
+        raw_size=_size(stats.raw_bytes),
         conversations=[_summary(c) for c in listed.conversations],
         next_cursor=listed.next_cursor,
         tag=tag,

@@ -26,26 +26,28 @@ _VALUE_STARTS = frozenset({"start_map", "start_array", "string", "number", "bool
 
 
 class _Parts:
-    """The stored parts as an asynchronous file (what ijson reads)."""
+    """The stored parts as an asynchronous file (what ijson reads): one part held at a time."""
 
     def __init__(self, fetch: Fetch) -> None:
         self._fetch = fetch
         self._next = 0
-        self._buffer = b""
+        self._part = b""
+        self._offset = 0
         self._done = False
 
     async def read(self, size: int = -1) -> bytes:
-        while not self._done and (size < 0 or len(self._buffer) < size):
+        while self._offset >= len(self._part):  # (a stored part is never empty; if one were, skip it)
+            if self._done:
+                return b""
             data = await self._fetch(self._next)
             if data is None:
-                self._done = True
-                break
+                self._done, self._part = True, b""
+                return b""
             self._next += 1
-            self._buffer += data
-        if size < 0:
-            out, self._buffer = self._buffer, b""
-        else:
-            out, self._buffer = self._buffer[:size], self._buffer[size:]
+            self._part, self._offset = data, 0
+        end = len(self._part) if size < 0 else self._offset + size
+        out = self._part[self._offset : end]
+        self._offset += len(out)
         return out
 
 

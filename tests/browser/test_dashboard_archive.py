@@ -52,7 +52,12 @@ def claude(index: int) -> dict[str, Any]:
         "updated_at": at,
         "chat_messages": [
             {"uuid": f"q{index}", "sender": "human", "text": words, "content": [{"type": "text", "text": words}]},
-            {"uuid": f"a{index}", "sender": "assistant", "text": "Noted.", "content": [{"type": "text", "text": "Noted."}]},
+            {
+                "uuid": f"a{index}",
+                "sender": "assistant",
+                "text": "Noted.",
+                "content": [{"type": "text", "text": "Noted."}],
+            },
         ],
     }
 

@@ -6,7 +6,8 @@ Needs MEMVAULT_TEST_POSTGRES_DSN (a server this makes and drops a database on). 
 (conversations:messages) it writes a ChatGPT (or Claude.ai) export of that many conversations and
 messages to a temporary file, stores it as an upload in 3 MiB parts the way `/api/v1` does, then runs
 the vault's import job (`ArchiveService.process_checkpoint` in a loop, as `memvault-vault serve` runs it)
-in a child process of its own and reads that child's peak RSS from the kernel. The baseline is the same
+in a child process of its own (started by a small wrapper, since a child keeps the peak RSS of the
+process it was forked from) and reads that child's peak RSS from the kernel. The baseline is the same
 child importing an export of one conversation: what loading the program costs.
 """
 
@@ -155,16 +156,32 @@ async def outcome(dsn: str, import_id: str) -> dict[str, Any]:
         await database.close()
 
 
+# A child keeps the peak RSS of the process it was forked from (Linux carries it over exec), and this
+# process holds the export it wrote and uploaded: a small wrapper starts the import child instead.
+WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+    "sys.stderr.write(done.stderr)\n"
+    "sys.stdout.write(done.stdout)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(done.returncode)\n"
+)
+
+
 def measure(dsn: str, import_id: str) -> tuple[float, int, int]:
     """Seconds, peak RSS (KiB) after the first checkpoint, and at the end."""
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, dsn, import_id], capture_output=True, text=True, check=False, env=os.environ
+        [sys.executable, "-c", WRAPPER, sys.executable, "-c", CHILD, dsn, import_id],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=os.environ,
     )
     if done.returncode != 0:
         raise SystemExit(done.stderr)
-    lines = done.stdout.strip().splitlines()
-    return time.monotonic() - started, int(lines[-2]), int(lines[-1])
+    lines = done.stdout.strip().splitlines()  # after the first checkpoint, the child's end, the wrapper's
+    return time.monotonic() - started, int(lines[-3]), int(lines[-1])
 
 
 def main() -> None:

@@ -116,6 +116,15 @@ async def test_memvault_import_chatgpt_uploads_in_parts_and_reports_counts(
     assert "import" in third.stderr
 
     api = browser.http
+    stats = (await api.get(f"/api/v1/vaults/{vault}/archive/stats")).json()
+    assert stats["conversations"] == 740 and stats["by_source"] == {"chatgpt": 700, "claude": 40}
+    assert stats["imports"] == {"done": 2, "duplicate": 1} and stats["raw_bytes"] > 3 * 1024 * 1024
+    imports = (await api.get(f"/api/v1/vaults/{vault}/archive/imports")).json()["imports"]
+    assert [(i["format"], i["state"]) for i in imports] == [
+        ("claude", "done"),
+        ("chatgpt", "duplicate"),
+        ("chatgpt", "done"),
+    ]
     found = (await api.get(f"/api/v1/vaults/{vault}/archive/search", params={"q": "bike lock code 5007"})).json()
     assert found["hits"] and "5007" in found["hits"][0]["snippet"]
     found = (await api.get(f"/api/v1/vaults/{vault}/archive/search", params={"q": "locker code 1042"})).json()

@@ -80,6 +80,37 @@ async def finish_import(vault: Vault, import_id: str, caller: Caller, gw: Gatewa
     return import_json(getattr(response, "import"))
 
 
+@router.get("/vaults/{vault}/archive/imports")
+async def list_imports(
+    vault: Vault, caller: Caller, gw: GatewayDep, limit: Annotated[int, Query(ge=0, le=100)] = 0
+) -> dict[str, Any]:
+    """The vault's imports with their progress, newest first (failures: GET one import)."""
+    request = pb.ListImportsRequest(vault=vault, limit=limit)
+    response = await gw.vault.archive_call("ListImports", request, caller.identity())
+    return {
+        "imports": [
+            import_json(i)
+            | {"format": i.format, "created_at": i.created_at.ToJsonString() if i.HasField("created_at") else None}
+            for i in response.imports
+        ]
+    }
+
+
+@router.get("/vaults/{vault}/archive/stats")
+async def archive_stats(vault: Vault, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Totals: conversations (and by source), revisions, messages, tags, imports by state, raw bytes kept."""
+    stats = await gw.vault.archive_call("GetArchiveStats", pb.GetArchiveStatsRequest(vault=vault), caller.identity())
+    return {
+        "conversations": stats.conversations,
+        "by_source": dict(stats.by_source),
+        "revisions": stats.revisions,
+        "messages": stats.messages,
+        "tags": stats.tags,
+        "imports": dict(stats.imports),
+        "raw_bytes": stats.raw_bytes,
+    }
+
+
 @router.get("/vaults/{vault}/archive/imports/{import_id}")
 async def get_import(vault: Vault, import_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
     """Progress: done, remaining, duplicates, failures with the conversation id."""

@@ -180,6 +180,8 @@ topologySpreadConstraints:
 {{- else }}
   value: {{ .Values.externalNats.url | quote }}
 {{- end }}
+- name: MEMVAULT_NATS__STREAM_REPLICAS
+  value: {{ .Values.events.streamReplicas | quote }}
 {{- end }}
 
 {{- define "memvault.qdrantUrl" -}}
@@ -291,7 +293,8 @@ topologySpreadConstraints:
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
-{{- /* Maintenance commands each image has today; extend when a new command lands. */}}
+{{- /* The maintenance commands a CronJob may run, by image: `make chart-check` checks them against each
+     image's `--help` (scripts/chart_check.py, which lists the commands never scheduled). */}}
 {{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources" "archive") "indexer" (list "reconcile" "reindex" "reembed") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}

@@ -9,6 +9,7 @@ import pytest
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument, LimitExceeded
 from memvault_vault.domain import cursor
+from memvault_vault.domain.filters import MemoryFilter, memory_filter
 from memvault_vault.domain.memory import (
     Draft,
     MemoryType,
@@ -163,3 +164,15 @@ def test_an_edited_cursor_is_refused_as_not_ours_whatever_was_changed() -> None:
     no_request = base64.urlsafe_b64encode(json.dumps({"k": "list", "p": {}}).encode()).decode()
     with pytest.raises(InvalidArgument, match="not one this call returned"):
         cursor.decode(no_request, "list", request)
+
+
+def test_a_memory_filter_is_checked_before_any_sql() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(InvalidArgument) as backwards:
+        memory_filter(created_from=start, created_to=start)
+    assert backwards.value.field == "created_to"
+    with pytest.raises(InvalidArgument) as long_key:
+        memory_filter(key="k" * (limits.MAX_KEY_CHARS + 1))
+    assert long_key.value.field == "key"
+    assert memory_filter(key=" nas.model ", scope="") == MemoryFilter(key="nas.model")
+    assert MemoryFilter().sql_args() == (None,) * 6

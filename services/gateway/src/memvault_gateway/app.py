@@ -27,6 +27,7 @@ from memvault_gateway import dashboard
 from memvault_gateway.api import (
     access,
     archive,
+    archive_writes,
     backup,
     imports,
     index,
@@ -34,6 +35,7 @@ from memvault_gateway.api import (
     memories,
     reference,
     retention,
+    sources,
     vault_settings,
 )
 from memvault_gateway.auth import people, sessions
@@ -238,10 +240,12 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         memories.router,
         imports.router,
         archive.router,
+        archive_writes.router,
         vault_settings.router,
         backup.router,
         retention.router,
         index.router,
+        sources.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])
     dashboard.install(app, dependencies=[Depends(forward_auth.sign_in)])

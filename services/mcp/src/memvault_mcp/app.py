@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 
 from memvault_core.identity import IdentitySigner
 from memvault_core.vault_client import VaultClient
-from memvault_mcp.middleware import ArgumentsMiddleware, IdentityMiddleware, ScopeMiddleware
+from memvault_mcp.middleware import ArgumentsMiddleware, GatewayTraceMiddleware, IdentityMiddleware, ScopeMiddleware
 from memvault_mcp.tools import build_tools
 from memvault_mcp.tools.registry import ToolContext
 
@@ -43,6 +43,8 @@ def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
         tools=tools,
         middleware=[ScopeMiddleware(tools, signer), ArgumentsMiddleware(tools)],
     )
+    # Ahead of the SDK's OpenTelemetry middleware (first in the chain): see GatewayTraceMiddleware.
+    server.middleware.insert(0, GatewayTraceMiddleware())
 
     @server.custom_route("/healthz", methods=["GET"])  # type: ignore[untyped-decorator]
     async def healthz(request: Request) -> Response:

@@ -98,15 +98,25 @@ async def list_imports(
 
 @router.get("/vaults/{vault}/archive/stats")
 async def archive_stats(vault: Vault, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
-    """Totals: conversations (and by source), revisions, messages, tags, imports by state, raw bytes kept."""
+    """Totals: conversations (and by source), revisions, messages (and their index health), tags, imports
+    (and by state), raw bytes kept; the same counts as the `archive_read` tool's stats."""
     stats = await gw.vault.archive_call("GetArchiveStats", pb.GetArchiveStatsRequest(vault=vault), caller.identity())
     return {
         "conversations": stats.conversations,
         "by_source": dict(stats.by_source),
         "revisions": stats.revisions,
         "messages": stats.messages,
+        "index": {
+            "indexed": stats.indexed,
+            "pending": stats.pending,
+            "failed": stats.failed,
+            "model": stats.index_model or None,
+            "last_errors": list(stats.last_errors),
+        },
         "tags": stats.tags,
-        "imports": dict(stats.imports),
+        "imports": stats.imports,
+        "imports_running": stats.imports_running,
+        "imports_by_state": dict(stats.imports_by_state),
         "raw_bytes": stats.raw_bytes,
     }
 
@@ -151,12 +161,15 @@ async def search(
     vault: Vault,
     caller: Caller,
     gw: GatewayDep,
-    q: Annotated[str, Query(min_length=1, max_length=1000)],
+    q: Annotated[str, Query(max_length=1000, description="The query; omit it with a cursor.")] = "",
     limit: Annotated[int, Query(ge=0, le=50)] = 0,
+    cursor: Annotated[str, Query(max_length=4000, description="next_cursor of the previous page.")] = "",
 ) -> dict[str, Any]:
-    request = pb.SearchMessagesRequest(vault=vault, query=q, limit=limit)
+    request = pb.SearchMessagesRequest(vault=vault, query=q, limit=limit, cursor=cursor)
     response = await gw.vault.archive_call("SearchMessages", request, caller.identity())
     return {
+        "mode": response.mode,
+        "next_cursor": response.next_cursor or None,
         "hits": [
             {
                 "conversation_id": h.conversation_id,
@@ -167,5 +180,5 @@ async def search(
                 "score": h.score,
             }
             for h in response.hits
-        ]
+        ],
     }

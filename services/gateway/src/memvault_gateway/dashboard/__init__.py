@@ -1,5 +1,5 @@
-"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, imports, archive, guide,
-settings, index, backup, members, apps, audit), calling the vault through the same code as /api/v1.
+"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, sources, imports, archive,
+guide, settings, index, backup, members, apps, audit), calling the vault through the same code as /api/v1.
 
 `install(app)` adds its routes; templates, static files and catalogues live beside this module.
 """
@@ -25,6 +25,7 @@ from memvault_gateway.dashboard import (
     overview,
     review,
     settings_page,
+    sources_page,
 )
 
 
@@ -39,6 +40,7 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
         overview,
         review,
         memories,
+        sources_page,
         imports,
         archive_page,
         guide,

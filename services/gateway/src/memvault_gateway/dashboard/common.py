@@ -41,6 +41,7 @@ SECTIONS = (
     ("overview", i18n.N_("Overview")),
     ("review", i18n.N_("Review")),
     ("memories", i18n.N_("Memories")),
+    ("sources", i18n.N_("Sources")),
     ("imports", i18n.N_("Imports")),
     ("archive", i18n.N_("Archive")),
     ("guide", i18n.N_("Guide")),

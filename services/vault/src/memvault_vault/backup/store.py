@@ -18,11 +18,10 @@ from typing import Any
 import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument
-from memvault_core.postgres import create_pool
 from memvault_vault.backup import later_kinds
 from memvault_vault.backup.format import OWN_IDS
 from memvault_vault.backup.records import ExportRow, VaultRef
-from memvault_vault.database import lock_vault
+from memvault_vault.database import Database, lock_vault
 from memvault_vault.outbox import events
 
 FETCH = 500
@@ -147,7 +146,17 @@ class RestoreSession:
         await conn.execute("CREATE INDEX ON restore_record (ref, kind)")
         await conn.execute("ANALYZE restore_record")
         gone: list[str] = []
+        gone_conversations: list[str] = []
         if replace:
+            # conversations the file does not hold: the index drops their messages' points
+            gone_conversations = [
+                r[0]
+                for r in await conn.fetch(
+                    "SELECT c.id::text FROM archive_conversation c WHERE c.vault_id = $1 AND NOT EXISTS"
+                    " (SELECT 1 FROM restore_record r WHERE r.ref = c.id AND r.kind = 'conversation')",
+                    vault_id,
+                )
+            ]
             gone = [
                 r[0]
                 for r in await conn.fetch(
@@ -242,8 +251,11 @@ class RestoreSession:
         }
         counts |= await later_kinds.apply(conn, vault_id, columns_of)
         await self._enqueue([events.memory_forgotten(i, vault_id) for i in gone])
+        await self._enqueue([events.conversation_deleted(i, vault_id) for i in gone_conversations])
         async for batch in self._restored_memories():
             await self._enqueue([events.memory_created(i, vault_id, h) for i, h in batch])
+        async for messages in self._restored_messages():
+            await self._enqueue([events.message_archived(i, vault_id, c, n, h) for i, c, n, h in messages])
         return counts
 
     async def _settings(self) -> int:
@@ -275,6 +287,24 @@ class RestoreSession:
             "SELECT id::text, index_hash FROM memory WHERE vault_id = $1 ORDER BY id", self._vault.id, prefetch=FETCH
         ):
             batch.append((row[0], row[1]))
+            if len(batch) >= FETCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    async def _restored_messages(self) -> AsyncIterator[list[tuple[str, str, int, str]]]:
+        """(id, conversation, first revision listing it, content hash) of each archived message with text: the
+        indexer embeds them through `message.archived`, as it does for messages written by the API."""
+        batch: list[tuple[str, str, int, str]] = []
+        async for row in self._conn.cursor(
+            "SELECT m.id::text, m.conversation_id::text, min(rm.revision), m.content_hash FROM archive_message m"
+            " JOIN archive_revision_message rm ON rm.message_id = m.id"
+            " WHERE m.vault_id = $1 AND m.text <> '' GROUP BY m.id ORDER BY m.id",
+            self._vault.id,
+            prefetch=FETCH,
+        ):
+            batch.append((row[0], row[1], row[2], row[3]))
             if len(batch) >= FETCH:
                 yield batch
                 batch = []
@@ -351,16 +381,8 @@ def _count(status: str) -> int:
 
 
 class BackupStore:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
-    @classmethod
-    async def connect(cls, dsn: str, max_size: int = 4) -> BackupStore:
-        """A pool of its own, for the maintenance commands."""
-        return cls(await create_pool(dsn, 0, max_size, server_settings={"jit": "off"}))
-
-    async def close(self) -> None:
-        await self._pool.close()
+    def __init__(self, database: Database) -> None:
+        self._pool = database.pool
 
     async def vault_named(self, name: str) -> VaultRef | None:
         """A vault by name (or id), for the maintenance commands (no account involved). Names are unique per

@@ -1,0 +1,1 @@
+DROP TABLE retention_run;

@@ -22,6 +22,7 @@ from chatgpt_export import branched, dump, linear
 from test_backup import SCHEMA, Deployment, _backup, _restore, elsewhere, here  # noqa: F401 (fixtures)
 from vault_helpers import Caller
 
+from memvault.events.v1 import archive_events_pb2 as epb
 from memvault.vault.v1 import memory_pb2 as mpb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_vault.archive.service import ArchiveService
@@ -69,6 +70,17 @@ async def rows(database: Database, vault: str) -> dict[str, list[dict[str, Any]]
     return out
 
 
+async def archived_events(database: Database, vault: str) -> dict[str, str]:
+    """message id -> content hash of the `message.archived` events the outbox holds for `vault`."""
+    found: dict[str, str] = {}
+    for row in await database.pool.fetch("SELECT payload FROM outbox WHERE subject LIKE '%message.archived'"):
+        event = epb.MessageArchived.FromString(row["payload"])
+        if event.vault_id == vault:
+            assert event.revision >= 1 and event.conversation_id
+            found[event.message_id] = event.content_hash
+    return found
+
+
 async def fill_archive(deployment: Deployment, caller: Caller) -> dict[str, str]:
     """Conversations with several revisions, tags and an idempotency key; an import with a failure and a
     duplicate; a tracked source with a pending change."""
@@ -100,6 +112,18 @@ async def fill_archive(deployment: Deployment, caller: Caller) -> dict[str, str]
     )
     await store.restore(vault, "user:me", first.conversation_id, 1, second.revision, None)
     await store.set_tags(vault, "user:me", first.conversation_id, ["home"], 1)
+    # columns later migrations added (0016, 0018): a message's stable key and a copy's origin travel too
+    await database.pool.execute(
+        "UPDATE archive_message SET message_key = 'pets.cat' WHERE conversation_id = $1 AND node_id = 'n1'",
+        first.conversation_id,
+    )
+    await database.pool.execute(
+        "UPDATE archive_conversation SET derived_from = $2::jsonb WHERE id = $1",
+        first.conversation_id,
+        json.dumps(
+            {"vault": "elsewhere", "vault_id": vault.id, "conversation_id": first.conversation_id, "revision": 1}
+        ),
+    )
     data = dump([branched("conv-1", None, "the wifi password is on the fridge"), {"id": "bad"}, linear("c2", "hi")])
     started = await store.start_import(
         vault, "user:me", "chatgpt", "conversations.json", len(data), hashlib.sha256(data).hexdigest()
@@ -129,8 +153,8 @@ async def fill_archive(deployment: Deployment, caller: Caller) -> dict[str, str]
         memory_id,
     )
     await database.pool.execute(
-        "INSERT INTO source_change (vault_id, source_id, memory_id, old_hash, new_hash, new_value, status)"
-        " VALUES ($1, $2, $3, 'h1', 'h2', '\"3.13\"', 'pending')",
+        "INSERT INTO source_change (vault_id, source_id, memory_id, old_hash, new_hash, old_value, new_value, status)"
+        " VALUES ($1, $2, $3, 'h1', 'h2', '\"3.12\"', '\"3.13\"', 'pending')",
         vault.id,
         source_id,
         memory_id,
@@ -166,8 +190,16 @@ async def test_backup_holds_the_archive_and_sources_and_restores_them_row_for_ro
     report = await _restore(target, elsewhere.backups, data, chunk=4096)
     restored = {c.kind: c.count for c in report.counts}
     assert restored["conversation"] == 3 and restored["import_chunk"] == counts["import_chunk"]
-    after = await rows(elsewhere.database, await vault_id(elsewhere, target.vault))
+    target_id = await vault_id(elsewhere, target.vault)
+    after = await rows(elsewhere.database, target_id)
     assert after == before
+    assert any(m["message_key"] == "pets.cat" for m in after["archive_message"])
+    assert any(c["derived_from"] is not None for c in after["archive_conversation"])
+    assert after["source_change"][0]["old_value"] == '"3.12"'
+    # every restored message with text is sent to the indexer, as an archive write sends it
+    assert await archived_events(elsewhere.database, target_id) == {
+        str(m["id"]): m["content_hash"] for m in after["archive_message"] if m["text"]
+    }
     findings = await verify(elsewhere.database.pool, await vault_id(elsewhere, target.vault))
     assert findings.problems == [] and findings.imports == 1 and findings.revisions == len(before["archive_revision"])
 

@@ -1,4 +1,4 @@
-"""`memvault import chatgpt` against a running stack with a service token: the upload goes over
+"""`memvault import chatgpt` (and `claude`) against a running stack with a service token: the upload goes over
 /api/v1 in parts, the vault's import job processes it, and the same export again is a duplicate."""
 
 from __future__ import annotations
@@ -40,14 +40,31 @@ def conversation(index: int, words: str) -> dict[str, Any]:
     }
 
 
-def run_import(path: Path, url: str, token: str, vault: str) -> subprocess.CompletedProcess[str]:
+def claude_conversation(index: int, words: str) -> dict[str, Any]:
+    """One conversation in the Claude.ai export's shape."""
+    at = f"2025-03-01T10:{index % 60:02d}:00Z"
+
+    def message(uuid: str, sender: str, text: str) -> dict[str, Any]:
+        block = {"type": "text", "text": text, "citations": []}
+        return {"uuid": uuid, "text": text, "content": [block], "sender": sender, "created_at": at, "attachments": []}
+
+    return {
+        "uuid": f"claude-{index}",
+        "name": f"claude chat {index}",
+        "created_at": at,
+        "updated_at": at,
+        "chat_messages": [message(f"q{index}", "human", words), message(f"a{index}", "assistant", "noted")],
+    }
+
+
+def run_import(path: Path, url: str, token: str, vault: str, kind: str = "chatgpt") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "memvault_gateway.client",
             "import",
-            "chatgpt",
+            kind,
             str(path),
             "--url",
             url,
@@ -91,7 +108,29 @@ async def test_memvault_import_chatgpt_uploads_in_parts_and_reports_counts(
     again = await asyncio.to_thread(run_import, path, stack.gateway_url, token, vault)
     assert again.returncode == 0 and "already imported" in again.stdout
 
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps([claude_conversation(i, f"the bike lock code is {5000 + i}") for i in range(40)]))
+    third = await asyncio.to_thread(run_import, claude, stack.gateway_url, token, vault, "claude")
+    assert third.returncode == 0, third.stderr
+    assert "done; 40 of 40 conversations, 40 new, 0 updated, 0 unchanged, 0 failed" in third.stdout
+    assert "import" in third.stderr
+
     api = browser.http
+    stats = (await api.get(f"/api/v1/vaults/{vault}/archive/stats")).json()
+    assert stats["conversations"] == 740 and stats["by_source"] == {"chatgpt": 700, "claude": 40}
+    assert (
+        stats["imports_by_state"] == {"done": 2, "duplicate": 1}
+        and stats["imports"] == 3
+        and stats["raw_bytes"] > 3 * 1024 * 1024
+    )
+    imports = (await api.get(f"/api/v1/vaults/{vault}/archive/imports")).json()["imports"]
+    assert [(i["format"], i["state"]) for i in imports] == [
+        ("claude", "done"),
+        ("chatgpt", "duplicate"),
+        ("chatgpt", "done"),
+    ]
+    found = (await api.get(f"/api/v1/vaults/{vault}/archive/search", params={"q": "bike lock code 5007"})).json()
+    assert found["hits"] and "5007" in found["hits"][0]["snippet"]
     found = (await api.get(f"/api/v1/vaults/{vault}/archive/search", params={"q": "locker code 1042"})).json()
     assert found["hits"] and "1042" in found["hits"][0]["snippet"]
     listed = (await api.get(f"/api/v1/vaults/{vault}/conversations", params={"limit": 100})).json()

@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 from e2e_helpers import call, eventually, mcp_session, vault_stats
+from test_archive_search import archive_call
+from test_archive_search import export as archive_export
 
 from memvault.vault.v1 import accounts_pb2, accounts_pb2_grpc, backup_pb2, backup_pb2_grpc, vault_pb2, vault_pb2_grpc
+from memvault.vault.v1 import archive_pb2 as apb
 from memvault_core.grpc import client_channel
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
 from memvault_devstack.fixtures import StackStarter
@@ -176,3 +179,31 @@ async def test_embeddings_round_trip_and_the_index_is_rebuilt_without_them(fresh
     moved = await restore(other, "default", data, create=False)
     assert moved.embeddings_kept == len(FACTS)
     assert [[h.memory.content for h in (await recall(other, "default", q)).hits] for q in QUERIES] == answers
+
+
+async def test_a_restored_archive_is_indexed_again_and_searched_by_meaning(fresh_stack: StackStarter) -> None:
+    """Archived messages carry no embedding in a backup: the restore sends each to the indexer
+    (`message.archived`), so the copy's archive search finds a message by meaning, without shared words."""
+    stack = await asyncio.to_thread(fresh_stack)
+    await archive_call(stack, "StartImport", apb.StartImportRequest(vault="default", data=archive_export()))
+
+    async def indexed(vault: str) -> bool:
+        stats = await archive_call(stack, "GetArchiveStats", apb.GetArchiveStatsRequest(vault=vault))
+        return bool(stats.messages == 15 and stats.indexed == 15 and stats.pending == 0 and stats.failed == 0)
+
+    await eventually(lambda: indexed("default"))
+    data = await backup(stack, "default", embeddings=True)
+    assert [json.loads(line)["kind"] for line in data.splitlines()].count("message") == 15
+
+    copy = await restore(stack, "archive-copy", data)
+    assert {c.kind: c.count for c in copy.counts}["conversation"] == 2
+    await eventually(lambda: indexed("archive-copy"))
+
+    async def by_meaning() -> apb.SearchMessagesResponse | None:
+        found: apb.SearchMessagesResponse = await archive_call(
+            stack, "SearchMessages", apb.SearchMessagesRequest(vault="archive-copy", query="feline companion's name")
+        )
+        return found if found.mode == "hybrid" and found.hits else None
+
+    found = await eventually(by_meaning)
+    assert (found.hits[0].title, found.hits[0].position) == ("Pets", 0)

@@ -295,7 +295,7 @@ topologySpreadConstraints:
 {{- end }}
 {{- /* The maintenance commands a CronJob may run, by image: `make chart-check` checks them against each
      image's `--help` (scripts/chart_check.py, which lists the commands never scheduled). */}}
-{{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources") "indexer" (list "reconcile" "reindex" "reembed") }}
+{{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources" "archive") "indexer" (list "reconcile" "reindex" "reembed") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}
 {{- if not (has (first $job.args) $available) }}

@@ -22,6 +22,7 @@ from gateway_helpers import SECRET, RunningGateway, StartGateway, free_port, ser
 
 from memvault.vault.v1 import (
     accounts_pb2_grpc,
+    archive_pb2_grpc,
     backup_pb2_grpc,
     retention_pb2_grpc,
     sources_pb2_grpc,
@@ -37,6 +38,7 @@ from memvault_gateway.store import MIGRATIONS as GATEWAY_MIGRATIONS
 from memvault_mcp.app import build_app as build_mcp_app
 from memvault_vault.database import Database as VaultDatabase
 from memvault_vault.rpc.accounts import AccountServicer
+from memvault_vault.rpc.archive import ArchiveServicer
 from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.retention import RetentionServicer
 from memvault_vault.rpc.servicer import VaultServicer
@@ -86,6 +88,7 @@ async def vault_address(vault_store: VaultDatabase, source_root: Path) -> AsyncI
         AccountServicer(services.accounts, services.audit, signer), server
     )
     backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
+    archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, signer), server)
     retention_pb2_grpc.add_RetentionServiceServicer_to_server(RetentionServicer(services.retention, signer), server)
     sources_pb2_grpc.add_SourcesServiceServicer_to_server(SourcesServicer(services, signer), server)
     await server.start()

@@ -13,6 +13,7 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po
 from starlette.requests import Request
 
+from memvault.vault.v1 import archive_pb2 as apb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_gateway.dashboard import i18n, overview, render
 from memvault_gateway.web.pages import GrantRow
@@ -95,6 +96,34 @@ def pages() -> dict[str, dict[str, Any]]:
         "superseded_retention_days": 30,
         "rejected_retention_days": 7,
         "audit_retention_days": 0,
+    }
+    conversation = {
+        "id": "0b5f0d4e-1111-2222-3333-444455556666",
+        "title": HOSTILE,
+        "tags": ["home"],
+        "head_revision": 2,
+        "message_count": 3,
+        "source": "claude",
+        "updated_at": "2026-12-01 10:00",
+    }
+    archive_import = {
+        "id": "1b5f0d4e-1111-2222-3333-444455556666",
+        "state": "running",
+        "filename": HOSTILE,
+        "format": "chatgpt",
+        "size": 1000,
+        "sha256": "ab" * 32,
+        "parts": 1,
+        "total": 30,
+        "done": 25,
+        "imported": 20,
+        "updated": 2,
+        "duplicates": 2,
+        "failed": 1,
+        "failures": [{"conversation_id": "broken", "error": HOSTILE}],
+        "duplicate_of": None,
+        "error": None,
+        "created_at": "2026-12-01 10:00",
     }
     return {
         "overview.html": {
@@ -323,6 +352,49 @@ def pages() -> dict[str, dict[str, Any]]:
             "roles": ("owner", "editor", "viewer"),
             "is_admin": True,
             "created": {"username": "new", "role": "viewer", "setup_url": "http://127.0.0.1/setup/x"},
+        },
+        "archive.html": {
+            "raw_size": "1.2 MB",
+            "stats": apb.GetArchiveStatsResponse(
+                conversations=2,
+                revisions=3,
+                messages=9,
+                tags=1,
+                by_source={"chatgpt": 2},
+                imports=1,
+                imports_by_state={"done": 1},
+                indexed=7,
+                pending=2,
+            ),
+            "conversations": [conversation],
+            "next_cursor": "c2",
+            "tag": HOSTILE,
+            "imports": [archive_import],
+            "formats": ("chatgpt", "claude"),
+        },
+        "archive_import.html": {"job": archive_import},
+        "conversation.html": {
+            "c": conversation,
+            "revision": 1,
+            "messages": [
+                {
+                    "role": "user",
+                    "content_type": "text",
+                    "text": HOSTILE,
+                    "node_id": "n1",
+                    "active": False,
+                    "position": 0,
+                    "created_at": "2026-12-01 10:00",
+                }
+            ],
+            "next_cursor": "m2",
+            "graph": 1,
+            "revisions": [
+                {"number": 2, "kind": "append", "message_count": 3, "created_at": "2026-12-01 10:00", "head": True},
+                {"number": 1, "kind": "create", "message_count": 2, "created_at": "2026-12-01 09:00", "head": False},
+            ],
+            "more_revisions": True,
+            "confirm_error": False,
         },
     }
 

@@ -228,7 +228,8 @@ async def test_backup_holds_every_kind_and_a_manifest_that_checks(here: Deployme
     ids = await _fill(caller)
     data = await _backup(caller, here.backups, omit_embeddings=True)
     records = _records(data)
-    assert records[0]["kind"] == "header" and records[0]["format"] == "memvault-backup" and records[0]["version"] == 1
+    assert records[0]["kind"] == "header" and records[0]["format"] == "memvault-backup"
+    assert records[0]["version"] == backup_format.VERSION
     manifest = records[-1]
     assert manifest["kind"] == "manifest"
     kinds = [r["kind"] for r in records[1:-1]]
@@ -289,7 +290,7 @@ def test_a_reader_fed_a_byte_at_a_time_reads_the_same_and_checks_the_manifest() 
     assert kinds == ["memory", "audit"] and reader.header is not None and reader.header["vault"] == "home"
     for bad, reason in [
         (data.replace(b"Tea, no sugar", b"Tea, no honey"), "does not match its text"),
-        (data.replace(b'"version":1,"vault"', b'"version":9,"vault"'), "newer than this memvault reads"),
+        (data.replace(b'"version":2,"vault"', b'"version":9,"vault"'), "newer than this memvault reads"),
         (data.replace(b"memory.remember", b"memory.forget"), "sha256 does not match"),
         (data[:-1], "truncated"),
         (data + b'{"kind":"audit"}\n', "after the manifest"),
@@ -370,7 +371,7 @@ async def test_bad_files_are_refused_with_nothing_written(here: Deployment) -> N
     data = await _backup(source, here.backups, omit_embeddings=True)
     lines = data.splitlines(keepends=True)
     header = json.loads(lines[0])
-    newer = json.dumps({**header, "version": 2}).encode() + b"\n"
+    newer = json.dumps({**header, "version": backup_format.VERSION + 1}).encode() + b"\n"
     memory_at = next(i for i, line in enumerate(lines) if b'"kind": "memory"' in line)
     edited = json.loads(lines[memory_at])
     edited["content"] = "Marco orders a double espresso every morning"

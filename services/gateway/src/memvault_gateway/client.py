@@ -1,8 +1,8 @@
 """memvault: commands a person runs on a laptop against a remote memvault with a service token.
 
-`memvault import chatgpt FILE --url URL --token TOKEN [--vault NAME]` uploads a ChatGPT export
-(conversations.json or the export's zip) in parts over `/api/v1`, then follows the import job with a
-progress bar and prints the final counts."""
+`memvault import chatgpt|claude FILE --url URL --token TOKEN [--vault NAME]` uploads a ChatGPT or
+Claude.ai export (conversations.json or the export's zip) in parts over `/api/v1`, then follows the
+import job with a progress bar and prints the final counts."""
 
 from __future__ import annotations
 
@@ -45,10 +45,30 @@ def _vault(client: httpx.Client, name: str) -> str:
     return str(vaults[0])
 
 
+FORMATS = {
+    "chatgpt": "a ChatGPT data export: conversations.json or the export's zip",
+    "claude": "a Claude.ai data export: conversations.json or the export's zip",
+}
+
+
 def import_chatgpt(
     path: Path, url: str, token: str, vault: str = "", *, poll_seconds: float = 1.0, timeout: float = 3600.0
 ) -> dict[str, Any]:
-    """Upload the export and wait for its import job; returns the final status."""
+    """Upload a ChatGPT export and wait for its import job; returns the final status."""
+    return import_export("chatgpt", path, url, token, vault, poll_seconds=poll_seconds, timeout=timeout)
+
+
+def import_export(
+    fmt: str,
+    path: Path,
+    url: str,
+    token: str,
+    vault: str = "",
+    *,
+    poll_seconds: float = 1.0,
+    timeout: float = 3600.0,
+) -> dict[str, Any]:
+    """Upload the export (format `chatgpt` or `claude`) and wait for its import job; returns the final status."""
     if not path.is_file():
         raise CommandError(f"{path} is not a file")
     size = path.stat().st_size
@@ -61,9 +81,7 @@ def import_chatgpt(
         name = _vault(client, vault)
         base = f"/api/v1/vaults/{name}/archive/imports"
         started = _check(
-            client.post(
-                base, json={"format": "chatgpt", "filename": path.name, "size": size, "sha256": digest.hexdigest()}
-            )
+            client.post(base, json={"format": fmt, "filename": path.name, "size": size, "sha256": digest.hexdigest()})
         )
         import_id = started["id"]
         part_bytes = int(started.get("part_bytes") or PART_BYTES)
@@ -100,22 +118,23 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     imports = commands.add_parser("import", help="import an export into the conversation archive")
     kinds = imports.add_subparsers(dest="kind", required=True)
-    chatgpt = kinds.add_parser("chatgpt", help="a ChatGPT data export: conversations.json or the export's zip")
-    chatgpt.add_argument("file", type=Path)
-    chatgpt.add_argument(
-        "--url", default=os.environ.get("MEMVAULT_URL", ""), help="the memvault address (MEMVAULT_URL)"
-    )
-    chatgpt.add_argument(
-        "--token",
-        default=os.environ.get("MEMVAULT_TOKEN", ""),
-        help="a service token with write scope (MEMVAULT_TOKEN)",
-    )
-    chatgpt.add_argument("--vault", default="", help="the vault (needed when the token reaches several)")
+    for fmt, description in FORMATS.items():
+        kind = kinds.add_parser(fmt, help=description)
+        kind.add_argument("file", type=Path)
+        kind.add_argument(
+            "--url", default=os.environ.get("MEMVAULT_URL", ""), help="the memvault address (MEMVAULT_URL)"
+        )
+        kind.add_argument(
+            "--token",
+            default=os.environ.get("MEMVAULT_TOKEN", ""),
+            help="a service token with write scope (MEMVAULT_TOKEN)",
+        )
+        kind.add_argument("--vault", default="", help="the vault (needed when the token reaches several)")
     args = parser.parse_args(argv)
     if not args.url or not args.token:
         parser.error("--url and --token (or MEMVAULT_URL and MEMVAULT_TOKEN) are required")
     try:
-        status = import_chatgpt(args.file, args.url, args.token, args.vault)
+        status = import_export(args.kind, args.file, args.url, args.token, args.vault)
     except (CommandError, httpx.HTTPError) as error:
         print(f"memvault: {error}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -34,6 +34,7 @@ from memvault_core.postgres import address, database_error, is_connection_failur
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.archive import commands as archive_commands
 from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
@@ -275,9 +276,12 @@ def main(argv: list[str] | None = None) -> None:
     sources.add_argument("action", choices=("sync", "status", "changes", "watch"))
     sources.add_argument("--poll", type=float, default=30.0, help="watch: seconds between rounds (default 30)")
     backup_commands.add_parsers(commands)
+    archive_commands.add_parsers(commands)
     args = parser.parse_args(argv)
     if args.command in backup_commands.COMMANDS:
         raise SystemExit(backup_commands.run(args))
+    if args.command in archive_commands.COMMANDS:
+        raise SystemExit(archive_commands.run(args))
 
     if args.command == "sources":
         sources_settings = load_settings(SourcesSettings)

@@ -19,7 +19,7 @@ MAX_PART_BYTES = 3 * 1024 * 1024
 
 
 class ImportIn(BaseModel):
-    format: str = Field("chatgpt", max_length=20)
+    format: str = Field("chatgpt", max_length=20, description="chatgpt or claude")
     filename: str = Field("", max_length=200)
     size: int = Field(ge=1)
     sha256: str = Field(min_length=64, max_length=64)
@@ -78,6 +78,47 @@ async def finish_import(vault: Vault, import_id: str, caller: Caller, gw: Gatewa
     request = pb.FinishImportRequest(vault=vault, import_id=import_id)
     response = await gw.vault.archive_call("FinishImport", request, caller.identity())
     return import_json(getattr(response, "import"))
+
+
+@router.get("/vaults/{vault}/archive/imports")
+async def list_imports(
+    vault: Vault, caller: Caller, gw: GatewayDep, limit: Annotated[int, Query(ge=0, le=100)] = 0
+) -> dict[str, Any]:
+    """The vault's imports with their progress, newest first (failures: GET one import)."""
+    request = pb.ListImportsRequest(vault=vault, limit=limit)
+    response = await gw.vault.archive_call("ListImports", request, caller.identity())
+    return {
+        "imports": [
+            import_json(i)
+            | {"format": i.format, "created_at": i.created_at.ToJsonString() if i.HasField("created_at") else None}
+            for i in response.imports
+        ]
+    }
+
+
+@router.get("/vaults/{vault}/archive/stats")
+async def archive_stats(vault: Vault, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Totals: conversations (and by source), revisions, messages (and their index health), tags, imports
+    (and by state), raw bytes kept; the same counts as the `archive_read` tool's stats."""
+    stats = await gw.vault.archive_call("GetArchiveStats", pb.GetArchiveStatsRequest(vault=vault), caller.identity())
+    return {
+        "conversations": stats.conversations,
+        "by_source": dict(stats.by_source),
+        "revisions": stats.revisions,
+        "messages": stats.messages,
+        "index": {
+            "indexed": stats.indexed,
+            "pending": stats.pending,
+            "failed": stats.failed,
+            "model": stats.index_model or None,
+            "last_errors": list(stats.last_errors),
+        },
+        "tags": stats.tags,
+        "imports": stats.imports,
+        "imports_running": stats.imports_running,
+        "imports_by_state": dict(stats.imports_by_state),
+        "raw_bytes": stats.raw_bytes,
+    }
 
 
 @router.get("/vaults/{vault}/archive/imports/{import_id}")

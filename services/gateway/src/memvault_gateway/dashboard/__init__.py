@@ -1,5 +1,5 @@
-"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, sources, imports, guide,
-settings, index, backup, members, apps, audit), calling the vault through the same code as /api/v1.
+"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, sources, imports, archive,
+guide, settings, index, backup, members, apps, audit), calling the vault through the same code as /api/v1.
 
 `install(app)` adds its routes; templates, static files and catalogues live beside this module.
 """
@@ -13,6 +13,7 @@ from fastapi.params import Depends
 
 from memvault_gateway.dashboard import (
     apps,
+    archive_page,
     audit,
     backup_page,
     guide,
@@ -41,6 +42,7 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
         memories,
         sources_page,
         imports,
+        archive_page,
         guide,
         settings_page,
         index_page,

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from starlette.datastructures import UploadFile
 
+from memvault.vault.v1 import archive_pb2 as apb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import vault_client as rpc
 from memvault_core.errors import Conflict, InvalidArgument, PermissionDenied
@@ -35,14 +36,23 @@ async def backup_page(
     vault: str, request: Request, gw: GatewayDep, restored: Annotated[int, Query(ge=-1)] = -1
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    held = 0
+    held = conversations = 0
     if person.is_owner:
         stats = await gw.vault.call(
             rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity()
         )
         held = sum(stats.memories.values())
+        conversations = await _conversations(gw, person, vault)
     notice = person.gettext(RESTORED) % {"n": restored} if restored >= 0 else ""
-    return person.render("backup.html", "backup", held=held, notice=notice, confirm=False)
+    return person.render("backup.html", "backup", held=held, conversations=conversations, notice=notice, confirm=False)
+
+
+async def _conversations(gw: GatewayDep, person: Owner, vault: str) -> int:
+    """Archived conversations in the vault (a restore replaces them too)."""
+    stats = await gw.vault.archive_call(
+        "GetArchiveStats", apb.GetArchiveStatsRequest(vault=vault), person.caller.identity()
+    )
+    return int(stats.conversations)
 
 
 @router.get(PREFIX + "/{vault}/backup/download")
@@ -97,7 +107,14 @@ async def restore(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse 
         stats = await gw.vault.call(
             rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity()
         )
-        return person.render("backup.html", "backup", held=sum(stats.memories.values()), notice="", confirm=True)
+        return person.render(
+            "backup.html",
+            "backup",
+            held=sum(stats.memories.values()),
+            conversations=await _conversations(gw, person, vault),
+            notice="",
+            confirm=True,
+        )
     finally:
         await upload.close()
     return redirect(f"{person.url('backup')}?restored={int(result['restored'].get('memory', 0))}")

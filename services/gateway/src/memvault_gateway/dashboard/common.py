@@ -43,6 +43,7 @@ SECTIONS = (
     ("memories", i18n.N_("Memories")),
     ("sources", i18n.N_("Sources")),
     ("imports", i18n.N_("Imports")),
+    ("archive", i18n.N_("Archive")),
     ("guide", i18n.N_("Guide")),
     ("settings", i18n.N_("Settings")),
     ("index", i18n.N_("Index")),
@@ -51,7 +52,7 @@ SECTIONS = (
     ("apps", i18n.N_("Apps")),
     ("audit", i18n.N_("Audit")),
 )
-"""The navigation, per vault; later pages (archive) are added here."""
+"""The navigation, per vault; later pages are added here."""
 
 _STATUS_OF_ERROR = {
     "not_found": 404,

@@ -7,9 +7,6 @@ intact; their text is whatever strings they hold."""
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,37 +30,10 @@ class ParsedConversation:
     messages: list[MessageInput]
 
 
-def conversations_json(data: bytes) -> bytes:
-    """The bytes of conversations.json, from the file itself or from the export's zip."""
-    if data.startswith(ZIP_MAGIC):
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == "conversations.json"]
-                if not names:
-                    raise ExportError("the zip holds no conversations.json; upload the ChatGPT data export")
-                return archive.read(sorted(names, key=len)[0])
-        except zipfile.BadZipFile as error:
-            raise ExportError(f"the zip cannot be read: {error}") from None
-    return data
-
-
-def load_export(data: bytes) -> list[Any]:
-    """The export's list of raw conversation objects (each parsed later on its own)."""
-    try:
-        parsed = json.loads(conversations_json(data))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ExportError(f"conversations.json is not valid JSON: {str(error)[:200]}") from None
-    if isinstance(parsed, dict) and isinstance(parsed.get("conversations"), list):
-        parsed = parsed["conversations"]
-    if not isinstance(parsed, list):
-        raise ExportError("conversations.json must hold a list of conversations")
-    return parsed
-
-
 def conversation_ref(raw: Any, index: int) -> str:
     """The id a failure report names: the export's own, else the position in the file."""
     if isinstance(raw, dict):
-        for key in ("conversation_id", "id"):
+        for key in ("conversation_id", "id", "uuid"):
             value = raw.get(key)
             if isinstance(value, str) and value:
                 return value[:200]
@@ -123,6 +93,8 @@ def parse_conversation(raw: Any, index: int) -> ParsedConversation:
     if not isinstance(raw, dict):
         raise ValueError("a conversation must be a JSON object")
     mapping = raw.get("mapping")
+    if "chat_messages" in raw and mapping is None:
+        raise ValueError("this is a Claude.ai conversation, not a ChatGPT one: import the file as format claude")
     if not isinstance(mapping, dict) or not mapping:
         raise ValueError("the conversation has no mapping of messages")
     nodes = {str(key): node for key, node in mapping.items() if isinstance(node, dict)}

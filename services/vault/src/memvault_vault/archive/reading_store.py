@@ -205,7 +205,10 @@ class ArchiveReadStore:
                    (SELECT count(*) FROM archive_import WHERE vault_id = $1 AND state IN ('queued', 'running'))
                        AS imports_running,
                    (SELECT model FROM archive_message_index WHERE vault_id = $1 AND state = 'indexed'
-                    ORDER BY updated_at DESC LIMIT 1) AS model
+                    ORDER BY updated_at DESC LIMIT 1) AS model,
+                   (SELECT count(DISTINCT t) FROM archive_conversation, unnest(tags) t WHERE vault_id = $1) AS tags,
+                   (SELECT coalesce(sum(length(data)), 0) FROM archive_import_chunk WHERE vault_id = $1)
+                       AS raw_bytes
             """,
             vault.id,
         )
@@ -213,6 +216,12 @@ class ArchiveReadStore:
             "SELECT DISTINCT coalesce(last_error, '') AS error FROM archive_message_index"
             " WHERE vault_id = $1 AND state = 'failed' LIMIT 5",
             vault.id,
+        )
+        sources = await self._pool.fetch(
+            "SELECT source, count(*) FROM archive_conversation WHERE vault_id = $1 GROUP BY source", vault.id
+        )
+        states = await self._pool.fetch(
+            "SELECT state, count(*) FROM archive_import WHERE vault_id = $1 GROUP BY state", vault.id
         )
         return ArchiveStats(
             conversations=int(row["conversations"]),
@@ -225,4 +234,8 @@ class ArchiveReadStore:
             imports_running=int(row["imports_running"]),
             index_model=row["model"] or "",
             last_errors=[r["error"] for r in errors],
+            tags=int(row["tags"]),
+            raw_bytes=int(row["raw_bytes"]),
+            by_source={r[0]: int(r[1]) for r in sources},
+            imports_by_state={r[0]: int(r[1]) for r in states},
         )

@@ -111,6 +111,8 @@ class ImportRecord:
     duplicate_of: str | None
     error: str
     failures: list[tuple[str, str]] = field(default_factory=list)
+    format: str = "chatgpt"
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,10 @@ class ArchiveStats:
     imports_running: int
     index_model: str
     last_errors: list[str]
+    tags: int
+    raw_bytes: int
+    by_source: dict[str, int]
+    imports_by_state: dict[str, int]
 
 
 @dataclass(frozen=True)

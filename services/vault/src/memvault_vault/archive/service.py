@@ -15,7 +15,6 @@ from typing import Any
 from memvault_core.errors import InvalidArgument, LimitExceeded, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
-from memvault_vault.archive.chatgpt import load_export
 from memvault_vault.archive.packs import ContextPacks
 from memvault_vault.archive.reads import ArchiveReads
 from memvault_vault.archive.records import (
@@ -27,6 +26,7 @@ from memvault_vault.archive.records import (
     RevisionRecord,
 )
 from memvault_vault.archive.store import ArchiveStore
+from memvault_vault.archive.stream import ExportStream
 from memvault_vault.archive.write_store import ArchiveWriteStore
 from memvault_vault.archive.writes import ArchiveWrites
 from memvault_vault.database import VaultAccess
@@ -43,7 +43,7 @@ INDEXING = "full_text"
 """What a receipt says of indexing: archived messages are in Postgres full-text search at commit."""
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-FORMATS = ("chatgpt",)
+FORMATS = ("chatgpt", "claude")
 
 
 def _inputs(drafts: list[Draft]) -> list[rules.MessageInput]:
@@ -84,7 +84,8 @@ class ArchiveService:
     ) -> None:
         self._store = store
         self._accounts = accounts
-        self._loaded: tuple[str, list[Any]] | None = None
+        self._stream: ExportStream | None = None
+        """The import being worked through, kept open between its checkpoints."""
         # Without a configured secret (tests), cursors hold for this process only.
         self._cursors = cursors or CursorSigner(os.urandom(32))
         self._reads = reads
@@ -370,6 +371,11 @@ class ArchiveService:
         vault = await self._accounts.access(identity, vault_name)
         return await self._store.get_import(vault, import_id)
 
+    async def list_imports(self, identity: Identity, vault_name: str, limit: int) -> list[ImportRecord]:
+        limit = _page(limit, rules.DEFAULT_LIST_RESULTS, rules.MAX_LIST_RESULTS)
+        vault = await self._accounts.access(identity, vault_name)
+        return await self._store.list_imports(vault, limit)
+
     async def process_checkpoint(self, only: str | None = None) -> bool:
         """Run one checkpoint of the oldest waiting import (or of `only`); False when nothing waits."""
         waiting = await self._store.next_import(only)
@@ -378,13 +384,19 @@ class ArchiveService:
         import_id, vault_id, vault_name = waiting
         vault = VaultAccess(vault_id, vault_name, "owner", "")
 
-        async def load() -> list[Any]:
-            if self._loaded is None or self._loaded[0] != import_id:
-                self._loaded = None
-                self._loaded = (import_id, load_export(await self._store.raw_bytes(vault_id, import_id)))
-            return self._loaded[1]
+        if self._stream is None or self._stream.import_id != import_id:
+            self._close_stream()
 
-        return await self._store.checkpoint(import_id, vault, load, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+            async def fetch(part: int) -> bytes | None:
+                return await self._store.raw_part(vault_id, import_id, part)
+
+            self._stream = ExportStream(import_id, fetch)
+        return await self._store.checkpoint(import_id, vault, self._stream, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
     async def run_imports(self, idle_seconds: float = 2.0) -> None:
         """Work through waiting imports for ever, a checkpoint at a time (the serve command runs this)."""
@@ -395,6 +407,6 @@ class ArchiveService:
                 log.exception("archive import checkpoint failed; it will be retried")
                 busy = False
             if not busy:
-                self._loaded = None
+                self._close_stream()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.sleep(idle_seconds)

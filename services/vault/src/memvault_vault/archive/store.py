@@ -6,14 +6,15 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument, LimitExceeded, MemvaultError, NotFound
-from memvault_vault.archive.chatgpt import ExportError, conversation_ref, parse_conversation
+from memvault_vault.archive import chatgpt, claude
+from memvault_vault.archive.chatgpt import ExportError, ParsedConversation, conversation_ref
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
@@ -75,7 +76,24 @@ def _import(row: asyncpg.Record, failures: list[tuple[str, str]] | None = None) 
         duplicate_of=str(row["duplicate_of"]) if row["duplicate_of"] else None,
         error=row["error"],
         failures=failures or [],
+        format=row["format"],
+        created_at=row["created_at"],
     )
+
+
+PARSERS: dict[str, Callable[[Any, int], ParsedConversation]] = {
+    "chatgpt": chatgpt.parse_conversation,
+    "claude": claude.parse_conversation,
+}
+"""The reader of each import format; a conversation's `source` is its format."""
+
+
+class Conversations(Protocol):
+    """An upload's conversations, read as a stream (archive/stream.py)."""
+
+    async def count(self) -> int: ...
+
+    async def take(self, start: int, count: int) -> list[tuple[int, Any]]: ...
 
 
 class ArchiveStore:
@@ -618,6 +636,16 @@ class ArchiveStore:
             ]
         return b"".join(parts)
 
+    async def raw_part(self, vault_id: str, import_id: str, part: int) -> bytes | None:
+        """One stored part of an upload, or None past the last."""
+        data = await self._pool.fetchval(
+            "SELECT data FROM archive_import_chunk WHERE import_id = $1 AND vault_id = $2 AND part = $3",
+            import_id,
+            vault_id,
+            part,
+        )
+        return None if data is None else bytes(data)
+
     async def raw_sha256(self, vault_id: str, import_id: str) -> str:
         digest = hashlib.sha256()
         async with self._pool.acquire() as conn, conn.transaction():
@@ -704,6 +732,14 @@ class ArchiveStore:
         )
         return _import(row, [(r["conversation_ref"], r["error"]) for r in failures])
 
+    async def list_imports(self, vault: VaultAccess, limit: int) -> list[ImportRecord]:
+        rows = await self._pool.fetch(
+            "SELECT * FROM archive_import WHERE vault_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+            vault.id,
+            limit,
+        )
+        return [_import(row) for row in rows]
+
     async def next_import(self, only: str | None = None) -> tuple[str, str, str] | None:
         """(import id, vault id, vault name) of the oldest import waiting for work (or of `only`)."""
         row = await self._pool.fetchrow(
@@ -718,7 +754,7 @@ class ArchiveStore:
         self,
         import_id: str,
         vault: VaultAccess,
-        load: Callable[[], Awaitable[list[Any]]],
+        source: Conversations,
         size: int,
     ) -> bool:
         """Process the next `size` conversations of an import in one transaction; False when none waits.
@@ -734,8 +770,10 @@ class ArchiveStore:
             )
             if row is None:
                 return False
+            start = row["next_index"]
             try:
-                raws = await load()
+                total = row["total"] or await source.count()
+                raws = await source.take(start, size)
             except ExportError as error:
                 await conn.execute(
                     "UPDATE archive_import SET state = 'failed', error = $3, updated_at = now()"
@@ -746,13 +784,12 @@ class ArchiveStore:
                 )
                 return True
             counts = {k: row[k] for k in ("imported", "updated", "duplicates", "failed")}
-            start = row["next_index"]
-            stop = min(start + size, len(raws))
-            for index in range(start, stop):
-                ref = conversation_ref(raws[index], index)
+            stop = start + len(raws)
+            for index, raw in raws:
+                ref = conversation_ref(raw, index)
                 try:
                     async with conn.transaction():
-                        outcome = await self._import_one(conn, vault, row["created_by"], raws[index], index)
+                        outcome = await self._import_one(conn, vault, row["created_by"], row["format"], raw, index)
                     counts[outcome] += 1
                 except (ValueError, MemvaultError, asyncpg.PostgresError) as error:
                     counts["failed"] += 1
@@ -769,24 +806,27 @@ class ArchiveStore:
                 " duplicates = $7, failed = $8, state = $9, updated_at = now() WHERE id = $1 AND vault_id = $2",
                 import_id,
                 vault.id,
-                len(raws),
+                max(total, stop),
                 stop,
                 counts["imported"],
                 counts["updated"],
                 counts["duplicates"],
                 counts["failed"],
-                "done" if stop >= len(raws) else "running",
+                "done" if len(raws) < size or stop >= total else "running",
             )
             return True
 
-    async def _import_one(self, conn: asyncpg.Connection, vault: VaultAccess, actor: str, raw: Any, index: int) -> str:
-        parsed = parse_conversation(raw, index)
+    async def _import_one(
+        self, conn: asyncpg.Connection, vault: VaultAccess, actor: str, fmt: str, raw: Any, index: int
+    ) -> str:
+        parsed = PARSERS[fmt](raw, index)
         existing = await conn.fetchrow(
             "SELECT c.id::text AS id, c.title, r.content_sha256 FROM archive_conversation c"
             " JOIN archive_revision r ON r.conversation_id = c.id AND r.number = c.head_revision"
-            " WHERE c.vault_id = $1 AND c.source = 'chatgpt' AND c.external_id = $2",
+            " WHERE c.vault_id = $1 AND c.source = $3 AND c.external_id = $2",
             vault.id,
             parsed.external_id,
+            fmt,
         )
         content = revision_hash([(m.node_id, m.parent_node_id, m.content_hash, m.active) for m in parsed.messages])
         if existing is not None and existing["content_sha256"] == content:
@@ -809,7 +849,7 @@ class ArchiveStore:
             base_revision=0,
             messages=parsed.messages,
             title=parsed.title,
-            source="chatgpt",
+            source=fmt,
             external_id=parsed.external_id,
             source_times=(parsed.created_at, parsed.updated_at),
         )

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memvault_core.errors import InvalidArgument
+from memvault_vault.domain.archive import message_hash
 from memvault_vault.domain.memory import content_hash
 
 FORMAT = "memvault-backup"
-VERSION = 1
+VERSION = 2
+"""Version 2 added the conversation archive and tracked sources; a version 1 file still reads (it has none)."""
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """The longest line a reader accepts: a memory with the longest text or a guide fits many times over."""
 
@@ -37,6 +39,16 @@ KINDS = (
     "embedding",
     "history",
     "audit",
+    "source",
+    "source_change",
+    "conversation",
+    "revision",
+    "message",
+    "revision_message",
+    "archive_key",
+    "import",
+    "import_chunk",
+    "import_failure",
 )
 """Record kinds between the header and the manifest, in the order a backup writes them."""
 
@@ -60,6 +72,22 @@ _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
     "embedding": {"memory_id": str, "model": str, "dimension": int, "content_hash": str, "vector": list},
     "history": {"memory_id": str, "version": int, "change": str, "snapshot": dict, "actor": str, "changed_at": str},
     "audit": {"actor": str, "action": str, "at": str},
+    "source": {"id": str, "memory_id": str, "source_kind": str, "location": str, "mode": str, "baseline_hash": str},
+    "source_change": {"id": str, "source_id": str, "memory_id": str, "status": str, "new_hash": str},
+    "conversation": {"id": str, "head_revision": int, "tags": list, "source": str, "created_at": str},
+    "revision": {
+        "conversation_id": str,
+        "number": int,
+        "revision_kind": str,
+        "message_count": int,
+        "content_sha256": str,
+    },
+    "message": {"id": str, "conversation_id": str, "node_id": str, "role": str, "text": str, "content_hash": str},
+    "revision_message": {"conversation_id": str, "revision": int, "position": int, "message_id": str, "active": bool},
+    "archive_key": {"key": str, "request_hash": str, "receipt": dict},
+    "import": {"id": str, "format": str, "sha256": str, "state": str, "size": int},
+    "import_chunk": {"import_id": str, "part": int, "offset": int, "data": str},
+    "import_failure": {"import_id": str, "conversation_ref": str, "error": str},
 }
 
 
@@ -131,6 +159,13 @@ def _check_fields(kind: str, body: dict[str, Any], line: int) -> None:
         raise BackupRefused(
             f"line {line}: memory {body['id']} has a content_hash that does not match its text (edited by hand?)"
         )
+    if kind == "message" and (
+        message_hash(body["role"], body.get("content_type", ""), body["text"], body.get("content"))
+        != body["content_hash"]
+    ):
+        raise BackupRefused(
+            f"line {line}: message {body['id']} has a content_hash that does not match its text (edited by hand?)"
+        )
     if kind == "embedding":
         vector = body["vector"]
         if len(vector) != body["dimension"] or not all(
@@ -139,7 +174,23 @@ def _check_fields(kind: str, body: dict[str, Any], line: int) -> None:
             raise BackupRefused(f"line {line}: embedding of {body['memory_id']} is not {body['dimension']} numbers")
 
 
-_REF_FIELD = {"memory": "id", "batch": "id", "embedding": "memory_id", "history": "memory_id"}
+_REF_FIELD = {
+    "memory": "id",
+    "batch": "id",
+    "embedding": "memory_id",
+    "history": "memory_id",
+    "source": "id",
+    "source_change": "id",
+    "conversation": "id",
+    "revision": "conversation_id",
+    "message": "id",
+    "revision_message": "message_id",
+    "import": "id",
+    "import_chunk": "import_id",
+    "import_failure": "import_id",
+}
+OWN_IDS = ("memory", "batch", "source", "source_change", "conversation", "message", "import")
+"""Kinds whose `ref` is the record's own id: the ids a restore beside the original vault must renew."""
 
 
 def _ref(kind: str, body: dict[str, Any], line: int) -> uuid.UUID | None:

@@ -18,6 +18,7 @@ from memvault_core.errors import Conflict, InvalidArgument, PermissionDenied, Un
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.backup import format as backup_format
+from memvault_vault.backup import later_kinds
 from memvault_vault.backup.records import BackupChunk, ExportRow, RestoreReport, VaultRef
 from memvault_vault.backup.store import BackupStore, RestoreSession
 from memvault_vault.index_client import IndexClient
@@ -115,7 +116,7 @@ class BackupService:
                 if len(out) >= CHUNK_BYTES:
                     yield BackupChunk(bytes(out), done, total)
                     out.clear()
-            for kind in ("history", "audit"):
+            for kind in ("history", "audit", *later_kinds.LINES):
                 async for text in snapshot.lines(kind):
                     out += writer.raw(text, kind)
                     if len(out) >= CHUNK_BYTES:
@@ -164,7 +165,7 @@ class BackupService:
         async with self._store.restore_session(vault) as session:
             if not replace and await session.holds_memories():
                 raise Conflict(
-                    f"vault '{vault.name}' holds memories; a restore replaces them only when asked to "
+                    f"vault '{vault.name}' holds memories or conversations; a restore replaces them only when asked to "
                     "(replace=1, or --replace); back it up first if you may want them back",
                     field="replace",
                 )

@@ -18,6 +18,8 @@ from typing import Any
 import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument
+from memvault_vault.backup import later_kinds
+from memvault_vault.backup.format import OWN_IDS
 from memvault_vault.backup.records import ExportRow, VaultRef
 from memvault_vault.database import Database, lock_vault
 from memvault_vault.outbox import events
@@ -42,6 +44,7 @@ _LINES: dict[str, str] = {
     " FROM memory_history h WHERE h.vault_id = $1 ORDER BY h.id",
     "audit": "SELECT (jsonb_build_object('kind', 'audit') || (to_jsonb(a) - 'vault_id' - 'id' - 'account_id'))::text"
     " FROM audit_log a WHERE a.vault_id = $1 ORDER BY a.id",
+    **later_kinds.LINES,
 }
 _MEMORIES = (
     "SELECT m.id::text, m.index_hash,"
@@ -128,9 +131,10 @@ class RestoreSession:
         self._remap = False
 
     async def holds_memories(self) -> bool:
+        """Whether the vault holds memories or archived conversations (what a restore would replace)."""
         return bool(
             await self._conn.fetchval("SELECT EXISTS (SELECT 1 FROM memory WHERE vault_id = $1)", self._vault.id)
-        )
+        ) or await later_kinds.holds_conversations(self._conn, self._vault.id)
 
     async def stage(self, records: Sequence[tuple[str, uuid.UUID | None, str]]) -> None:
         """(kind, the memory or batch id it is about, line of JSON) in file order."""
@@ -142,7 +146,17 @@ class RestoreSession:
         await conn.execute("CREATE INDEX ON restore_record (ref, kind)")
         await conn.execute("ANALYZE restore_record")
         gone: list[str] = []
+        gone_conversations: list[str] = []
         if replace:
+            # conversations the file does not hold: the index drops their messages' points
+            gone_conversations = [
+                r[0]
+                for r in await conn.fetch(
+                    "SELECT c.id::text FROM archive_conversation c WHERE c.vault_id = $1 AND NOT EXISTS"
+                    " (SELECT 1 FROM restore_record r WHERE r.ref = c.id AND r.kind = 'conversation')",
+                    vault_id,
+                )
+            ]
             gone = [
                 r[0]
                 for r in await conn.fetch(
@@ -155,16 +169,18 @@ class RestoreSession:
             for table in ("memory_history", "exclusion", "operating_guide_history", "audit_log"):
                 await conn.execute(f"DELETE FROM {table} WHERE vault_id = $1", vault_id)  # noqa: S608 (constant names)
             await conn.execute("DELETE FROM import_batch WHERE vault_id = $1", vault_id)
-        remap = bool(
-            await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM restore_record r JOIN memory m ON m.id = r.ref WHERE r.kind = 'memory')"
-                " OR EXISTS (SELECT 1 FROM restore_record r JOIN import_batch b ON b.id = r.ref WHERE r.kind = 'batch')"
-            )
+            await later_kinds.empty(conn, vault_id)
+        tables = {"memory": "memory", "batch": "import_batch", **later_kinds.TABLES}
+        taken = " OR ".join(
+            f"EXISTS (SELECT 1 FROM restore_record r JOIN {tables[kind]} t ON t.id = r.ref WHERE r.kind = '{kind}')"  # noqa: S608 (constant names)
+            for kind in OWN_IDS
         )
+        remap = bool(await conn.fetchval(f"SELECT {taken}"))
         if remap:  # another vault here holds these ids (a copy of a vault of this deployment): new ids
             await conn.execute(
                 "INSERT INTO restore_id (old, new) SELECT DISTINCT ref, gen_random_uuid()"
-                " FROM restore_record WHERE kind IN ('memory', 'batch')"
+                " FROM restore_record WHERE kind = ANY($1::text[])",
+                list(OWN_IDS),
             )
         self._remap = remap
         counts: dict[str, int] = {}
@@ -230,9 +246,16 @@ class RestoreSession:
             )
         )
         counts["embedding"] = int(await conn.fetchval("SELECT count(*) FROM restore_record WHERE kind = 'embedding'"))
+        columns_of = {
+            table: await _insertable_columns(conn, table, ()) for table in {table for _, table, _ in later_kinds.ROWS}
+        }
+        counts |= await later_kinds.apply(conn, vault_id, columns_of)
         await self._enqueue([events.memory_forgotten(i, vault_id) for i in gone])
+        await self._enqueue([events.conversation_deleted(i, vault_id) for i in gone_conversations])
         async for batch in self._restored_memories():
             await self._enqueue([events.memory_created(i, vault_id, h) for i, h in batch])
+        async for messages in self._restored_messages():
+            await self._enqueue([events.message_archived(i, vault_id, c, n, h) for i, c, n, h in messages])
         return counts
 
     async def _settings(self) -> int:
@@ -264,6 +287,24 @@ class RestoreSession:
             "SELECT id::text, index_hash FROM memory WHERE vault_id = $1 ORDER BY id", self._vault.id, prefetch=FETCH
         ):
             batch.append((row[0], row[1]))
+            if len(batch) >= FETCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    async def _restored_messages(self) -> AsyncIterator[list[tuple[str, str, int, str]]]:
+        """(id, conversation, first revision listing it, content hash) of each archived message with text: the
+        indexer embeds them through `message.archived`, as it does for messages written by the API."""
+        batch: list[tuple[str, str, int, str]] = []
+        async for row in self._conn.cursor(
+            "SELECT m.id::text, m.conversation_id::text, min(rm.revision), m.content_hash FROM archive_message m"
+            " JOIN archive_revision_message rm ON rm.message_id = m.id"
+            " WHERE m.vault_id = $1 AND m.text <> '' GROUP BY m.id ORDER BY m.id",
+            self._vault.id,
+            prefetch=FETCH,
+        ):
+            batch.append((row[0], row[1], row[2], row[3]))
             if len(batch) >= FETCH:
                 yield batch
                 batch = []

@@ -63,7 +63,10 @@ class MessageInput:
 
 
 def message_hash(role: str, content_type: str, text: str, content: Any) -> str:
-    body = json.dumps([role, content_type, text, content], sort_keys=True, ensure_ascii=False, default=str)
+    # Postgres text holds no NUL, and the store drops them: hash the text as it is kept.
+    body = json.dumps(
+        [role, content_type, text.replace("\x00", ""), content], sort_keys=True, ensure_ascii=False, default=str
+    )
     return hashlib.sha256(body.encode()).hexdigest()
 
 

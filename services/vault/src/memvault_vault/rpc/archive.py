@@ -112,6 +112,8 @@ def import_status(record: ImportRecord) -> pb.ImportStatus:
         duplicate_of=record.duplicate_of or "",
         error=record.error,
         parts=record.parts,
+        format=record.format,
+        created_at=wire.to_timestamp(record.created_at),
     )
 
 
@@ -340,6 +342,12 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
         record = await self._archive.get_import(self._identity(context), request.vault, request.import_id)
         return pb.GetImportResponse(**{"import": import_status(record)})
 
+    async def ListImports(
+        self, request: pb.ListImportsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListImportsResponse:
+        records = await self._archive.list_imports(self._identity(context), request.vault, request.limit)
+        return pb.ListImportsResponse(imports=[import_status(r) for r in records])
+
     async def GetMessageContext(
         self, request: pb.GetMessageContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetMessageContextResponse:
@@ -418,6 +426,10 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
             imports_running=stats.imports_running,
             index_model=stats.index_model,
             last_errors=stats.last_errors,
+            tags=stats.tags,
+            by_source=stats.by_source,
+            imports_by_state=stats.imports_by_state,
+            raw_bytes=stats.raw_bytes,
         )
 
     async def UpsertMessages(

@@ -1004,7 +1004,7 @@ class StartImportRequest(_message.Message):
     DATA_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     format: _builtins.str
-    """"chatgpt"."""
+    """"chatgpt" (the default) or "claude"."""
     filename: _builtins.str
     size: _builtins.int
     sha256: _builtins.str
@@ -1049,6 +1049,8 @@ class ImportStatus(_message.Message):
     PARTS_FIELD_NUMBER: _builtins.int
     IMPORTED_FIELD_NUMBER: _builtins.int
     UPDATED_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: _builtins.str
     """uploading, queued, running, done, failed or duplicate."""
@@ -1066,8 +1068,12 @@ class ImportStatus(_message.Message):
     parts: _builtins.int
     imported: _builtins.int
     updated: _builtins.int
+    format: _builtins.str
+    """chatgpt or claude."""
     @_builtins.property
     def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportFailure]: ...
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -1087,10 +1093,12 @@ class ImportStatus(_message.Message):
         parts: _builtins.int = ...,
         imported: _builtins.int = ...,
         updated: _builtins.int = ...,
+        format: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "duplicate_of", b"duplicate_of", "duplicates", b"duplicates", "error", b"error", "failed", b"failed", "failures", b"failures", "filename", b"filename", "id", b"id", "imported", b"imported", "parts", b"parts", "remaining", b"remaining", "sha256", b"sha256", "size", b"size", "state", b"state", "total", b"total", "updated", b"updated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "done", b"done", "duplicate_of", b"duplicate_of", "duplicates", b"duplicates", "error", b"error", "failed", b"failed", "failures", b"failures", "filename", b"filename", "format", b"format", "id", b"id", "imported", b"imported", "parts", b"parts", "remaining", b"remaining", "sha256", b"sha256", "size", b"size", "state", b"state", "total", b"total", "updated", b"updated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1596,6 +1604,46 @@ Global___GetArchiveStatsRequest: _TypeAlias = GetArchiveStatsRequest  # noqa: Y0
 class GetArchiveStatsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class BySourceEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class ImportsByStateEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     CONVERSATIONS_FIELD_NUMBER: _builtins.int
     REVISIONS_FIELD_NUMBER: _builtins.int
     MESSAGES_FIELD_NUMBER: _builtins.int
@@ -1606,6 +1654,10 @@ class GetArchiveStatsResponse(_message.Message):
     IMPORTS_RUNNING_FIELD_NUMBER: _builtins.int
     INDEX_MODEL_FIELD_NUMBER: _builtins.int
     LAST_ERRORS_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    BY_SOURCE_FIELD_NUMBER: _builtins.int
+    IMPORTS_BY_STATE_FIELD_NUMBER: _builtins.int
+    RAW_BYTES_FIELD_NUMBER: _builtins.int
     conversations: _builtins.int
     revisions: _builtins.int
     messages: _builtins.int
@@ -1618,8 +1670,20 @@ class GetArchiveStatsResponse(_message.Message):
     imports_running: _builtins.int
     index_model: _builtins.str
     """The model the index reported last (empty before anything was indexed)."""
+    tags: _builtins.int
+    """Distinct tags over the vault's conversations."""
+    raw_bytes: _builtins.int
+    """Raw export bytes kept."""
     @_builtins.property
     def last_errors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def by_source(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Conversations by source: api, chatgpt, claude."""
+
+    @_builtins.property
+    def imports_by_state(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Uploads by state: uploading, queued, running, done, failed, duplicate."""
+
     def __init__(
         self,
         *,
@@ -1633,14 +1697,61 @@ class GetArchiveStatsResponse(_message.Message):
         imports_running: _builtins.int = ...,
         index_model: _builtins.str = ...,
         last_errors: _abc.Iterable[_builtins.str] | None = ...,
+        tags: _builtins.int = ...,
+        by_source: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        imports_by_state: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        raw_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "failed", b"failed", "imports", b"imports", "imports_running", b"imports_running", "index_model", b"index_model", "indexed", b"indexed", "last_errors", b"last_errors", "messages", b"messages", "pending", b"pending", "revisions", b"revisions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["by_source", b"by_source", "conversations", b"conversations", "failed", b"failed", "imports", b"imports", "imports_by_state", b"imports_by_state", "imports_running", b"imports_running", "index_model", b"index_model", "indexed", b"indexed", "last_errors", b"last_errors", "messages", b"messages", "pending", b"pending", "raw_bytes", b"raw_bytes", "revisions", b"revisions", "tags", b"tags"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetArchiveStatsResponse: _TypeAlias = GetArchiveStatsResponse  # noqa: Y015
+
+@_typing.final
+class ListImportsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    """At most 100; 0 for 20."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListImportsRequest: _TypeAlias = ListImportsRequest  # noqa: Y015
+
+@_typing.final
+class ListImportsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IMPORTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def imports(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportStatus]: ...
+    def __init__(
+        self,
+        *,
+        imports: _abc.Iterable[Global___ImportStatus] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["imports", b"imports"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListImportsResponse: _TypeAlias = ListImportsResponse  # noqa: Y015
 
 @_typing.final
 class KeyedMessage(_message.Message):

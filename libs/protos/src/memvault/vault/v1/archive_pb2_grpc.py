@@ -156,6 +156,11 @@ class ArchiveServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackResponse.FromString,
                 _registered_method=True)
+        self.ListImports = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/ListImports',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.FromString,
+                _registered_method=True)
 
 
 class ArchiveServiceServicer:
@@ -332,6 +337,13 @@ class ArchiveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListImports(self, request, context):
+        """The vault's imports with their progress, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ArchiveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -454,6 +466,11 @@ def add_ArchiveServiceServicer_to_server(servicer, server):
                     servicer.BuildContextPack,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackResponse.SerializeToString,
+            ),
+            'ListImports': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListImports,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1106,6 +1123,33 @@ class ArchiveService:
             '/memvault.vault.v1.ArchiveService/BuildContextPack',
             memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListImports(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/ListImports',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -85,6 +85,8 @@ class ArchiveServiceStub:
     """One bounded step of deleting a vault's whole archive; repeat until done."""
     BuildContextPack: _grpc.UnaryUnaryMultiCallable[_archive_pb2.BuildContextPackRequest, _archive_pb2.BuildContextPackResponse]
     """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
+    ListImports: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]
+    """The vault's imports with their progress, newest first."""
 
 @_typing.type_check_only
 class ArchiveServiceAsyncStub(ArchiveServiceStub):
@@ -143,6 +145,8 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """One bounded step of deleting a vault's whole archive; repeat until done."""
     BuildContextPack: _aio.UnaryUnaryMultiCallable[_archive_pb2.BuildContextPackRequest, _archive_pb2.BuildContextPackResponse]  # type: ignore[assignment]
     """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
+    ListImports: _aio.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]  # type: ignore[assignment]
+    """The vault's imports with their progress, newest first."""
 
 class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
     """ArchiveService keeps whole conversations with immutable revisions, and ChatGPT exports byte
@@ -342,5 +346,13 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.BuildContextPackResponse, _abc.Awaitable[_archive_pb2.BuildContextPackResponse]]:
         """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
+
+    @_abc_1.abstractmethod
+    def ListImports(
+        self,
+        request: _archive_pb2.ListImportsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.ListImportsResponse, _abc.Awaitable[_archive_pb2.ListImportsResponse]]:
+        """The vault's imports with their progress, newest first."""
 
 def add_ArchiveServiceServicer_to_server(servicer: ArchiveServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,229 @@
+"""Archive: the vault's archived conversations (titles, tags, counts, paged), archive totals, uploads of a
+ChatGPT or Claude.ai export with a progress line and the failures, one conversation read at a pinned
+revision with its revisions, and deleting one after typing its id. The same ArchiveService calls as
+/api/v1 (`api.archive`); the vault applies the caller's role to each."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.datastructures import UploadFile
+
+from memvault.vault.v1 import archive_pb2 as pb
+from memvault_core.errors import InvalidArgument
+from memvault_gateway.api import archive as api_archive
+from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, Owner, owner, redirect
+from memvault_gateway.dashboard.i18n import N_
+
+router = APIRouter(route_class=DashboardRoute)
+
+PAGE_SIZE = 20
+MESSAGES_PER_PAGE = 50
+REVISIONS_SHOWN = 50
+IMPORTS_SHOWN = 10
+FORMATS = ("chatgpt", "claude")
+DELETED = N_("Conversation deleted with %(revisions)d revisions and %(messages)d messages.")
+
+
+def _summary(c: pb.ConversationSummary) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "title": c.title if c.has_title else None,
+        "tags": list(c.tags),
+        "head_revision": c.head_revision,
+        "message_count": c.message_count,
+        "source": c.source,
+        "updated_at": c.updated_at.ToDatetime().strftime("%Y-%m-%d %H:%M") if c.HasField("updated_at") else "",
+    }
+
+
+def _import(status: pb.ImportStatus) -> dict[str, Any]:
+    row = api_archive.import_json(status)
+    row["format"] = status.format
+    row["created_at"] = (
+        status.created_at.ToDatetime().strftime("%Y-%m-%d %H:%M") if status.HasField("created_at") else ""
+    )
+    return row
+
+
+def _size(n: int) -> str:
+    """Bytes as a person reads them (decimal units, as file managers show sizes)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+async def _call(person: Owner, method: str, request: object) -> Any:
+    return await person.gw.vault.archive_call(method, request, person.caller.identity())
+
+
+@router.get(PREFIX + "/{vault}/archive")
+async def archive(
+    vault: str,
+    request: Request,
+    gw: GatewayDep,
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+    tag: Annotated[str, Query(max_length=64)] = "",
+    deleted_revisions: Annotated[int, Query(ge=-1)] = -1,
+    deleted_messages: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    person = await owner(request, gw, vault)
+    stats = await _call(person, "GetArchiveStats", pb.GetArchiveStatsRequest(vault=vault))
+    listed = await _call(
+        person,
+        "ListConversations",
+        pb.ListConversationsRequest(vault=vault, limit=PAGE_SIZE, cursor=cursor, tags_all=[tag] if tag else []),
+    )
+    imports = await _call(person, "ListImports", pb.ListImportsRequest(vault=vault, limit=IMPORTS_SHOWN))
+    notice = ""
+    if deleted_revisions >= 0:
+        notice = person.gettext(DELETED) % {"revisions": deleted_revisions, "messages": deleted_messages}
+    return person.render(
+        "archive.html",
+        "archive",
+        stats=stats,
+        raw_size=_size(stats.raw_bytes),
+        conversations=[_summary(c) for c in listed.conversations],
+        next_cursor=listed.next_cursor,
+        tag=tag,
+        imports=[_import(i) for i in imports.imports],
+        notice=notice,
+        formats=FORMATS,
+    )
+
+
+@router.post(PREFIX + "/{vault}/archive/imports", response_model=None)
+async def upload(vault: str, request: Request, gw: GatewayDep) -> RedirectResponse:
+    """The chosen export goes to the vault in parts, as `memvault import` sends it; then its progress page."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    file = form.get("file")
+    fmt = str(form.get("format") or "chatgpt")
+    if fmt not in FORMATS:
+        raise InvalidArgument(f"format must be one of: {', '.join(FORMATS)}", field="format")
+    if not isinstance(file, UploadFile) or not file.filename:
+        raise InvalidArgument("choose an export file (conversations.json or the export's zip)", field="file")
+    try:
+        digest, size = hashlib.sha256(), 0
+        while block := await file.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+        if size == 0:
+            raise InvalidArgument(f"{file.filename[:200]} is empty", field="file")
+        await file.seek(0)
+        started = await _call(
+            person,
+            "StartImport",
+            pb.StartImportRequest(
+                vault=vault, format=fmt, filename=file.filename[:200], size=size, sha256=digest.hexdigest()
+            ),
+        )
+        import_id = getattr(started, "import").id
+        part = 0
+        while block := await file.read(api_archive.MAX_PART_BYTES):
+            await _call(
+                person,
+                "UploadImportPart",
+                pb.UploadImportPartRequest(vault=vault, import_id=import_id, part=part, data=block),
+            )
+            part += 1
+        await _call(person, "FinishImport", pb.FinishImportRequest(vault=vault, import_id=import_id))
+    finally:
+        await file.close()
+    return redirect(f"{person.url('archive')}/imports/{import_id}")
+
+
+@router.get(PREFIX + "/{vault}/archive/imports/{import_id}")
+async def import_progress(vault: str, import_id: str, request: Request, gw: GatewayDep) -> HTMLResponse:
+    person = await owner(request, gw, vault)
+    response = await _call(person, "GetImport", pb.GetImportRequest(vault=vault, import_id=import_id))
+    return person.render("archive_import.html", "archive", job=_import(getattr(response, "import")))
+
+
+@router.get(PREFIX + "/{vault}/archive/c/{conversation_id}")
+async def conversation(
+    vault: str,
+    conversation_id: str,
+    request: Request,
+    gw: GatewayDep,
+    revision: Annotated[int, Query(ge=0)] = 0,
+    cursor: Annotated[str, Query(max_length=2000)] = "",
+    graph: Annotated[int, Query(ge=0, le=1)] = 0,
+) -> HTMLResponse:
+    """One conversation at a pinned revision (the head unless one is chosen), its messages paged."""
+    person = await owner(request, gw, vault)
+    view = pb.CONVERSATION_VIEW_GRAPH if graph else pb.CONVERSATION_VIEW_ACTIVE
+    body = await _call(
+        person,
+        "GetConversation",
+        pb.GetConversationRequest(
+            vault=vault,
+            conversation_id=conversation_id,
+            revision=revision,
+            view=view,
+            limit=MESSAGES_PER_PAGE,
+            cursor=cursor,
+        ),
+    )
+    revisions = await _call(
+        person,
+        "ListRevisions",
+        pb.ListRevisionsRequest(vault=vault, conversation_id=conversation_id, limit=REVISIONS_SHOWN),
+    )
+    return person.render(
+        "conversation.html",
+        "archive",
+        c=_summary(body.conversation),
+        revision=body.revision,
+        messages=[
+            {
+                "role": m.role,
+                "content_type": m.content_type,
+                "text": m.text,
+                "node_id": m.node_id,
+                "active": m.active,
+                "position": m.position,
+                "created_at": m.created_at.ToDatetime().strftime("%Y-%m-%d %H:%M") if m.HasField("created_at") else "",
+            }
+            for m in body.messages
+        ],
+        next_cursor=body.next_cursor,
+        graph=graph,
+        revisions=[
+            {
+                "number": r.number,
+                "kind": r.kind,
+                "message_count": r.message_count,
+                "created_at": r.created_at.ToDatetime().strftime("%Y-%m-%d %H:%M") if r.HasField("created_at") else "",
+                "head": r.number == body.conversation.head_revision,
+            }
+            for r in revisions.revisions
+        ],
+        more_revisions=bool(revisions.next_cursor),
+        confirm_error=False,
+    )
+
+
+@router.post(PREFIX + "/{vault}/archive/c/{conversation_id}/delete", response_model=None)
+async def delete(vault: str, conversation_id: str, request: Request, gw: GatewayDep) -> RedirectResponse:
+    """Deleted only when the form repeats the conversation's id exactly (the vault checks it too)."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    confirm = str(form.get("confirm") or "").strip()
+    if confirm != conversation_id:
+        raise InvalidArgument(
+            "type the conversation's id exactly to confirm deleting it; nothing was deleted", field="confirm"
+        )
+    response = await _call(
+        person,
+        "DeleteConversation",
+        pb.DeleteConversationRequest(vault=vault, conversation_id=conversation_id, confirm=confirm),
+    )
+    return redirect(
+        f"{person.url('archive')}?deleted_revisions={response.revisions_deleted}"
+        f"&deleted_messages={response.messages_deleted}"
+    )

@@ -206,4 +206,7 @@ async def test_a_restored_archive_is_indexed_again_and_searched_by_meaning(fresh
         return found if found.mode == "hybrid" and found.hits else None
 
     found = await eventually(by_meaning)
-    assert (found.hits[0].title, found.hits[0].position) == ("Pets", 0)
+    # The cat's name is message 0 of "Pets"; the reply after it carries it in its context too, so
+    # either may rank first, but the message itself is among the hits.
+    assert found.hits[0].title == "Pets"
+    assert ("Pets", 0) in [(hit.title, hit.position) for hit in found.hits]

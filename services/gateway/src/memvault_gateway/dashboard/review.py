@@ -5,6 +5,7 @@ for review because something they depend on changed (mark reviewed)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -86,7 +87,12 @@ async def queue(
     failed: int = 0,
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
-    answer = await api_memories.review_queue(vault, person.caller, gw, limit=PAGE_SIZE, cursor=cursor[:2000])
+    # The queue, the flagged memories and the source changes are read side by side.
+    answer, flagged, (source_changes, changes_total) = await asyncio.gather(
+        api_memories.review_queue(vault, person.caller, gw, limit=PAGE_SIZE, cursor=cursor[:2000]),
+        api_memories.memory_audit(vault, person.caller, gw, kind=["flagged"], limit=PAGE_SIZE),
+        _source_changes(person, vault),
+    )
     items = [
         {
             "memory": item["memory"],
@@ -99,8 +105,6 @@ async def queue(
         for item in answer["items"]
     ]
     notice = person.gettext(DONE[done]) % {"count": max(0, count)} if done in DONE else ""
-    flagged = await api_memories.memory_audit(vault, person.caller, gw, kind=["flagged"], limit=PAGE_SIZE)
-    source_changes, changes_total = await _source_changes(person, vault)
     return person.render(
         "review.html",
         "review",

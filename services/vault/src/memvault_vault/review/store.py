@@ -35,6 +35,12 @@ _FINDINGS = """
                            AND o.status = 'active' AND (o.id = ANY(m.similar_to) OR o.similar_to @> ARRAY[m.id]))
                    AS ids) s
         WHERE m.vault_id = $1 AND m.status IN ('active', 'proposed')
+          -- Only rows that can hold a kind asked for reach the lateral look-ups (a vault of 100,000
+          -- memories asked for 'flagged' reads the few flagged ones, not every row's relations).
+          AND (('expired' = ANY($2::text[]) AND m.expires_at <= now())
+               OR ('past_review' = ANY($2::text[]) AND m.review_after <= now())
+               OR ('flagged' = ANY($2::text[]) AND m.flagged_reason IS NOT NULL)
+               OR ($2::text[] && ARRAY['conflict', 'may_conflict'] AND m.status = 'active'))
     ) f
 """
 

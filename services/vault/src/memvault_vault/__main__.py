@@ -28,6 +28,7 @@ from memvault.vault.v1 import (
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
+from memvault_core.metrics import serve_metrics
 from memvault_core.postgres import address, database_error, is_connection_failure, report_readiness
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
@@ -35,6 +36,7 @@ from memvault_vault.accounts.store import AccountStore
 from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
+from memvault_vault.metrics import VaultMetrics
 from memvault_vault.outbox.relay import OutboxRelay
 from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
@@ -92,7 +94,7 @@ async def serve(settings: Settings) -> None:
             if settings.vault.indexer_address
             else None
         )
-        server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
+        server, health = build_server(settings.vault.listen, translate_error=database_error(dsn), service="vault")
         services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(
@@ -109,6 +111,9 @@ async def serve(settings: Settings) -> None:
         )
         archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, signer), server)
         background = [asyncio.create_task(services.archive.run_imports())]
+        metrics_server = serve_metrics("vault", settings.metrics)
+        if metrics_server is not None:
+            background.append(asyncio.create_task(VaultMetrics(database).run(settings.metrics.sample_seconds)))
         if settings.vault.relay:
             background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
         if settings.vault.retention_interval_seconds > 0:
@@ -145,6 +150,8 @@ async def serve(settings: Settings) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if metrics_server is not None:
+            metrics_server.stop()
         if index is not None:
             await index.close()
     finally:

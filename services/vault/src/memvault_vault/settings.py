@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from memvault_core.metrics import MetricsSettings
 from memvault_core.settings import (
     IdentitySettings,
     LogSettings,
@@ -51,6 +52,7 @@ class Settings(ServiceSettings):
     nats: NatsSettings = NatsSettings()
     identity: IdentitySettings
     log: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
 
 class MigrateSettings(ServiceSettings):

@@ -15,6 +15,7 @@ from memvault_vault.domain.memory import (
     Status,
     content_hash,
     initial_status,
+    parse_metadata,
     parse_memory_id,
     review_after,
     validate_bulk,
@@ -163,3 +164,24 @@ def test_an_edited_cursor_is_refused_as_not_ours_whatever_was_changed() -> None:
     no_request = base64.urlsafe_b64encode(json.dumps({"k": "list", "p": {}}).encode()).decode()
     with pytest.raises(InvalidArgument, match="not one this call returned"):
         cursor.decode(no_request, "list", request)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        ('{"note": "a\\u0000b"}', "NUL"),
+        ('{"a\\u0000": 1}', "NUL"),
+        ('{"deep": [{"x": ["\\u0000"]}]}', "NUL"),
+        ('{"ratio": NaN}', "not valid JSON"),
+        ('{"ratio": -Infinity}', "not valid JSON"),
+    ],
+)
+def test_metadata_postgres_cannot_store_is_refused_before_the_write(metadata: str, said: str) -> None:
+    """Found by the MCP tool fuzzer: remember with such metadata failed inside Postgres (INTERNAL)."""
+    with pytest.raises(InvalidArgument, match=said) as refused:
+        parse_metadata(metadata)
+    assert refused.value.field == "metadata"
+
+
+def test_metadata_with_control_characters_other_than_nul_is_kept() -> None:
+    assert parse_metadata('{"tab": "a\\tb", "vt": "\\u000b"}') == {"tab": "a\tb", "vt": "\u000b"}

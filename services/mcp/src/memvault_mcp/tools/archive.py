@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from memvault.vault.v1 import archive_pb2 as pb
-from memvault_core import wire
+from memvault_core import limits, wire
 from memvault_core.vault_client import VaultClient
 from memvault_mcp.tools.arguments import VaultArg
 from memvault_mcp.tools.registry import READ_ONLY, ask_vault, tool
@@ -95,9 +95,11 @@ async def archive_read(
     ctx: Context,
     mode: Annotated[Literal["list", "conversation", "revisions", "import"], Field(description="What to read.")],
     conversation_id: Annotated[str, Field(description="For conversation and revisions.", max_length=64)] = "",
-    revision: Annotated[int, Field(description="Pin a revision (0: the head).", ge=0)] = 0,
+    revision: Annotated[int, Field(description="Pin a revision (0: the head).", ge=0, le=limits.MAX_INT32)] = 0,
     graph: Annotated[bool, Field(description="Every branch, not only the active timeline.")] = False,
-    after_position: Annotated[int, Field(description="Messages after this position (-1: from the start).", ge=-1)] = -1,
+    after_position: Annotated[
+        int, Field(description="Messages after this position (-1: from the start).", ge=-1, le=limits.MAX_INT32 - 1)
+    ] = -1,
     limit: Annotated[int, Field(description="Items per page (default 20 or 50).", ge=0, le=200)] = 0,
     cursor: Annotated[str, Field(description="next_cursor of the previous page (mode=list).", max_length=2000)] = "",
     tags: Annotated[

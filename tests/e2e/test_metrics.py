@@ -96,7 +96,7 @@ async def test_each_service_serves_its_series_after_real_traffic(fresh_stack: St
     assert memory_route == [3.0]
     assert values(gateway, "memvault_http_request_duration_seconds_count", route="/mcp", method="POST")
     assert values(gateway, "memvault_http_request_duration_seconds_count", route="unmatched", status="404")
-    assert values(gateway, "memvault_db_pool_connections", service="gateway", state="max") == [10.0]
+    assert values(gateway, "memvault_db_pool_connections", component="gateway", state="max") == [10.0]
     # mcp: latency by tool and outcome
     assert values(mcp, "memvault_tool_call_seconds_count", tool="remember", outcome="ok") == [1.0]
     assert values(mcp, "memvault_tool_call_seconds_count", tool="recall", outcome="ok") == [1.0]
@@ -106,7 +106,7 @@ async def test_each_service_serves_its_series_after_real_traffic(fresh_stack: St
     assert values(
         vault,
         "memvault_grpc_server_handling_seconds_count",
-        service="vault",
+        component="vault",
         method="/memvault.vault.v1.VaultService/Remember",
         code="OK",
     )
@@ -114,19 +114,19 @@ async def test_each_service_serves_its_series_after_real_traffic(fresh_stack: St
     assert values(vault, "memvault_outbox_oldest_age_seconds") == [0.0]
     assert values(vault, "memvault_index_lag_seconds") == [0.0]
     assert values(vault, "memvault_index_failed") == [0.0]
-    assert values(vault, "memvault_db_pool_connections", service="vault", state="open")[0] >= 1
+    assert values(vault, "memvault_db_pool_connections", component="vault", state="open")[0] >= 1
     # indexer: embedding time, events pending, dead letters, its gRPC calls
     assert values(indexer, "memvault_embedding_seconds_count")[0] >= 1
     assert values(indexer, "memvault_embedded_texts_total")[0] >= 1
     assert values(indexer, "memvault_indexer_events_pending") == [0.0]
     assert values(indexer, "memvault_dead_letters") == [0.0]
-    assert values(indexer, "memvault_grpc_server_handling_seconds_count", service="indexer")
+    assert values(indexer, "memvault_grpc_server_handling_seconds_count", component="indexer")
 
     every_label = set().union(
         *(
             label_values(s, label)
             for s in (gateway, mcp, vault, indexer)
-            for label in ("route", "method", "tool", "outcome", "status", "code", "service", "state", "where")
+            for label in ("route", "method", "tool", "outcome", "status", "code", "component", "state", "where")
         )
     )
     for forbidden in (secret_text, "flowerpot", token, stranger_vault, stored["id"], "no/such"):

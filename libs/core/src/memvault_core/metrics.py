@@ -5,7 +5,9 @@ Each service serves its metrics on `MEMVAULT_METRICS__HOST`:`MEMVAULT_METRICS__P
 waits for the event loop). The port is not the service's own: the gateway's is public, and metrics
 are for the cluster's Prometheus.
 
-Label values are bounded and never carry what a caller sent: routes are templates
+Every series names the process in a `component` label (gateway, mcp, vault, indexer; not
+`service`, which Prometheus's Kubernetes discovery sets to the Service's name). Label values are
+bounded and never carry what a caller sent: routes are templates
 (`/api/v1/vaults/{vault}/memories/{memory_id}`), gRPC methods and tool names are the ones the
 service declares (anything else is `unknown`), statuses are codes. Memory text, tokens and vault
 names never become a label.
@@ -49,7 +51,7 @@ REGISTRY = CollectorRegistry()
 GRPC_SECONDS = Histogram(
     "grpc_server_handling_seconds",
     "Time a gRPC call took to handle, by method and status code.",
-    ["service", "method", "code"],
+    ["component", "method", "code"],
     namespace=NAMESPACE,
     buckets=LATENCY_BUCKETS,
     registry=REGISTRY,
@@ -57,22 +59,23 @@ GRPC_SECONDS = Histogram(
 HTTP_SECONDS = Histogram(
     "http_request_duration_seconds",
     "Time an HTTP request took, by route template, method and status code.",
-    ["service", "route", "method", "status"],
+    ["component", "route", "method", "status"],
     namespace=NAMESPACE,
     buckets=LATENCY_BUCKETS,
     registry=REGISTRY,
 )
 ERRORS = Counter(
     "errors",
-    "Requests that ended in a server error (HTTP 5xx, gRPC INTERNAL/UNKNOWN, an MCP tool's internal error), by where.",
-    ["service", "where"],
+    "Requests that ended in a server error (HTTP 5xx but 503, gRPC INTERNAL/UNKNOWN, an MCP tool's internal error),"
+    " by where.",
+    ["component", "where"],
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
 POOL_CONNECTIONS = Gauge(
     "db_pool_connections",
     "Postgres connections in a service's pool: `in_use`, `open` and the `max` it may open.",
-    ["service", "state"],
+    ["component", "state"],
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
@@ -185,5 +188,5 @@ class HttpMetrics:
                 method if method in _HTTP_METHODS else "other",
                 str(status),
             ).observe(time.perf_counter() - started)
-            if status >= 500:
+            if status >= 500 and status != 503:  # 503: a dependency is away (an outage, not a bug)
                 ERRORS.labels(self.service, "http").inc()

@@ -71,16 +71,29 @@ def off_schema(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(st.sampled_from(names) | st.text(max_size=12), any_json, max_size=5)
 
 
-def unclear(tool: str, text: str) -> str | None:
+def strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*strings_in(k), *strings_in(v))]
+    if isinstance(value, list):
+        return [s for item in value for s in strings_in(item)]
+    return []
+
+
+def unclear(tool: str, text: str, arguments: dict[str, Any]) -> str | None:
     """Why a tool error's text would leave an agent guessing, or None when it says what went wrong."""
     if text.strip() == f"Error executing tool {tool}":
         return "the tool crashed (the SDK's bare message)"
+    if not text.strip():
+        return "empty"
+    # What the caller sent may be quoted back ("expires_at 'exception' is not a date"): look past it.
+    for echoed in sorted((s for s in strings_in(arguments) if s.strip()), key=len, reverse=True):
+        text = text.replace(echoed, "")
     lowered = text.lower()
     for sign in ("internal error", "traceback", "exception", "see the vault log", "see its log"):
         if sign in lowered:
             return f"says {sign!r}"
-    if not text.strip():
-        return "empty"
     return None
 
 
@@ -106,7 +119,7 @@ async def test_every_tool_answers_any_arguments_with_a_result_or_a_clear_error(f
                     continue
                 if result.is_error:
                     text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""
-                    if (why := unclear(tool.name, text)) is not None:
+                    if (why := unclear(tool.name, text, arguments)) is not None:
                         failures.append(f"{tool.name} {json.dumps(arguments)[:300]}: {why}: {text[:200]}")
     assert calls >= 15 * (VALID_EXAMPLES + INVALID_EXAMPLES) * 0.5
     assert not failures, f"{len(failures)} of {calls} calls:\n" + "\n".join(failures[:40])

@@ -129,10 +129,17 @@ class MetricsServer:
 
 
 def serve_metrics(service: str, settings: MetricsSettings) -> MetricsServer | None:
-    """Start the metrics endpoint when the settings enable it (None when they do not)."""
+    """Start the metrics endpoint when the settings enable it (None when they do not); a port that
+    cannot be had stops the start with one line naming the setting (SystemExit)."""
     if not settings.enabled:
         return None
-    server = MetricsServer(settings)
+    try:
+        server = MetricsServer(settings)
+    except OSError as error:
+        raise SystemExit(
+            f"memvault-{service}: cannot serve metrics on {settings.host}:{settings.port} "
+            f"(MEMVAULT_METRICS__HOST / MEMVAULT_METRICS__PORT): {error.strerror or error}"
+        ) from None
     log.info("metrics served", extra={"service": service, "port": server.port, "path": settings.path})
     return server
 

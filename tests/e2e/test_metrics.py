@@ -122,6 +122,15 @@ async def test_each_service_serves_its_series_after_real_traffic(fresh_stack: St
     assert values(indexer, "memvault_dead_letters") == [0.0]
     assert values(indexer, "memvault_grpc_server_handling_seconds_count", component="indexer")
 
+    # No server error in all that traffic; the counters are there from the start, at 0.
+    for samples, component, where in (
+        (gateway, "gateway", "http"),
+        (mcp, "mcp", "tool"),
+        (vault, "vault", "grpc"),
+        (indexer, "indexer", "grpc"),
+    ):
+        assert values(samples, "memvault_errors_total", component=component, where=where) == [0.0], component
+
     every_label = set().union(
         *(
             label_values(s, label)

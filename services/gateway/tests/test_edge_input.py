@@ -84,6 +84,21 @@ async def test_numbers_the_wire_cannot_hold_are_refused_naming_the_bound(start_g
     assert at_edge.status_code == 200, at_edge.text
 
 
+async def test_archive_upload_numbers_the_wire_cannot_hold_are_refused(start_gateway: StartGateway) -> None:
+    """Found by the schema fuzzer (tests/e2e/test_api_fuzz.py): an import's size above int64 was a 500."""
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    imports = f"/api/v1/vaults/{vault}/archive/imports"
+    refused(
+        await browser.api("POST", imports, json={"size": 983820488554346440724, "sha256": "0" * 64}),
+        f"size must be between 1 and {INT64}",
+    )
+    refused(
+        await browser.api("PUT", f"{imports}/some-import/parts/{2**40}", content=b"part"),
+        f"part must be between 0 and {limits.MAX_INT32}",
+    )
+
+
 async def test_values_are_not_read_loosely(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     browser, vault = await owner_with_vault(gateway)

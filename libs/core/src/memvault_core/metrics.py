@@ -80,6 +80,10 @@ POOL_CONNECTIONS = Gauge(
     registry=REGISTRY,
 )
 
+# Where each service can fail with a server error: those counters start at 0, so an alert's rate()
+# sees a series from the first scrape instead of none until the first error.
+_ERROR_PLACES = {"gateway": ("http",), "mcp": ("http", "tool"), "vault": ("grpc",), "indexer": ("grpc",)}
+
 _HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 UNKNOWN = "unknown"
 
@@ -140,6 +144,8 @@ def serve_metrics(service: str, settings: MetricsSettings) -> MetricsServer | No
             f"memvault-{service}: cannot serve metrics on {settings.host}:{settings.port} "
             f"(MEMVAULT_METRICS__HOST / MEMVAULT_METRICS__PORT): {error.strerror or error}"
         ) from None
+    for where in _ERROR_PLACES.get(service, ()):
+        ERRORS.labels(service, where)
     log.info("metrics served", extra={"service": service, "port": server.port, "path": settings.path})
     return server
 

@@ -8,7 +8,7 @@ PACKAGES := libs/protos libs/core libs/devstack services/vault services/mcp serv
 PROTO_FILES := $(shell find proto -name '*.proto' | sort)
 PROTO_OUT := libs/protos/src
 
-.PHONY: help install run demo setup-link test test-extras test-unit lint fmt proto proto-check bench eval clean chart-check conformance
+.PHONY: help install run demo setup-link test test-extras test-unit lint fmt proto proto-check bench eval clean chart-check conformance drills load
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -72,12 +72,19 @@ proto-check: $(STAMP)  ## fail when libs/protos is stale
 	diff -r build/proto-check/memvault $(PROTO_OUT)/memvault -x __pycache__ \
 	  || (echo "libs/protos is stale: run 'make proto' and commit the result" >&2; exit 1)
 
+drills: $(STAMP)  ## fault drills on a stack of its own (about 10 minutes); the table goes to docs/reliability.md (DRILLS="nats vault" for some)
+	$(BIN)/python -m tests.drills.run $(DRILLS)
+
+load: $(STAMP)  ## 20 agents with OAuth grants of their own for 10 minutes, then a ramp (LOAD_ARGS="--duration 120"); figures to docs/benchmarks.md
+	$(BIN)/python -m tests.load.run $(LOAD_ARGS)
+
 conformance: $(STAMP)  ## official MCP conformance suite (Node 22 from npm) against the stack, through OAuth
 	$(BIN)/python tests/conformance/run.py
 
-bench: $(STAMP)  ## benchmarks (25 to 35 minutes on 2 cores); tables go to docs/benchmarks.md
+bench: $(STAMP)  ## benchmarks (30 to 40 minutes on 2 cores); tables go to docs/benchmarks.md
 	$(BIN)/python -m tests.bench.run foundation
 	$(BIN)/python -m tests.bench.run indexing
+	$(BIN)/python -m tests.bench.pages
 
 EVAL_DATA ?= ../shared/eval/locomo_dev.json
 EVAL_OUT ?= build/eval.json
@@ -87,5 +94,5 @@ eval: $(STAMP)  ## retrieval evaluation through the services (EVAL_DATA=file, EV
 clean:  ## remove .venv and build output (keeps .data)
 	rm -rf $(VENV) build
 
-chart-check:  ## lint/render/validate the Helm chart, hadolint the Dockerfiles, check compose (tools in .tools/)
-	PYTHON=$(PYTHON) scripts/chart-check.sh
+chart-check: $(STAMP)  ## lint/render/validate the Helm chart, hadolint the Dockerfiles, check compose (tools in .tools/)
+	PYTHON=$(PYTHON) BIN=$(BIN) scripts/chart-check.sh

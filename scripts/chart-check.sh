@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+BIN=${BIN:-.venv/bin}  # this checkout's services (make install), whose --help lists their commands
 TOOLS=.tools
 VENV=$TOOLS/venv
 HELM=$TOOLS/bin/helm
@@ -173,6 +174,22 @@ canary=$("$VENV/bin/python" scripts/chart_check.py rendered "$WORK/canary-metric
 grep -q "queries \['memvault_index_lag_secs'\]" <<<"$canary" && grep -q "ServiceMonitor .* scrapes" <<<"$canary" \
   || fail "the metrics assertions missed an unknown series or a wrong scrape port"
 "$VENV/bin/python" scripts/chart_check.py rendered "$WORK"/rendered/*.yaml || fail "rendered-output assertions"
+# The chart's list of maintenance commands (_helpers.tpl) against each image's real subcommands, read
+# from its argparse --help in this checkout's venv, with a canary: a listed command that is gone.
+help_files=()
+for component in vault indexer; do
+  if "$BIN/memvault-$component" --help > "$WORK/memvault-$component.help" 2>&1; then
+    help_files+=("memvault-$component=$WORK/memvault-$component.help")
+  else
+    fail "$BIN/memvault-$component --help failed (run make install first)"
+  fi
+done
+sed 's/(list "migrate"/(list "migrate" "resync"/' "$CHART/templates/_helpers.tpl" > "$WORK/canary-helpers.tpl"
+canary=$("$VENV/bin/python" scripts/chart_check.py commands "$WORK/canary-helpers.tpl" "${help_files[@]}" || true)
+grep -q "'resync' is listed as a maintenance command of memvault-vault" <<<"$canary" \
+  || fail "the maintenance command check missed a command the image does not have"
+"$VENV/bin/python" scripts/chart_check.py commands "$CHART/templates/_helpers.tpl" "${help_files[@]}" \
+  || fail "maintenance commands (chart against --help)"
 "$VENV/bin/python" scripts/chart_check.py schema "$CHART/values.schema.json" || fail "values.schema.json assertions"
 
 step "hadolint (strictest threshold) on every Dockerfile; images are not built here"

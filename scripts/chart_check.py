@@ -3,6 +3,9 @@
     python scripts/chart_check.py rendered FILE...     rendered chart manifests
     python scripts/chart_check.py schema FILE          charts/memvault/values.schema.json
     python scripts/chart_check.py compose COMPOSE ENV  docker-compose.yml against .env.example
+    python scripts/chart_check.py commands HELPERS IMAGE=HELP_FILE...
+                                                      the chart's maintenance commands against each
+                                                      image's `--help` (argparse's subcommand list)
 
 Each subcommand prints one line per failed assertion and a closing count, and exits 1 on any
 failure. It runs in the tools venv (.tools/venv: PyYAML, compose-spec).
@@ -41,8 +44,6 @@ ALLOWED_SOURCES: dict[str, set[str] | None] = {
     "indexer": {"vault", "maintenance"},
 }
 GRPC_COMPONENTS = {"vault", "indexer"}
-# The maintenance commands each image has (memvault-vault / memvault-indexer --help); a CronJob may
-# run only these. Keep in step with services/*/src/memvault_*/__main__.py.
 # Every series the services export (memvault_core.metrics, memvault_vault.metrics,
 # memvault_indexer.metrics, memvault_mcp.middleware); tests/test_metric_names.py keeps this in step.
 # Alerts and dashboard panels may query only these.
@@ -65,10 +66,72 @@ EXPORTED_METRICS = {
 SERIES_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 ALERTS = {"MemvaultIndexLag", "MemvaultOutboxStuck", "MemvaultDeadLetters", "MemvaultErrorRate"}
 OPERATIONS_DOC = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
-COMMANDS = {
-    "memvault-vault": {"migrate", "rollback", "retention", "backup", "restore", "sources", "create-owner"},
-    "memvault-indexer": {"reconcile", "reindex", "reembed", "index-job", "collections", "drop-collection"},
+HELPERS = Path(__file__).resolve().parents[1] / "charts" / "memvault" / "templates" / "_helpers.tpl"
+# The commands of each image that the chart never schedules: serving, one-off or destructive ones.
+# Every other subcommand of `memvault-<component> --help` must be allowed as a CronJob in HELPERS, so
+# a command added to a service fails `make chart-check` until someone decides which it is.
+NOT_SCHEDULED = {
+    "memvault-vault": {"serve", "rollback", "create-owner", "restore"},
+    "memvault-indexer": {"serve", "index-job", "collections", "drop-collection"},
 }
+_CHART_COMMANDS = re.compile(r"\$commands\s*:=\s*dict\s+((?:\"[a-z]+\"\s*\((?:list)?(?:\s*\"[a-z-]+\")*\s*\)\s*)+)")
+_CHART_COMPONENT = re.compile(r"\"([a-z]+)\"\s*\((?:list)?((?:\s*\"[a-z-]+\")*)\s*\)")
+# argparse's usage shows the subcommands as `{serve,migrate,...}`.
+_HELP_COMMANDS = re.compile(r"\{([a-z-]+(?:,[a-z-]+)*)\}")
+
+
+def chart_commands(helpers: Path = HELPERS) -> dict[str, set[str]]:
+    """The maintenance commands the chart accepts for a CronJob, by image (`memvault-<component>`),
+    read from the `$commands` dict in the chart's _helpers.tpl."""
+    found = _CHART_COMMANDS.search(helpers.read_text())
+    if found is None:
+        raise SystemExit(f"{helpers}: no `$commands := dict ...` line listing the maintenance commands")
+    return {
+        f"memvault-{component}": set(re.findall(r'"([a-z-]+)"', names))
+        for component, names in _CHART_COMPONENT.findall(found.group(1))
+    }
+
+
+def help_commands(help_text: str) -> set[str]:
+    """The subcommands an argparse `--help` lists (`{serve,migrate,...}`)."""
+    found = _HELP_COMMANDS.search(help_text)
+    return set(found.group(1).split(",")) if found else set()
+
+
+def check_commands(helpers: str, help_files: list[str]) -> int:
+    """The chart's maintenance commands are subcommands each image really has, and every subcommand
+    is either allowed as a CronJob or known never to be scheduled."""
+    checks = Checks()
+    allowed = chart_commands(Path(helpers))
+    images: dict[str, set[str]] = {}
+    for argument in help_files:
+        image, _, path = argument.partition("=")
+        images[image] = help_commands(Path(path).read_text())
+        checks.check(bool(images[image]), f"{path}: no subcommands found in `{image} --help`")
+    for image in sorted(set(allowed) - set(images)):
+        checks.check(False, f"{helpers}: commands listed for {image}, whose --help was not given")
+    for image, real in sorted(images.items()):
+        listed = allowed.get(image, set())
+        for command in sorted(listed - real):
+            checks.check(
+                False,
+                f"{helpers}: '{command}' is listed as a maintenance command of {image}, but `{image} --help` "
+                f"has no such subcommand (it has: {', '.join(sorted(real))}); remove it or fix its name",
+            )
+        never = NOT_SCHEDULED.get(image, set())
+        for command in sorted(real - listed - never):
+            checks.check(
+                False,
+                f"`{image} --help` has a subcommand '{command}' that the chart neither allows as a CronJob "
+                f"({helpers}, $commands) nor lists as never scheduled (scripts/chart_check.py, "
+                "NOT_SCHEDULED): add it to one of them",
+            )
+        for command in sorted(never - real):
+            checks.check(False, f"scripts/chart_check.py NOT_SCHEDULED names '{command}', which {image} does not have")
+        for command in sorted(never & listed):
+            checks.check(False, f"'{command}' of {image} is both allowed as a CronJob and listed as never scheduled")
+        checks.passed += len(real & (listed | never)) - len(never & listed)
+    return checks.report(f"maintenance commands of {len(images)} image(s) against their --help")
 
 
 class Checks:
@@ -295,12 +358,13 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
         checks.check(scaled is not None, f"{file_name}: HPA targets missing Deployment {target}")
         if scaled is not None:
             checks.check("replicas" not in scaled["spec"], f"{file_name}: {target} fixes replicas under an HPA")
+    commands = chart_commands()  # checked against each image's --help by `commands`
     for cron in kinds.get("CronJob", []):
         name = cron["metadata"]["name"]
         for container in dig(cron, POD_TEMPLATE_PATHS["CronJob"] + ("containers",)) or []:
             image = str(container.get("image", "")).rsplit("/", 1)[-1].split(":", 1)[0]
             args = container.get("args") or []
-            known = COMMANDS.get(image, set())
+            known = commands.get(image, set())
             checks.check(bool(args) and args[0] in known, f"{file_name}: CronJob {name} runs {args[:1]} on {image}")
             if args[:1] == ["backup"] and "--dir" in args:
                 target = args[args.index("--dir") + 1]
@@ -328,6 +392,30 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
             f"{file_name}: retention runs {'in the vault and ' if in_process else ''}"
             f"{'as a CronJob' if retention_jobs else 'nowhere'}",
         )
+        schedules = {dig(c, ("spec", "schedule")) for c in retention_jobs}
+        checks.check(
+            in_process or env.get("MEMVAULT_VAULT__RETENTION_SCHEDULE") in schedules,
+            f"{file_name}: the vault is not told the retention CronJob's schedule (MEMVAULT_VAULT__RETENTION_SCHEDULE)",
+        )
+    # A NATS cluster must keep the events stream on several nodes, or losing one node loses events.
+    nats_sets = [s for s in kinds.get("StatefulSet", []) if label(s, "app.kubernetes.io/name") == "nats"]
+    nats_nodes = int(dig(nats_sets[0], ("spec", "replicas")) or 1) if nats_sets else None
+    for component, deployment in deployments.items():
+        variables = {
+            e.get("name"): e.get("value")
+            for container in dig(deployment, POD_TEMPLATE_PATHS["Deployment"] + ("containers",)) or []
+            for e in container.get("env") or []
+        }
+        if "MEMVAULT_NATS__URL" not in variables:
+            continue  # gateway and mcp do not use NATS
+        replicas = int(variables.get("MEMVAULT_NATS__STREAM_REPLICAS") or 0)
+        checks.check(replicas >= 1, f"{file_name}: {component} has no MEMVAULT_NATS__STREAM_REPLICAS")
+        if nats_nodes is not None:
+            checks.check(
+                min(3, nats_nodes) <= replicas <= nats_nodes,
+                f"{file_name}: {component} keeps {replicas} stream copies on {nats_nodes} NATS node(s) "
+                "(set events.streamReplicas)",
+            )
     for job in kinds.get("Job", []):
         if label(job, "app.kubernetes.io/component") == "migrate":
             hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")
@@ -587,6 +675,8 @@ def check_compose(compose_path: str, env_path: str) -> int:
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "rendered":
         return check_rendered(argv[1:])
+    if len(argv) >= 3 and argv[0] == "commands":
+        return check_commands(argv[1], argv[2:])
     if len(argv) == 2 and argv[0] == "schema":
         return check_schema(argv[1])
     if len(argv) == 3 and argv[0] == "compose":

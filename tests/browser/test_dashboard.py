@@ -124,6 +124,18 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         await expect(page.locator("h1")).to_have_text("Overview of default")
         waiting = page.locator(".card", has=page.get_by_role("heading", name="Waiting for review"))
         await expect(waiting.locator(".big")).to_have_text("1")
+        by_type = page.locator(".card", has=page.get_by_role("heading", name="Memories by type"))
+        await expect(by_type.get_by_role("row", name=re.compile("^fact"))).to_contain_text("2")
+        # This stack runs no indexer: the overview says recall is keyword-only, and why.
+        await expect(page.locator(".search-mode")).to_have_text("Search mode: keyword-only (words only).")
+        await expect(page.locator("main")).to_contain_text("Why: no indexer is configured")
+        retention = page.locator(".card", has=page.get_by_role("heading", name="Retention"))
+        await expect(retention.locator(".retention-runner")).to_have_text("Runs in the vault service every 60 minutes.")
+        await expect(retention.get_by_role("row", name="Last run")).to_contain_text(" UTC")
+        await expect(retention.get_by_role("row", name="Next run")).to_contain_text(" UTC")
+        await expect(retention.locator(".retention-due")).to_have_text(
+            "It removes then: 0 rejected, 0 superseded and 0 invalidated memories, 0 audit entries."
+        )
         await accessible(page)
         await document(page, "overview")
         await page.get_by_role("link", name="Open the review queue").click()
@@ -143,6 +155,10 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
         found = await connect.structured(client, "recall", query="where do deploys go")
         ids = [r["id"] for r in found["results"]]
         assert proposed["id"] in ids and old["id"] not in ids
+        # ... and warns that the new one replaced the old one, which the agent may still hold.
+        new_hit = next(r for r in found["results"] if r["id"] == proposed["id"])
+        assert new_hit["warnings"] == ["replaces"]
+        assert any(f"replaced {old['id']}" in warning for warning in found["warnings"]), found["warnings"]
 
         # The memory's page shows its history and what it superseded.
         await page.goto(f"{base}/dashboard/default/memories/{proposed['id']}")
@@ -198,6 +214,20 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
     await expect(page.get_by_text(IMAGE, exact=True)).to_be_visible()
     assert alerts == []
 
+    # Filters (the same as /api/v1's): by key, then also by creation date; the form keeps them.
+    await page.goto(f"{base}/dashboard/default/memories")
+    await page.get_by_label("Key", exact=True).fill("deploy.target")
+    await page.get_by_role("button", name="Search", exact=True).click()
+    await expect(page.locator("li.result")).to_have_count(2)
+    await expect(page.locator("main")).to_contain_text("Deploys go to Heroku.")
+    await expect(page.get_by_label("Key", exact=True)).to_have_value("deploy.target")
+    await accessible(page)
+    await document(page, "memories-filtered")
+    await page.get_by_label("Created to (inclusive)").fill("2020-01-01")
+    await page.get_by_role("button", name="Search", exact=True).click()
+    await expect(page.locator("main")).to_contain_text("No memories match.")
+    await expect(page.get_by_label("Created to (inclusive)")).to_have_value("2020-01-01")
+
     # Settings, audit log.
     await page.goto(f"{base}/dashboard/default/settings")
     await page.get_by_label("Superseded memories").fill("30")
@@ -226,13 +256,20 @@ async def test_the_owners_day_review_import_guide_apps_and_hostile_text(
 
     # Apps: revoke the agent, its token stops working at once.
     await page.goto(f"{base}/dashboard/default/apps")
-    row = page.get_by_role("row", name=re.compile("Deploy agent"))
+    row = page.locator("table:not(.clients)").get_by_role("row", name=re.compile("Deploy agent"))
     await expect(row).to_contain_text("default")
     await accessible(page)
     await document(page, "apps")
     await row.get_by_role("button", name=re.compile("^Revoke")).click()
     await expect(page.locator(".notice")).to_contain_text("Deploy agent can no longer use your vaults")
     assert (await connect.raw_post(stack.mcp_url, agent.access_token, INITIALIZE)).status_code == 401
+    # Its registration stays until the owner deletes it (nobody else uses it, so the owner may).
+    registered = page.locator("table.clients").get_by_role("row", name=re.compile("Deploy agent"))
+    await expect(registered).to_contain_text("127.0.0.1")
+    await registered.get_by_role("button", name=re.compile("^Delete")).click()
+    await expect(page.locator(".notice")).to_contain_text("Deploy agent is deleted")
+    await expect(page.locator("main")).to_contain_text("No registered app has been given access by you.")
+    await accessible(page)
 
     # Forget, with a confirmation saying its text will be refused from then on.
     await page.goto(f"{base}/dashboard/default/memories/{proposed['id']}")

@@ -119,6 +119,7 @@ async def test_no_mcp_tool_reaches_another_accounts_vault(start_gateway: StartGa
             "explain_memory": {"memory_id": memory_id},
             "archive_search": {"query": "spare house key"},
             "archive_read": {"mode": "list"},
+            "archive_write": {"op": "create", "messages": [{"text": "Bob was here."}]},
             "track_source": {"memory_id": memory_id, "kind": "text_url", "location": "https://example.org/key.txt"},
             "sources": {"action": "status"},
         }
@@ -128,6 +129,16 @@ async def test_no_mcp_tool_reaches_another_accounts_vault(start_gateway: StartGa
             nowhere = await error_text(client, name, {**arguments, "vault": missing})
             assert neutral(aimed, alice.vault) == neutral(nowhere, missing), name
             assert SECRET_TEXT not in aimed and memory_id not in aimed
+
+        # Copying into Alice's vault, or reading her conversations into a pack, is refused like a missing vault.
+        copy = {"op": "copy", "conversation_ids": [str(uuid.uuid4())], "idempotency_key": "bob-copy"}
+        aimed = await error_text(client, "archive_write", {**copy, "target_vault": alice.vault})
+        nowhere = await error_text(client, "archive_write", {**copy, "target_vault": missing})
+        assert neutral(aimed, alice.vault) == neutral(nowhere, missing)
+        pack = {"mode": "pack", "pack": {"conversations": [str(uuid.uuid4())]}}
+        aimed = await error_text(client, "archive_read", {**pack, "vault": alice.vault})
+        nowhere = await error_text(client, "archive_read", {**pack, "vault": missing})
+        assert neutral(aimed, alice.vault) == neutral(nowhere, missing)
 
         # In Bob's own vault, Alice's memory is neither found nor forgettable, and an unknown id looks the same.
         found = await tool(client, "recall", query="spare house key under the blue flowerpot")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
 import pytest
 from e2e_helpers import call, mcp_session, otlp_receiver
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.trace import TracerProvider
 
 from memvault_devstack.fixtures import StackStarter
 from memvault_devstack.ports import free_port
@@ -14,6 +17,20 @@ from memvault_devstack.ports import free_port
 pytestmark = pytest.mark.e2e
 
 RECALL_RPC = "/memvault.vault.v1.VaultService/Recall"
+
+
+@pytest.fixture
+def agent_trace() -> Iterator[str]:
+    """This process as an instrumented agent: a tracer provider of its own (unless one is set already,
+    as after other tests in the same run) and a span around the test's calls, so the MCP client puts
+    its trace context into each request's `_meta` (SEP-414). The hex trace id is the agent's trace,
+    which memvault's spans must not join: one request through the gateway is the gateway's trace."""
+    if not isinstance(otel_trace.get_tracer_provider(), TracerProvider):
+        otel_trace.set_tracer_provider(TracerProvider())
+    with otel_trace.get_tracer("agent").start_as_current_span("agent task") as span:
+        context = span.get_span_context()
+        assert context.is_valid
+        yield format(context.trace_id, "032x")
 
 
 def exporting_to(port: int) -> dict[str, str]:
@@ -25,11 +42,7 @@ def exporting_to(port: int) -> dict[str, str]:
     }
 
 
-@pytest.mark.xfail(
-    reason="regression after the wave 1 merges: the gateway's spans no longer join the trace (see the issue 19/20 note); fix before relying on traces",
-    strict=False,
-)
-async def test_recall_is_one_trace_from_gateway_to_vault(fresh_stack: StackStarter) -> None:
+async def test_recall_is_one_trace_from_gateway_to_vault(fresh_stack: StackStarter, agent_trace: str) -> None:
     port = free_port()
     async with otlp_receiver(port) as collector:
         telemetry = exporting_to(port)
@@ -50,6 +63,7 @@ async def test_recall_is_one_trace_from_gateway_to_vault(fresh_stack: StackStart
         assert len(recall_spans) == 1, collector.spans
         trace = [s for s in collector.spans if s["trace_id"] == recall_spans[0]["trace_id"]]
         assert {s["service"] for s in trace} == {"memvault-gateway", "memvault-mcp", "memvault-vault"}
+        assert not [s for s in collector.spans if s["trace_id"] == agent_trace], "a service joined the agent's trace"
 
         # The vault's span hangs, parent by parent, from the gateway's root span: one tree, not three.
         by_id = {s["span_id"]: s for s in trace}
@@ -69,11 +83,7 @@ async def test_recall_is_one_trace_from_gateway_to_vault(fresh_stack: StackStart
         assert {s["name"] for s in queries} >= {"WITH", "SELECT"}, trace
 
 
-@pytest.mark.xfail(
-    reason="regression after the wave 1 merges: the gateway's spans no longer join the trace (see the issue 19/20 note); fix before relying on traces",
-    strict=False,
-)
-async def test_remember_is_one_trace_from_gateway_to_indexer(fresh_stack: StackStarter) -> None:
+async def test_remember_is_one_trace_from_gateway_to_indexer(fresh_stack: StackStarter, agent_trace: str) -> None:
     port = free_port()
     async with otlp_receiver(port) as collector:
         telemetry = exporting_to(port)
@@ -93,6 +103,7 @@ async def test_remember_is_one_trace_from_gateway_to_indexer(fresh_stack: StackS
                 break
             await asyncio.sleep(0.2)
         assert {s["service"] for s in trace} >= wanted, collector.spans
+        assert not [s for s in collector.spans if s["trace_id"] == agent_trace], "a service joined the agent's trace"
         # The indexer's work on this memory (not only the duplicate check the write asked it for)
         # carries the write's trace through the event headers.
         assert any(s["service"] == "memvault-indexer" and s["name"] == "index created" for s in trace)

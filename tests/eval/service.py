@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from memvault.vault.v1 import archive_pb2 as apb
+from memvault.vault.v1 import archive_pb2_grpc, vault_pb2_grpc
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.grpc import client_channel
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
 from memvault_devstack.postgres import create_database, drop_database
@@ -38,6 +39,7 @@ from memvault_vault.accounts.store import AccountStore
 from memvault_vault.database import Database
 from tests.bench import report
 from tests.eval import locomo
+from tests.eval.archive import chatgpt_export
 from tests.eval.experiment import embed_cached, paired_bootstrap, table
 from tests.eval.keyword import Bm25
 from tests.eval.metrics import FactCovers, Judged, mean, per_category, score_ranking, turn_covers
@@ -54,6 +56,7 @@ class Vault:
     def __init__(self, stack: Stack) -> None:
         self._channel = client_channel(stack.vault_address)
         self.stub = vault_pb2_grpc.VaultServiceStub(self._channel)
+        self.archive = archive_pb2_grpc.ArchiveServiceStub(self._channel)
         self._signer = IdentitySigner(stack.identity_secret)
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -105,6 +108,65 @@ class Vault:
         return ids[:TOP]
 
 
+async def import_export(vault: Vault, name: str, data: bytes) -> dict[str, str]:
+    """Import a ChatGPT export through the vault's importer, wait until every message is in the vector
+    index, and return each message id's node id (its dia_id)."""
+    started = await vault.archive.StartImport(
+        apb.StartImportRequest(vault=name, data=data, filename="conversations.json"), metadata=vault.metadata()
+    )
+    import_id = getattr(started, "import").id
+    while True:
+        status = getattr(
+            await vault.archive.GetImport(
+                apb.GetImportRequest(vault=name, import_id=import_id), metadata=vault.metadata()
+            ),
+            "import",
+        )
+        if status.state in ("done", "failed"):
+            break
+        await asyncio.sleep(0.5)
+    if status.state != "done" or status.failed:
+        raise RuntimeError(f"import into {name} ended {status.state} with {status.failed} failures: {status.error}")
+    while True:
+        stats = await vault.archive.GetArchiveStats(apb.GetArchiveStatsRequest(vault=name), metadata=vault.metadata())
+        if stats.failed:
+            raise RuntimeError(f"{stats.failed} messages of {name} failed to index: {list(stats.last_errors)}")
+        if stats.indexed == stats.messages:
+            break
+        await asyncio.sleep(0.5)
+    node_of: dict[str, str] = {}
+    cursor = ""
+    while True:
+        listed = await vault.archive.ListConversations(
+            apb.ListConversationsRequest(vault=name, limit=100, cursor=cursor), metadata=vault.metadata()
+        )
+        for conversation in listed.conversations:
+            body = await vault.archive.GetConversation(
+                apb.GetConversationRequest(vault=name, conversation_id=conversation.id, limit=200),
+                metadata=vault.metadata(),
+            )
+            node_of.update({m.id: m.node_id for m in body.messages})
+        cursor = listed.next_cursor
+        if not cursor:
+            return node_of
+
+
+async def search_archive(vault: Vault, name: str, query: str) -> list[str]:
+    """Message ids, best first, up to TOP, following the search's cursor."""
+    ids: list[str] = []
+    response = await vault.archive.SearchMessages(
+        apb.SearchMessagesRequest(vault=name, query=query, limit=TOP, max_bytes=48 * 1024), metadata=vault.metadata()
+    )
+    ids += [h.message_id for h in response.hits]
+    while response.next_cursor and len(ids) < TOP:
+        response = await vault.archive.SearchMessages(
+            apb.SearchMessagesRequest(vault=name, cursor=response.next_cursor, limit=TOP, max_bytes=48 * 1024),
+            metadata=vault.metadata(),
+        )
+        ids += [h.message_id for h in response.hits]
+    return ids[:TOP]
+
+
 def judge_rankings(
     questions: Sequence[locomo.Question], rankings: Sequence[list[str]], covers: Callable[[str], frozenset[str]]
 ) -> list[Judged]:
@@ -131,10 +193,20 @@ async def run_track(
             name = f"eval-{number}-{track}"
             if not await AccountStore(database).ensure_owner(OWNER, name):
                 raise RuntimeError(f"vault {name} exists and belongs to someone else")
-            if track == "turns":
+            if track == "archive":
                 docs = [t.dia_id for t in conversation.turns]
                 texts = [t.content for t in conversation.turns]
                 covers: Callable[[str], frozenset[str]] = turn_covers
+                node_of = await import_export(vault, name, chatgpt_export(conversation))
+                rankings = [
+                    [node_of[m] for m in await search_archive(vault, name, q.text) if m in node_of]
+                    for q in conversation.questions
+                ]
+                judged["memvault"] += judge_rankings(conversation.questions, rankings, covers)
+            elif track == "turns":
+                docs = [t.dia_id for t in conversation.turns]
+                texts = [t.content for t in conversation.turns]
+                covers = turn_covers
                 memory_of: dict[str, str] = {}
                 sessions = sorted({t.session for t in conversation.turns})
                 for session in sessions:
@@ -150,18 +222,18 @@ async def run_track(
                     facts = [f for f in conversation.facts if f.session == session]
                     ids = await vault.write(name, [f.content for f in facts], facts[0].date, sequence=False)
                     memory_of.update({f.fact_id: i for f, i in zip(facts, ids, strict=True)})
-            docs_of_memory: dict[str, list[str]] = {}
-            for doc, memory in memory_of.items():
-                docs_of_memory.setdefault(memory, []).append(doc)
-            while not await vault.indexed(name):  # noqa: ASYNC110 - polling another process
-                await asyncio.sleep(0.5)
-
             questions = conversation.questions
-            rankings = []
-            for question in questions:
-                memories = await vault.recall(name, question.text)
-                rankings.append([doc for memory in memories for doc in docs_of_memory.get(memory, [])][:TOP])
-            judged["memvault"] += judge_rankings(questions, rankings, covers)
+            if track != "archive":
+                docs_of_memory: dict[str, list[str]] = {}
+                for doc, memory in memory_of.items():
+                    docs_of_memory.setdefault(memory, []).append(doc)
+                while not await vault.indexed(name):  # noqa: ASYNC110 - polling another process
+                    await asyncio.sleep(0.5)
+                rankings = []
+                for question in questions:
+                    memories = await vault.recall(name, question.text)
+                    rankings.append([doc for memory in memories for doc in docs_of_memory.get(memory, [])][:TOP])
+                judged["memvault"] += judge_rankings(questions, rankings, covers)
 
             bm25 = Bm25(texts)
             judged["bm25"] += judge_rankings(
@@ -210,7 +282,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await asyncio.to_thread(stack.start)
         vault = Vault(stack)
         try:
-            for track in ("turns", "facts"):
+            for track in ("turns", "facts", "archive"):
                 results[track] = await run_track(stack, vault, track, conversations, embedder)
         finally:
             await vault.close()
@@ -231,6 +303,9 @@ async def main_async(args: argparse.Namespace) -> None:
         f"The protocol of `../shared/eval/README.md` on `{args.data.name}` ({len(conversations)} conversations), "
         f"through the running services: memories written with the vault's BulkRemember (turns: one call per "
         f"session, as a sequence; facts: one call each), questions asked with Recall (top {TOP}); "
+        f"archive: each conversation's sessions as a ChatGPT export (one conversation per session, one message per "
+        f"turn with the turn track's text), imported with the vault's importer and indexed, questions asked with "
+        f"the archive's SearchMessages (top {TOP}, message level); "
         f"baselines in the same run on the same texts. {elapsed:.0f} s in all.",
     ]
     for track, methods in results.items():

@@ -117,3 +117,20 @@ def test_score_fusion_keeps_keyword_only_hits_and_weights_both_sides() -> None:
     floor = score_fusion(cosines, keyword, alpha=0.5, n_dense=2, n_keyword=2, missing_cosine="floor")
     assert floor == [2, 1, 0]  # the floor (0.8) flatters the keyword-only hit
     assert set(reciprocal_rank_fusion(cosines, keyword, n_dense=2, n_keyword=2)) == {0, 1, 2}
+
+
+@pytest.mark.unit
+def test_a_conversation_becomes_a_chatgpt_export_the_importer_reads_turn_by_turn(tmp_path: Path) -> None:
+    from memvault_vault.archive.chatgpt import load_export, parse_conversation
+    from tests.eval.archive import chatgpt_export
+
+    [conv] = locomo.load(write_sample(tmp_path))
+    raws = load_export(chatgpt_export(conv))
+    parsed = [parse_conversation(raw, index) for index, raw in enumerate(raws)]
+    assert len(parsed) == len({t.session for t in conv.turns})
+    messages = [m for p in parsed for m in p.messages]
+    # Every turn is one message on the active timeline, its node id the dia_id, its text the turn track's.
+    assert [(m.node_id, m.text, m.active) for m in messages] == [(t.dia_id, t.content, True) for t in conv.turns]
+    first = conv.turns[0].speaker
+    assert [m.role for m in messages] == ["user" if t.speaker == first else "assistant" for t in conv.turns]
+    assert parsed[0].title == f"{conv.sample_id} session {conv.turns[0].session}"

@@ -180,6 +180,8 @@ topologySpreadConstraints:
 {{- else }}
   value: {{ .Values.externalNats.url | quote }}
 {{- end }}
+- name: MEMVAULT_NATS__STREAM_REPLICAS
+  value: {{ .Values.events.streamReplicas | quote }}
 {{- end }}
 
 {{- define "memvault.qdrantUrl" -}}
@@ -298,7 +300,8 @@ topologySpreadConstraints:
 {{- if has (int $m.port) (list 8080 8090 50051 50052) }}
 {{- fail (printf "metrics.port %d is a service's own port (8080, 8090, 50051, 50052); choose another, e.g. 9464" (int $m.port)) }}
 {{- end }}
-{{- /* Maintenance commands each image has today; extend when a new command lands. */}}
+{{- /* The maintenance commands a CronJob may run, by image: `make chart-check` checks them against each
+     image's `--help` (scripts/chart_check.py, which lists the commands never scheduled). */}}
 {{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources") "indexer" (list "reconcile" "reindex" "reembed") }}
 {{- range $name, $job := .Values.maintenance.cronJobs }}
 {{- $available := get $commands $job.component }}

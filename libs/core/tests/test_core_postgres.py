@@ -4,6 +4,7 @@ their parameters; a lost database named without its password, and readiness foll
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -224,3 +225,22 @@ async def test_readiness_follows_the_database_down_and_back() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+@pytest.mark.unit
+def test_a_database_out_of_disk_space_is_unavailable_and_logged_once_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    translate = database_error("postgresql://memvault:s3cret@db.internal:5433/memvault")
+    full = asyncpg.exceptions.DiskFullError('could not extend file "base/16384/16500": No space left on device')
+    with caplog.at_level(logging.ERROR):
+        first, second = translate(full), translate(full)
+    assert first is not None and second is not None
+    assert first.message == (
+        "the database at db.internal:5433 is out of disk space, so nothing was written; "
+        "try again once its operator has freed space"
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        "the database is out of disk space; writes are refused until space is freed"
+    ]
+    assert "s3cret" not in caplog.text

@@ -140,3 +140,17 @@ def test_every_variable_the_chart_and_compose_set_is_a_setting_of_its_service() 
         for cls in settings[service]:
             assert not unknown_variables(cls, environ), where
         assert any(name.startswith("MEMVAULT_") for name in names), where
+
+
+def test_nats_url_may_list_the_nodes_of_a_cluster() -> None:
+    from pydantic import ValidationError
+
+    from memvault_core.settings import NatsSettings
+
+    settings = NatsSettings(url="nats://a:4222, nats://b:4222,nats://c:4222", stream_replicas=3)
+    assert settings.servers == ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
+    assert NatsSettings().stream_replicas == 1
+    with pytest.raises(ValidationError, match="several separated by commas"):
+        NatsSettings(url="nats://a:4222,http://b:4222")
+    with pytest.raises(ValidationError):
+        NatsSettings(stream_replicas=0)

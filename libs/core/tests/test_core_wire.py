@@ -20,6 +20,8 @@ def test_enum_names_are_the_value_names_without_the_enum_prefix_in_declaration_o
     assert wire.MEMORY_TYPES.names == get_args(wire.MemoryTypeName)
     assert wire.MEMORY_STATUSES.names == get_args(wire.StatusName)
     assert wire.ROLES.names == get_args(wire.RoleName)
+    assert wire.SOURCE_KINDS.names == get_args(wire.SourceKindName)
+    assert wire.SOURCE_MODES.names == get_args(wire.SourceModeName)
     assert wire.TRUSTS.names == ("stated", "inferred", "imported", "synced")
     assert wire.WRITE_OUTCOMES.names == ("stored", "duplicate", "excluded", "invalid", "similar", "secret")
     assert wire.DUPLICATE_CHECKS.names == ("semantic", "exact-only")

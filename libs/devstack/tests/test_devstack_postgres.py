@@ -95,3 +95,15 @@ def test_a_file_where_the_data_directory_should_be_is_named(directory: Path) -> 
     ):
         EmbeddedPostgres(directory / "data").start()
     assert (directory / "data").is_file()
+
+
+def test_wal_is_kept_small_for_one_machine(directory: Path) -> None:
+    server = EmbeddedPostgres(directory / "data", settings={"min_wal_size": "48MB"})
+    dsn = server.start()
+    try:
+        assert psql(dsn, "SHOW max_wal_size") == "64MB"
+        assert psql(dsn, "SHOW min_wal_size") == "48MB"  # given settings win
+        assert psql(dsn, "SHOW wal_keep_size") == "0"
+        assert psql(dsn, "SHOW wal_compression") in {"on", "pglz", "lz4"}
+    finally:
+        server.stop()

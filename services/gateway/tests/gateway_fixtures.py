@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 import uvicorn
 from gateway_helpers import SECRET, RunningGateway, StartGateway, free_port, serve_asgi, stop_asgi
 
-from memvault.vault.v1 import accounts_pb2_grpc, backup_pb2_grpc, retention_pb2_grpc, vault_pb2_grpc
+from memvault.vault.v1 import (
+    accounts_pb2_grpc,
+    backup_pb2_grpc,
+    retention_pb2_grpc,
+    sources_pb2_grpc,
+    vault_pb2_grpc,
+)
 from memvault_core.grpc import build_server
 from memvault_core.identity import IdentitySigner
 from memvault_core.settings import IdentitySettings, PostgresSettings
@@ -32,8 +40,11 @@ from memvault_vault.rpc.accounts import AccountServicer
 from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.retention import RetentionServicer
 from memvault_vault.rpc.servicer import VaultServicer
+from memvault_vault.rpc.sources import SourcesServicer
 from memvault_vault.schema import apply_migrations as apply_vault_migrations
 from memvault_vault.services import VaultServices
+from memvault_vault.settings import SourcesGroup
+from memvault_vault.sources.reader import SourceRules
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -50,18 +61,33 @@ async def vault_store(gateway_dsn: str) -> AsyncIterator[VaultDatabase]:
     await database.close()
 
 
+@pytest.fixture(scope="session")
+def source_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one folder the session's vault may read tracked files from (it also reads http://127.0.0.1)."""
+    return tmp_path_factory.mktemp("sources")
+
+
 @pytest_asyncio.fixture(scope="session")
-async def vault_address(vault_store: VaultDatabase) -> AsyncIterator[str]:
+async def vault_address(vault_store: VaultDatabase, source_root: Path) -> AsyncIterator[str]:
     address = f"127.0.0.1:{free_port()}"
     signer = IdentitySigner(SECRET)
     server, _ = build_server(address)
-    services = VaultServices.build(vault_store)
+    rules = SourceRules.from_settings(
+        SourcesGroup(
+            file_roots=[str(source_root)],
+            url_hosts=["127.0.0.1"],
+            private_networks=["127.0.0.1/32"],
+            fetch_timeout_seconds=2,
+        )
+    )
+    services = VaultServices.build(vault_store, source_rules=rules)
     vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
     accounts_pb2_grpc.add_AccountServiceServicer_to_server(
         AccountServicer(services.accounts, services.audit, signer), server
     )
     backup_pb2_grpc.add_BackupServiceServicer_to_server(BackupServicer(services.backup, signer), server)
     retention_pb2_grpc.add_RetentionServiceServicer_to_server(RetentionServicer(services.retention, signer), server)
+    sources_pb2_grpc.add_SourcesServiceServicer_to_server(SourcesServicer(services, signer), server)
     await server.start()
     yield address
     await server.stop(None)

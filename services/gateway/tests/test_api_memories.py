@@ -276,3 +276,74 @@ async def test_two_accounts_each_have_a_vault_of_the_same_name(start_gateway: St
     await ok(await budi_browser.api("PUT", f"/api/v1/vaults/{other}/members/{ana}", json={"role": "viewer"}))
     taken = await ana_browser.api("POST", "/api/v1/vaults", json={"name": other})
     assert taken.status_code == 409 and "choose another name" in taken.json()["detail"]
+
+
+async def test_list_and_recall_filter_by_key_scope_source_client_and_creation_time(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    base = f"/api/v1/vaults/{vault}"
+    written = {}
+    for name, body in {
+        "home": {"content": "The home NAS is a Synology DS920.", "key": "nas.model", "scope": "home"},
+        "office": {"content": "The office NAS is a QNAP TS-453.", "key": "nas.model", "scope": "office"},
+        "imported": {"content": "The NAS backs up to Backblaze nightly.", "source": "import:notes.md"},
+    }.items():
+        written[name] = (await ok(await browser.api("POST", f"{base}/memories", json=body), 201))["id"]
+
+    async def listed(**params: Any) -> list[str]:
+        answer = await ok(await browser.api("GET", f"{base}/memories", params=params))
+        return sorted(m["id"] for m in answer["memories"])
+
+    async def recalled(**params: Any) -> list[str]:
+        answer = await ok(
+            await browser.api("GET", f"{base}/recall", params={"q": "NAS", "status": "proposed", **params})
+        )
+        return sorted(r["id"] for r in answer["results"])
+
+    for search in (listed, recalled):
+        assert await search(key="nas.model") == sorted([written["home"], written["office"]])
+        assert await search(key="nas.model", scope="office") == [written["office"]]
+        assert await search(source="import:") == [written["imported"]]  # a prefix
+        assert await search(source="notes.md") == []
+        assert await search(created_from="2020-01-01", created_to="2021-01-01") == []
+        assert len(await search(created_from="2020-01-01")) == 3
+        assert await search(created_to="2020-01-01") == []
+        assert await search(client="mcp:nobody") == []
+
+    one = (await ok(await browser.api("GET", f"{base}/memories/{written['home']}")))["memory"]
+    assert len(await listed(client=one["client"])) == 3  # all three came from this browser
+
+    # A cursor belongs to its filters: asked for with others, it is refused.
+    page = await ok(await browser.api("GET", f"{base}/memories", params={"limit": 1, "key": "nas.model"}))
+    other = await browser.api("GET", f"{base}/memories", params={"limit": 1, "cursor": page["next_cursor"]})
+    assert other.status_code == 400 and "cursor" in other.text
+
+    # Refused at the edge, naming the field.
+    backwards = await browser.api(
+        "GET", f"{base}/memories", params={"created_from": "2026-02-01", "created_to": "2026-01-01"}
+    )
+    assert backwards.status_code == 400 and "created_from must be before created_to" in backwards.json()["detail"]
+    not_a_time = await browser.api("GET", f"{base}/recall", params={"q": "NAS", "created_from": "yesterday"})
+    assert not_a_time.status_code in (400, 422) and "created_from" in not_a_time.text
+    too_long = await browser.api("GET", f"{base}/memories", params={"key": "k" * 201})
+    assert too_long.status_code in (400, 422) and "key" in too_long.text
+    # The dashboard's form: the same filters (its dates are days, both included), refused the same way.
+    page = await browser.http.get(
+        f"/dashboard/{vault}/memories", params={"key": "nas.model", "scope": "home", "created_to": "2099-12-31"}
+    )
+    assert page.status_code == 200 and "Synology" in page.text and "QNAP" not in page.text
+    today = (await ok(await browser.api("GET", f"{base}/memories/{written['home']}")))["memory"]["created_at"][:10]
+    same_day = await browser.http.get(
+        f"/dashboard/{vault}/memories", params={"key": "nas.model", "created_from": today, "created_to": today}
+    )
+    assert "Synology" in same_day.text and "QNAP" in same_day.text
+    for bad in ({"created_from": "31/12/2026"}, {"created_from": "2026-02-01", "created_to": "2026-01-01"}):
+        refused = await browser.http.get(f"/dashboard/{vault}/memories", params=bad)
+        assert refused.status_code == 400 and "created_" in refused.text
+    spec = (await browser.http.get("/api/v1/openapi.json")).json()
+    names = {p["name"] for p in spec["paths"]["/api/v1/vaults/{vault}/memories"]["get"]["parameters"]}
+    assert {"key", "scope", "source", "client", "created_from", "created_to"} <= names
+    names = {p["name"] for p in spec["paths"]["/api/v1/vaults/{vault}/recall"]["get"]["parameters"]}
+    assert {"key", "scope", "source", "client", "created_from", "created_to"} <= names

@@ -34,7 +34,7 @@ async def test_signed_out_visitors_are_sent_to_sign_in_and_back(start_gateway: S
 async def test_pages_carry_a_strict_policy_and_no_inline_script(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     browser, vault = await signed_in(gateway)
-    for path in ("", "/review", "/memories", "/imports", "/guide", "/settings", "/apps", "/audit"):
+    for path in ("", "/review", "/memories", "/sources", "/imports", "/guide", "/settings", "/apps", "/audit"):
         page = await browser.http.get(f"/dashboard/{vault}{path}")
         assert page.status_code == 200, (path, page.text)
         policy = page.headers["content-security-policy"]

@@ -4,6 +4,7 @@ memory text is escaped, every message has its Indonesian translation, the langua
 from __future__ import annotations
 
 import io
+import re
 from importlib import resources
 from typing import Any
 
@@ -13,7 +14,7 @@ from babel.messages.pofile import read_po
 from starlette.requests import Request
 
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_gateway.dashboard import i18n, render
+from memvault_gateway.dashboard import i18n, overview, render
 from memvault_gateway.web.pages import GrantRow
 
 pytestmark = pytest.mark.unit
@@ -59,6 +60,25 @@ def memory(**fields: Any) -> dict[str, Any]:
     }
 
 
+def source_change(**fields: Any) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "source_id": "s1",
+        "memory_id": "0b5f0d4e-1111-2222-3333-444455556666",
+        "kind": "json_file",
+        "location": HOSTILE,
+        "status": "pending",
+        "old_hash": "a" * 64,
+        "new_hash": "b" * 64,
+        "old_value": HOSTILE,
+        "new_value": HOSTILE,
+        "proposed_statement": HOSTILE,
+        "needs_statement": False,
+        "detected_at": "2026-12-01T10:00:00+00:00",
+        **fields,
+    }
+
+
 def pages() -> dict[str, dict[str, Any]]:
     batch = {
         "id": "b1",
@@ -86,9 +106,29 @@ def pages() -> dict[str, dict[str, Any]]:
                 "pending": 1,
                 "failed": 1,
                 "failures": [{"memory_id": "m", "error": HOSTILE, "attempts": 3}],
+                "mode": "keyword-only",
+                "mode_reason": HOSTILE,
+                "model": HOSTILE,
             },
+            "type_counts": [("fact", 2), ("preference", 1)],
+            "retention": overview.retention_view(
+                vpb.RetentionOutlook(
+                    runner="cronjob",
+                    schedule=HOSTILE,
+                    due_rejected=2,
+                    due_audit_entries=10_000,
+                    due_audit_entries_capped=True,
+                )
+            ),
             "imports": [batch],
             "settings": settings,
+            "sources": {
+                "count": 1,
+                "errors": 1,
+                "overdue": 0,
+                "pending": 1,
+                "failing": [{"location": HOSTILE, "error": HOSTILE}],
+            },
         },
         "review.html": {
             "items": [
@@ -100,6 +140,51 @@ def pages() -> dict[str, dict[str, Any]]:
             "total": 1,
             "next_cursor": "abc",
             "failed": 1,
+            "source_changes": [
+                {**source_change(), "memory": memory(status="active"), "old_shown": HOSTILE, "new_shown": HOSTILE},
+                {
+                    **source_change(kind="text_file", proposed_statement=None, needs_statement=True),
+                    "memory": None,
+                    "old_shown": None,
+                    "new_shown": None,
+                },
+            ],
+            "changes_total": 30,
+            "flagged": [memory(status="active", flagged_reason=HOSTILE)],
+            "flagged_total": 40,
+        },
+        "sources.html": {
+            "health": {
+                "errors": 1,
+                "overdue": 1,
+                "pending_changes": 1,
+                "sources": [
+                    {
+                        "id": "s1",
+                        "memory_id": "0b5f0d4e-1111-2222-3333-444455556666",
+                        "kind": "json_url",
+                        "location": HOSTILE,
+                        "selector": HOSTILE,
+                        "mode": "auto",
+                        "interval_seconds": 300,
+                        "last_checked_at": None,
+                        "next_check_at": "2026-12-01T10:00:00+00:00",
+                        "error": HOSTILE,
+                        "overdue": True,
+                        "pending_changes": 1,
+                    }
+                ],
+            },
+            "kinds": ("json_file", "text_file"),
+            "modes": ("auto", "review"),
+            "chosen": {"memory_id": HOSTILE},
+            "limits": {
+                "location": 2000,
+                "template": 2000,
+                "min_interval": 10,
+                "max_interval": 100,
+                "default_interval": 300,
+            },
         },
         "memories.html": {
             "rows": [memory()],
@@ -110,6 +195,14 @@ def pages() -> dict[str, dict[str, Any]]:
             "chosen_status": ["active"],
             "chosen_type": [],
             "tag": "",
+            "narrow": {
+                "key": HOSTILE,
+                "scope": "",
+                "source": HOSTILE,
+                "client": "",
+                "created_from": "",
+                "created_to": "",
+            },
             "statuses": ["active"],
             "types": ["fact"],
             "next_cursor": "n",
@@ -122,6 +215,17 @@ def pages() -> dict[str, dict[str, Any]]:
             ],
             "related": {"supersedes": [memory()]},
             "missing": ["x"],
+            "sources": [
+                {
+                    "id": "s1",
+                    "kind": "json_url",
+                    "location": HOSTILE,
+                    "selector": HOSTILE,
+                    "mode": "auto",
+                    "error": HOSTILE,
+                    "pending_changes": 1,
+                }
+            ],
         },
         "forget.html": {"m": memory()},
         "imports.html": {
@@ -180,6 +284,26 @@ def pages() -> dict[str, dict[str, Any]]:
                     "last_used_at": None,
                 }
             ],
+            "clients": [
+                {
+                    "client_id": HOSTILE,
+                    "kind": "registered",
+                    "client_name": HOSTILE,
+                    "redirect_hosts": [HOSTILE],
+                    "created_at": None,
+                    "other_accounts": 1,
+                    "deletable": False,
+                },
+                {
+                    "client_id": "https://app.example/client.json",
+                    "kind": "metadata_document",
+                    "client_name": "App",
+                    "redirect_hosts": ["127.0.0.1"],
+                    "created_at": None,
+                    "other_accounts": 0,
+                    "deletable": True,
+                },
+            ],
             "mcp_url": "http://127.0.0.1/mcp",
             "scopes": ("read", "write", "admin"),
             "created": {"name": HOSTILE, "token": "mvsvc_x"},
@@ -190,7 +314,9 @@ def pages() -> dict[str, dict[str, Any]]:
             "grants": [GrantRow("g", "oauth", HOSTILE, "read", "default", "2026-12-01", "never")],
             "dev_subject": "",
             "signed_in_by_proxy": False,
-            "email_section": "",
+            "email_enabled": True,
+            "email": HOSTILE,
+            "email_problem": HOSTILE,
         },
         "members.html": {
             "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],
@@ -267,3 +393,24 @@ def test_the_switchers_choice_wins_over_the_browsers_language() -> None:
     cookie = f"{i18n.LANGUAGE_COOKIE}=id".encode()
     request = Request({"type": "http", "headers": [(b"accept-language", b"en"), (b"cookie", cookie)]})
     assert i18n.language_of(request) == "id"
+
+
+def test_no_template_shows_text_outside_gettext() -> None:
+    """Every word a page shows comes through the catalogue: text between tags, and the attributes a
+    person reads (title, placeholder, aria-label, alt), once Jinja's own blocks are taken out."""
+    untranslated = []
+    for template in sorted(FOLDER.joinpath("templates").iterdir(), key=lambda t: t.name):
+        text = template.read_text(encoding="utf-8")
+        for pattern in (r"\{#.*?#\}", r"\{\{.*?\}\}", r"\{%.*?%\}"):
+            text = re.sub(pattern, " ", text, flags=re.S)
+        untranslated += [
+            f"{template.name}: {m.group(0)}"
+            for m in re.finditer(r"\b(?:title|placeholder|aria-label|alt)=\"[^\"]*[A-Za-z]{2,}[^\"]*\"", text)
+        ]
+        shown = re.sub(r"<[^>]*>", " ", text)
+        untranslated += [
+            f"{template.name}: {line.strip()}"
+            for line in shown.splitlines()
+            if re.search(r"[A-Za-z]{2,}", line) and line.strip() not in ("memvault", "· memvault")
+        ]
+    assert untranslated == []

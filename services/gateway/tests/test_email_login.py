@@ -453,6 +453,27 @@ async def test_a_person_sets_their_own_address_only_by_confirming_it_from_that_m
     assert actions.count("account.email") == 2
 
 
+async def test_the_email_part_of_the_account_page_speaks_the_dashboards_language(
+    start_gateway: StartGateway, mailbox: Mailbox
+) -> None:
+    gateway = await start_gateway(smtp=smtp_for(mailbox))
+    browser, _, csrf = await signed_in_on_account(gateway)
+    indonesian = {"accept-language": "id"}
+    page = await browser.http.get("/account", headers=indonesian)
+    assert "Masuk lewat email" in page.text and "Kirim tautan konfirmasi" in page.text
+    assert "Send a confirmation link" not in page.text
+    wrong = await browser.http.post(
+        "/account/email", data={"email": "not-an-address", "csrf_token": csrf}, headers=indonesian
+    )
+    assert wrong.status_code == 400 and "not-an-address bukan alamat email" in wrong.text
+    english = await browser.http.post("/account/email", data={"email": "<b>x", "csrf_token": csrf})
+    assert english.status_code == 400 and "&lt;b&gt;x is not an email address" in english.text
+    sent = await browser.http.post(
+        "/account/email", data={"email": "someone@example.test", "csrf_token": csrf}, headers=indonesian
+    )
+    assert sent.status_code == 200 and "Tautan untuk mengonfirmasi someone@example.test" in sent.text
+
+
 async def test_asking_for_another_accounts_address_mails_nothing_and_says_nothing(
     start_gateway: StartGateway, mailbox: Mailbox
 ) -> None:

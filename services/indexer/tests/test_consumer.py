@@ -12,7 +12,9 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.js.api import ConsumerConfig
 
+from memvault.events.v1 import archive_events_pb2 as archive_events_pb
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault_core.events import ensure_streams
 from memvault_core.settings import NatsSettings
@@ -21,7 +23,7 @@ from memvault_indexer.consumer import EventConsumer
 from memvault_indexer.embedder import OnnxMiniLMEmbedder
 from memvault_indexer.feed import Document
 from memvault_indexer.indexing import Indexer
-from memvault_indexer.store import EdgeVectorStore
+from memvault_indexer.store import EdgeVectorStore, SearchFilters
 
 pytestmark = pytest.mark.integration
 
@@ -34,19 +36,33 @@ class VaultFeedStandIn:
         self.unreadable = unreadable
         self.indexed: list[str] = []
         self.failed: list[tuple[str, str]] = []
+        self.failed_messages: list[tuple[str, str]] = []
+        self.messages: dict[str, tuple[str, str]] = {}
+        """Archived messages: id -> (conversation id, text)."""
 
-    async def documents(self, memory_ids: Sequence[str]) -> list[Document]:
-        if self.unreadable in memory_ids:
+    async def documents(self, memory_ids: Sequence[str], message_ids: Sequence[str] = ()) -> list[Document]:
+        if self.unreadable in [*memory_ids, *message_ids]:
             raise RuntimeError("this memory's row cannot be read")
         return [
             Document(i, "vault-1", self.documents_by_id[i], f"hash-{i}", "", "")
             for i in memory_ids
             if i in self.documents_by_id
+        ] + [
+            Document(i, "vault-1", self.messages[i][1], f"hash-{i}", "", "", "message", self.messages[i][0], 1)
+            for i in message_ids
+            if i in self.messages
         ]
 
-    async def report(self, indexed: Sequence[Document], model: str, failed: Sequence[tuple[str, str]] = ()) -> None:
+    async def report(
+        self,
+        indexed: Sequence[Document],
+        model: str,
+        failed: Sequence[tuple[str, str]] = (),
+        failed_messages: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.indexed += [d.memory_id for d in indexed]
         self.failed += list(failed)
+        self.failed_messages += list(failed_messages)
 
 
 async def test_a_poison_event_goes_to_the_dead_letter_and_is_reported_while_the_rest_is_indexed(
@@ -126,3 +142,81 @@ async def test_nats_refusing_connections_is_logged_in_one_line_without_credentia
     assert warnings[0].__dict__["nats"] == f"nats://127.0.0.1:{port}"
     assert not any(r.exc_info for r in caplog.records)
     assert "Traceback" not in caplog.text and "s3cret" not in caplog.text
+
+
+async def test_archived_messages_are_indexed_as_messages_apart_from_memories_and_go_with_their_conversation(
+    nats_url: str, tmp_path: Path
+) -> None:
+    settings = NatsSettings(url=nats_url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    memory = str(uuid.uuid4())
+    conversation, other = str(uuid.uuid4()), str(uuid.uuid4())
+    kept, gone, poison = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+    feed = VaultFeedStandIn({memory: "The boat is moored in Harbor Nine."}, poison)
+    feed.messages = {
+        gone: (conversation, "We moored the sailboat at the harbor on Friday."),
+        kept: (other, "My sister adopted a grey kitten named Pebble."),
+    }
+    store = EdgeVectorStore(tmp_path, model="all-minilm-l6-v2", dimension=384)
+    await store.ensure_collection()
+    indexer = Indexer(OnnxMiniLMEmbedder(), store, feed)  # type: ignore[arg-type]
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, settings)
+    # A consumer made before the archive's events existed listened to memory events only: it is widened.
+    await js.add_consumer(
+        settings.stream,
+        config=ConsumerConfig(
+            durable_name="indexer", filter_subject=f"{settings.subject_root}.events.v1.memory.>", ack_policy="explicit"
+        ),
+    )
+    created = events_pb.MemoryCreated(event_id=str(uuid.uuid4()), memory_id=memory, vault_id="vault-1")
+    await js.publish(f"{settings.subject_root}.events.v1.memory.created", created.SerializeToString())
+    for message_id, (conversation_id, _) in [*feed.messages.items(), (poison, (other, ""))]:
+        event = archive_events_pb.MessageArchived(
+            event_id=str(uuid.uuid4()),
+            message_id=message_id,
+            vault_id="vault-1",
+            conversation_id=conversation_id,
+            revision=1,
+            content_hash=f"hash-{message_id}",
+        )
+        await js.publish(f"{settings.subject_root}.events.v1.message.archived", event.SerializeToString())
+
+    consumer = EventConsumer(settings, indexer, batch_size=10, max_attempts=2)
+    task = asyncio.create_task(consumer.run())
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (feed.failed_messages and await store.count() == 3):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+        query = await indexer.embed_query("where is the sailboat moored")
+        memories = await store.search(query, "vault-1", 10)
+        messages = await store.search(query, "vault-1", 10, SearchFilters(messages=True))
+        # A memory search never sees a message, and a message search only messages, best first.
+        assert [h.memory_id for h in memories] == [memory]
+        assert [h.memory_id for h in messages] == [gone, kept]
+        (point,) = await store.vectors([gone])
+        assert point.content_hash == f"hash-{gone}"
+        scored = await indexer.search("vault-1", "a grey kitten", 0, [kept], messages=True)
+        assert list(scored) == [kept]
+
+        deleted = archive_events_pb.ConversationDeleted(
+            event_id=str(uuid.uuid4()), conversation_id=conversation, vault_id="vault-1"
+        )
+        await js.publish(f"{settings.subject_root}.events.v1.conversation.deleted", deleted.SerializeToString())
+        while time.monotonic() < deadline and await store.count() != 2:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    assert await store.count() == 2  # the deleted conversation's message went; the other stayed
+    assert {h.memory_id for h in await store.search(query, "vault-1", 10, SearchFilters(messages=True))} == {kept}
+    assert [message_id for message_id, _ in feed.failed_messages] == [poison]  # a failed message index job
+    assert feed.failed == []
+    info = await js.consumer_info(settings.stream, "indexer")
+    assert info.config.filter_subject == f"{settings.subject_root}.events.v1.>"
+    assert info.num_pending == 0
+    await nc.close()
+    await store.close()

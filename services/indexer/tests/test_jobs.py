@@ -60,9 +60,15 @@ class VaultFeedDouble:
             await asyncio.sleep(0)
             yield self.documents[start : start + self.page_size]
 
-    async def report(self, indexed: Sequence[Document], model: str, failed: Sequence[tuple[str, str]] = ()) -> None:
+    async def report(
+        self,
+        indexed: Sequence[Document],
+        model: str,
+        failed: Sequence[tuple[str, str]] = (),
+        failed_messages: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.indexed.extend(d.memory_id for d in indexed)
-        self.failed.extend(failed)
+        self.failed.extend([*failed, *failed_messages])
 
 
 async def open_indexer(path: Path, model: str, feed: VaultFeedDouble, delay: float = 0.0) -> Indexer:

@@ -25,6 +25,7 @@ NAMES = [
     "sources",
     "archive_search",
     "archive_read",
+    "archive_write",
 ]
 READ_ONLY = {
     "get_operating_guide",

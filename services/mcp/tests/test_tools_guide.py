@@ -19,7 +19,12 @@ async def test_the_guide_comes_with_the_vaults_and_limits_and_the_identity_is_pa
     )
     service.vault.answer(
         "GetCapabilities",
-        vpb.GetCapabilitiesResponse(limits=limits_pb2.Limits(max_content_chars=4000, max_bulk_items=500)),
+        vpb.GetCapabilitiesResponse(
+            limits=limits_pb2.Limits(max_content_chars=4000, max_bulk_items=500),
+            capabilities_version="2026-12-02",
+            more_limits={"max_receipt_bytes": 49152},
+            features={"message_keys": True},
+        ),
     )
     async with service.agent() as agent:
         answer = await agent.call("get_operating_guide", vault="home")
@@ -28,8 +33,14 @@ async def test_the_guide_comes_with_the_vaults_and_limits_and_the_identity_is_pa
         "guide": "Recall first.",
         "guide_version": 3,
         "vaults": [{"name": "home", "role": "owner", "approval_mode": "auto"}],
-        "limits": {"max_content_chars": 4000, "max_bulk_items": 500},
+        "limits": {"max_content_chars": 4000, "max_bulk_items": 500, "max_receipt_bytes": 49152},
+        "capabilities": {
+            "protocol_version": answer["capabilities"]["protocol_version"],
+            "capabilities_version": "2026-12-02",
+            "features": {"message_keys": True},
+        },
     }
+    assert answer["capabilities"]["protocol_version"] in ("2025-11-25", "2026-07-28")
     assert service.vault.requests("GetOperatingGuide") == [vpb.GetOperatingGuideRequest(vault="home")]
     # The vault checks the identity the gateway signed, so every call must carry it unchanged.
     assert {c.identity for c in service.vault.calls} != {None}

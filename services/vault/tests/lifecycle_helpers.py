@@ -53,6 +53,11 @@ class FakeIndex:
             raise Unavailable("the fake indexer is down")
         return {}
 
+    async def searchable(self) -> tuple[str, str]:
+        if self.down:
+            raise Unavailable("the fake indexer is down")
+        return "fake-model", ""
+
     async def similar(
         self,
         vault_id: str,

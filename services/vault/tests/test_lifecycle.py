@@ -86,6 +86,14 @@ async def test_approve_reject_and_approve_and_replace(owner: Caller, fake_index:
     assert replaced.status == pb.MEMORY_STATUS_SUPERSEDED
     assert replaced.superseded_by == new.result.memory_id
     assert replaced.HasField("valid_to")
+    # Recall returns the new one and, for 30 days, warns that it replaced the old one.
+    found = await recall(owner, SPEED_NEW)
+    assert [h.memory.id for h in found.hits] == [new.result.memory_id]
+    assert [(w.kind, list(w.related)) for w in found.memory_warnings] == [("replaces", [old.result.memory_id])]
+    await database.pool.execute(
+        "UPDATE memory SET valid_to = now() - interval '31 days' WHERE id = $1::uuid", old.result.memory_id
+    )
+    assert not (await recall(owner, SPEED_NEW)).memory_warnings
 
     junk = await remember(owner, "Sam might like jazz.", propose=True)
     rejected = await owner.stub.RejectMemory(
@@ -445,6 +453,8 @@ async def test_recall_as_of_answers_with_what_was_valid_then(owner: Caller, data
     )
     now_hits = await recall(owner, "internet connection")
     assert [h.memory.id for h in now_hits.hits] == [new.result.memory_id]
+    # What is true now, with a warning that it replaced the old fact (an agent may still hold that one).
+    assert [(w.kind, list(w.related)) for w in now_hits.memory_warnings] == [("replaces", [old.result.memory_id])]
     then = await recall(owner, "internet connection", as_of=stamp(datetime.now(UTC) - timedelta(days=7)))
     assert [h.memory.id for h in then.hits] == [old.result.memory_id]
     assert [w.kind for w in then.memory_warnings] == ["superseded"]

@@ -9,6 +9,7 @@ import pytest
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument, LimitExceeded
 from memvault_vault.domain import cursor
+from memvault_vault.domain.filters import MemoryFilter, memory_filter
 from memvault_vault.domain.memory import (
     Draft,
     MemoryType,
@@ -185,3 +186,15 @@ def test_metadata_postgres_cannot_store_is_refused_before_the_write(metadata: st
 
 def test_metadata_with_control_characters_other_than_nul_is_kept() -> None:
     assert parse_metadata('{"tab": "a\\tb", "vt": "\\u000b"}') == {"tab": "a\tb", "vt": "\u000b"}
+
+
+def test_a_memory_filter_is_checked_before_any_sql() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(InvalidArgument) as backwards:
+        memory_filter(created_from=start, created_to=start)
+    assert backwards.value.field == "created_to"
+    with pytest.raises(InvalidArgument) as long_key:
+        memory_filter(key="k" * (limits.MAX_KEY_CHARS + 1))
+    assert long_key.value.field == "key"
+    assert memory_filter(key=" nas.model ", scope="") == MemoryFilter(key="nas.model")
+    assert MemoryFilter().sql_args() == (None,) * 6

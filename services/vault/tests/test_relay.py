@@ -23,6 +23,7 @@ from memvault_core.settings import NatsSettings
 from memvault_devstack.nats import EmbeddedNats
 from memvault_devstack.ports import free_port
 from memvault_vault.database import Database
+from memvault_vault.outbox import store
 from memvault_vault.outbox.relay import OutboxRelay
 
 pytestmark = pytest.mark.integration
@@ -179,3 +180,33 @@ async def _failed_once(database: Database, ids: list[str]) -> bool:
         ids,
     )
     return int(count) > 0
+
+
+async def test_published_events_are_deleted_once_older_than_kept(
+    caller: Caller, database: Database, vault_dsn: str, nats_server: EmbeddedNats
+) -> None:
+    """The outbox does not grow with every write: published rows go once `keep_published_seconds`
+    old; younger ones stay."""
+    settings = NatsSettings(url=nats_server.url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    written = await remember_many(caller, "Pruned once published", 3)
+    relay = OutboxRelay(vault_dsn, settings, poll_seconds=0.2, keep_published_seconds=2.0, prune_every_seconds=0.2)
+    task = asyncio.create_task(relay.run())
+    try:
+        await until(lambda: _published(database, written))
+        assert not await _gone(database, written)  # published, not yet 2 s old: kept
+        async with database.pool.acquire() as conn:
+            assert await store.prune_published(conn, 3600.0) == 0
+        await until(lambda: _gone(database, written), deadline=30)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _gone(database: Database, ids: list[str]) -> bool:
+    count = await database.pool.fetchval(
+        "SELECT count(*) FROM outbox o WHERE EXISTS ("
+        " SELECT 1 FROM unnest($1::text[]) AS m(id) WHERE position(convert_to(m.id, 'UTF8') in o.payload) > 0)",
+        ids,
+    )
+    return int(count) == 0

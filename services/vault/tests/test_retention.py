@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -13,10 +14,16 @@ from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_vault.__main__ import main
-from memvault_vault.database import Database
+from memvault_vault.accounts.service import AccountService
+from memvault_vault.accounts.store import AccountStore
+from memvault_vault.database import Database, VaultAccess
+from memvault_vault.domain.memory import MemoryType
 from memvault_vault.retention import records as retention_records
 from memvault_vault.retention import store as retention
+from memvault_vault.retention.records import RetentionPlan
+from memvault_vault.retention.service import RetentionService
 from memvault_vault.retention.store import RetentionStore
+from memvault_vault.settings import VaultGroup
 
 pytestmark = pytest.mark.integration
 __all__ = ["fake_index", "fake_index_and_stub", "owner"]  # fixtures used here
@@ -163,3 +170,64 @@ def test_the_command_reports_what_it_would_delete(
     assert exit_code.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("nothing to delete") or " would delete " in out
+
+
+async def test_the_stats_say_what_retention_removes_next_and_when_it_runs(
+    owner: Caller, fake_index: FakeIndex, database: Database
+) -> None:
+    ids = await retire_three(owner, fake_index)
+    stats = await owner.stub.GetStats(
+        vpb.GetStatsRequest(vault=owner.vault, include_overview=True), metadata=owner.metadata()
+    )
+    assert sum(stats.memories_by_type.values()) == sum(stats.memories.values()) == len(ids)
+    assert set(stats.memories_by_type) <= {t.value for t in MemoryType}
+    assert (stats.search_mode, stats.embedding_model) == ("hybrid", "fake-model")
+    plain = await owner.stub.GetStats(vpb.GetStatsRequest(vault=owner.vault), metadata=owner.metadata())
+    assert not plain.search_mode and not plain.HasField("retention")  # only when asked for
+    outlook = stats.retention
+    assert outlook.runner == "off" and not outlook.HasField("next_run")  # this test's services have no plan
+    assert (outlook.due_rejected, outlook.due_superseded, outlook.due_invalidated) == (0, 0, 0)
+    soon = outlook.next_due_at.ToDatetime(tzinfo=UTC) - datetime.now(UTC)
+    assert timedelta(days=29) < soon <= timedelta(days=30)  # the rejected one, 30 days after it was rejected
+
+    await age(database, owner, 40)
+    outlook = (
+        await owner.stub.GetStats(
+            vpb.GetStatsRequest(vault=owner.vault, include_overview=True), metadata=owner.metadata()
+        )
+    ).retention
+    assert (outlook.due_rejected, outlook.due_superseded, outlook.due_invalidated) == (1, 0, 0)
+    assert not outlook.due_audit_entries_capped
+    soon = outlook.next_due_at.ToDatetime(tzinfo=UTC) - datetime.now(UTC)
+    assert timedelta(days=324) < soon <= timedelta(days=325)  # then the superseded, invalidated and audit ones
+
+    fake_index.down = True
+    stats = await owner.stub.GetStats(
+        vpb.GetStatsRequest(vault=owner.vault, include_overview=True), metadata=owner.metadata()
+    )
+    assert stats.search_mode == "keyword-only" and "down" in stats.search_mode_reason and not stats.embedding_model
+
+    # A whole-installation run is recorded as the last run; the plan says when the next comes.
+    store = RetentionStore(database)
+    assert await store.purge(runner="in-process") is not None
+    vault = VaultAccess(
+        await database.pool.fetchval("SELECT id::text FROM vault WHERE name = $1", owner.vault),
+        owner.vault,
+        "owner",
+        "",
+    )
+    accounts = AccountService(AccountStore(database))
+    loop = await RetentionService(store, accounts, RetentionPlan(interval_seconds=3600)).outlook(vault)
+    assert loop.runner == "in-process" and loop.last_run is not None and loop.next_run is not None
+    assert loop.next_run - loop.last_run == timedelta(hours=1)
+    assert datetime.now(UTC) - loop.last_run < timedelta(minutes=1)
+    assert loop.due.rejected == 0  # that run removed it
+    cron = await RetentionService(store, accounts, RetentionPlan(schedule="20 * * * *")).outlook(vault)
+    assert cron.runner == "cronjob" and cron.next_run is not None
+    assert cron.next_run.minute == 20 and timedelta(0) < cron.next_run - datetime.now(UTC) <= timedelta(hours=1)
+
+
+def test_a_retention_schedule_that_is_not_cron_is_refused_at_startup() -> None:
+    with pytest.raises(ValueError, match="is not a cron schedule"):
+        VaultGroup(retention_schedule="every hour")
+    assert VaultGroup(retention_schedule=" 20 * * * * ").retention_schedule == "20 * * * *"

@@ -205,6 +205,7 @@ async def test_an_exact_json_change_in_auto_mode_supersedes_the_memory_and_flags
     [change] = history.changes
     assert change.status == spb.SOURCE_CHANGE_STATUS_APPLIED
     assert json.loads(change.new_value_json) == "$35,000"
+    assert json.loads(change.old_value_json) == "$50,000"
     assert change.old_hash != change.new_hash
 
     # Nothing changed since: quiet.
@@ -219,7 +220,9 @@ async def test_review_mode_makes_a_pending_change_that_accepting_applies(owner: 
     assert (await explain(owner, memory_id)).memory.status == pb.MEMORY_STATUS_ACTIVE
     [change] = await pending(owner)
     assert change.proposed_statement == "The campaign budget is 35000."
+    assert (json.loads(change.old_value_json), json.loads(change.new_value_json)) == ("$50,000", 35000)
     assert (await status(owner)).pending_changes == 1
+    assert json.loads((await status(owner)).sources[0].baseline_value_json) == "$50,000"
 
     # A second check of the same content adds nothing.
     assert [c.outcome for c in await sync(owner, source.id)] == ["already_pending"]
@@ -246,7 +249,7 @@ async def test_a_text_change_always_waits_and_needs_the_statement_from_whoever_r
     [check] = await sync(owner, source.id)
     assert check.outcome == "pending"
     [change] = await pending(owner)
-    assert change.new_value_json == "" and change.proposed_statement == ""
+    assert change.new_value_json == change.old_value_json == "" and change.proposed_statement == ""
     assert "14 days" not in str(change)
 
     with pytest.raises(grpc.aio.AioRpcError) as no_statement:
@@ -480,3 +483,37 @@ async def test_memories_carry_size_capped_json_metadata_that_explain_shows(owner
     path.write_text('{"launch": "8 March"}')
     [check] = await sync(owner, source.id)
     assert json.loads((await explain(owner, check.replacement_id)).memory.metadata_json)["owner"] == "ads"
+
+
+async def test_a_check_that_died_after_its_supersede_is_finished_without_applying_it_again(
+    owner: Owner, database: Database
+) -> None:
+    """The state a vault killed between the supersede's commit and the change's record leaves: the memory
+    already says the new value, the source's baseline is still the old one. The next check records it."""
+    memory_id, source, path = await budget_memory(owner)
+    write_json(path, "$35,000")
+    done = await owner.setup.vault.SupersedeMemory(
+        vpb.SupersedeMemoryRequest(
+            vault=owner.vault,
+            memory_id=memory_id,
+            replacement=pb.MemoryDraft(content="The campaign budget is $35,000.", key="campaign.budget"),
+        ),
+        metadata=owner.metadata(),
+    )
+    replacement = done.result.memory_id
+    [check] = await sync(owner, source.id)
+    assert (check.outcome, check.message, check.replacement_id) == ("superseded", "already applied", replacement)
+    assert (await explain(owner, replacement)).memory.status == pb.MEMORY_STATUS_ACTIVE
+    count = await database.pool.fetchval(
+        "SELECT count(*) FROM memory WHERE content = 'The campaign budget is $35,000.'"
+        " AND vault_id = (SELECT id FROM vault WHERE name = $1)",
+        owner.vault,
+    )
+    assert count == 1
+    history = await owner.setup.sources.ListSourceChanges(
+        spb.ListSourceChangesRequest(vault=owner.vault, include_resolved=True), metadata=owner.metadata()
+    )
+    assert [c.status for c in history.changes] == [spb.SOURCE_CHANGE_STATUS_APPLIED]
+    [tracked] = (await status(owner)).sources
+    assert tracked.memory_id == replacement and json.loads(tracked.baseline_value_json) == "$35,000"
+    assert [c.outcome for c in await sync(owner, source.id)] == ["unchanged"]

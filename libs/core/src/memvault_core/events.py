@@ -29,6 +29,7 @@ async def ensure_streams(js: JetStreamContext, settings: NatsSettings) -> None:
             subjects=[f"{settings.subject_root}.events.>"],
             storage=StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_SECONDS,
+            num_replicas=settings.stream_replicas,
         ),
     )
     await _ensure(
@@ -37,5 +38,6 @@ async def ensure_streams(js: JetStreamContext, settings: NatsSettings) -> None:
             name=settings.dead_letter_stream,
             subjects=[f"{settings.subject_root}.deadletter.>"],
             storage=StorageType.FILE,
+            num_replicas=settings.stream_replicas,
         ),
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,11 +245,28 @@ def unreachable(dsn: str) -> Unavailable:
     return Unavailable(f"the database at {address(dsn)} is unreachable; try again once it is back")
 
 
+DISK_FULL_LOG_EVERY_SECONDS = 60.0
+
+
 def database_error(dsn: str) -> Callable[[Exception], Unavailable | None]:
     """For `build_server(translate_error=...)`: a lost database connection is `Unavailable`
-    (status UNAVAILABLE, naming the database), not INTERNAL."""
+    (status UNAVAILABLE, naming the database), not INTERNAL; so is a database out of disk space
+    (SQLSTATE 53100), which is also logged at ERROR, at most once a minute."""
+    logged_at = float("-inf")
 
     def translate(error: Exception) -> Unavailable | None:
+        nonlocal logged_at
+        if isinstance(error, asyncpg.exceptions.DiskFullError):
+            if time.monotonic() - logged_at >= DISK_FULL_LOG_EVERY_SECONDS:
+                logged_at = time.monotonic()
+                log.error(
+                    "the database is out of disk space; writes are refused until space is freed",
+                    extra={"database": address(dsn)},
+                )
+            return Unavailable(
+                f"the database at {address(dsn)} is out of disk space, so nothing was written; "
+                "try again once its operator has freed space"
+            )
         return unreachable(dsn) if is_connection_failure(error) else None
 
     return translate

@@ -49,6 +49,14 @@ class NatsSettings(BaseModel):
     namespace: str = Field(default="", pattern=r"^[a-z0-9_-]{0,32}$")
     """Set it to share one NATS server between several memvault installations (or test runs):
     streams, subjects and consumers then carry it, so they never see each other's events."""
+    stream_replicas: int = Field(default=1, ge=1, le=5)
+    """Copies JetStream keeps of each stream (3 on a three-node cluster: a node can be lost without
+    losing or stalling events). It must not exceed the number of JetStream servers."""
+
+    @property
+    def servers(self) -> list[str]:
+        """The URLs in `url`, which may list several nodes of a cluster separated by commas."""
+        return [part.strip() for part in self.url.split(",") if part.strip()]
 
     @property
     def stream(self) -> str:
@@ -66,8 +74,12 @@ class NatsSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _nats_scheme(cls, value: str) -> str:
-        if not value.startswith(("nats://", "tls://")):
-            raise ValueError("must be a nats:// or tls:// URL, for example nats://127.0.0.1:4222")
+        parts = [part.strip() for part in value.split(",")]
+        if not all(part.startswith(("nats://", "tls://")) for part in parts):
+            raise ValueError(
+                "must be a nats:// or tls:// URL, for example nats://127.0.0.1:4222, or several separated "
+                "by commas (the nodes of a cluster)"
+            )
         return value
 
 

@@ -200,8 +200,78 @@ class VaultClient:
     async def list_revisions(self, identity: str, request: arpb.ListRevisionsRequest) -> arpb.ListRevisionsResponse:
         return await self._call(self._archive.ListRevisions, request, identity)
 
+    async def get_message_context(
+        self, identity: str, request: arpb.GetMessageContextRequest
+    ) -> arpb.GetMessageContextResponse:
+        return await self._call(self._archive.GetMessageContext, request, identity)
+
+    async def read_conversations(
+        self, identity: str, request: arpb.ReadConversationsRequest
+    ) -> arpb.ReadConversationsResponse:
+        return await self._call(self._archive.ReadConversations, request, identity)
+
+    async def resolve_conversations(
+        self, identity: str, request: arpb.ResolveConversationsRequest
+    ) -> arpb.ResolveConversationsResponse:
+        return await self._call(self._archive.ResolveConversations, request, identity)
+
+    async def get_archive_stats(
+        self, identity: str, request: arpb.GetArchiveStatsRequest
+    ) -> arpb.GetArchiveStatsResponse:
+        return await self._call(self._archive.GetArchiveStats, request, identity)
+
     async def get_import(self, identity: str, request: arpb.GetImportRequest) -> arpb.GetImportResponse:
         return await self._call(self._archive.GetImport, request, identity)
+
+    # Archive writes (one MCP tool, archive_write) and context packs.
+
+    async def create_conversation(
+        self, identity: str, request: arpb.CreateConversationRequest
+    ) -> arpb.CreateConversationResponse:
+        return await self._call(self._archive.CreateConversation, request, identity)
+
+    async def append_messages(self, identity: str, request: arpb.AppendMessagesRequest) -> arpb.AppendMessagesResponse:
+        return await self._call(self._archive.AppendMessages, request, identity)
+
+    async def replace_transcript(
+        self, identity: str, request: arpb.ReplaceTranscriptRequest
+    ) -> arpb.ReplaceTranscriptResponse:
+        return await self._call(self._archive.ReplaceTranscript, request, identity)
+
+    async def upsert_messages(self, identity: str, request: arpb.UpsertMessagesRequest) -> arpb.UpsertMessagesResponse:
+        return await self._call(self._archive.UpsertMessages, request, identity)
+
+    async def edit_messages(self, identity: str, request: arpb.EditMessagesRequest) -> arpb.EditMessagesResponse:
+        return await self._call(self._archive.EditMessages, request, identity)
+
+    async def commit_batch(self, identity: str, request: arpb.CommitBatchRequest) -> arpb.CommitBatchResponse:
+        return await self._call(self._archive.CommitBatch, request, identity)
+
+    async def restore_revision(
+        self, identity: str, request: arpb.RestoreRevisionRequest
+    ) -> arpb.RestoreRevisionResponse:
+        return await self._call(self._archive.RestoreRevision, request, identity)
+
+    async def set_conversation_tags(self, identity: str, request: arpb.SetTagsRequest) -> arpb.SetTagsResponse:
+        return await self._call(self._archive.SetTags, request, identity)
+
+    async def copy_conversations(
+        self, identity: str, request: arpb.CopyConversationsRequest
+    ) -> arpb.CopyConversationsResponse:
+        return await self._call(self._archive.CopyConversations, request, identity)
+
+    async def delete_conversation(
+        self, identity: str, request: arpb.DeleteConversationRequest
+    ) -> arpb.DeleteConversationResponse:
+        return await self._call(self._archive.DeleteConversation, request, identity)
+
+    async def empty_archive(self, identity: str, request: arpb.EmptyArchiveRequest) -> arpb.EmptyArchiveResponse:
+        return await self._call(self._archive.EmptyArchive, request, identity)
+
+    async def build_context_pack(
+        self, identity: str, request: arpb.BuildContextPackRequest
+    ) -> arpb.BuildContextPackResponse:
+        return await self._call(self._archive.BuildContextPack, request, identity)
 
     # --- SourcesService ------------------------------------------------------------------------------
 

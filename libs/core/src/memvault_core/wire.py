@@ -95,6 +95,8 @@ SOURCE_CHANGE_STATUSES = EnumNames(spb.SourceChangeStatus)
 MemoryTypeName = Literal["fact", "preference", "decision", "constraint", "assumption", "observation", "instruction"]
 StatusName = Literal["proposed", "active", "superseded", "rejected", "invalidated"]
 RoleName = Literal["owner", "editor", "viewer"]
+SourceKindName = Literal["json_file", "json_url", "text_file", "text_url"]
+SourceModeName = Literal["auto", "review"]
 # Audit finding kinds are strings on the wire (AuditFinding.kinds), not a protobuf enum.
 AuditKindName = Literal["expired", "conflict", "may_conflict", "past_review", "flagged"]
 AUDIT_KINDS: tuple[str, ...] = ("expired", "conflict", "may_conflict", "past_review", "flagged")

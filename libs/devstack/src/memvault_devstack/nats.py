@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import IO
 
 from memvault_devstack.errors import DevstackError
-from memvault_devstack.ports import LOOPBACK, free_port
+from memvault_devstack.ports import LOOPBACK, free_port, free_ports
 from memvault_devstack.processes import ManagedProcess, ReadinessProbe
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,110 @@ class EmbeddedNats:
         self._port = None
 
     def __enter__(self) -> EmbeddedNats:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class EmbeddedNatsCluster:
+    """`size` nats-servers forming one JetStream cluster on loopback (free client and route ports),
+    each storing under `store_dir/n<i>`. For tests of replicated streams: `kill(i)` one node as a
+    crash would, `restart(i)` it on the same ports and store, and it catches up with the others."""
+
+    def __init__(self, store_dir: Path | str, *, size: int = 3, start_timeout: float = 30.0) -> None:
+        if size < 1:
+            raise DevstackError("a NATS cluster needs at least one node")
+        self.store_dir = Path(store_dir).absolute()
+        self.size = size
+        self.start_timeout = start_timeout
+        ports = free_ports(2 * size)
+        self.client_ports = ports[:size]
+        self.route_ports = ports[size:]
+        self._processes: list[ManagedProcess | None] = [None] * size
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"nats://{LOOPBACK}:{port}" for port in self.client_ports]
+
+    @property
+    def url(self) -> str:
+        """Every node's URL, comma-separated (what MEMVAULT_NATS__URL accepts)."""
+        return ",".join(self.urls)
+
+    def node_name(self, index: int) -> str:
+        return f"n{index}"
+
+    def _config(self, index: int) -> Path:
+        directory = self.store_dir / self.node_name(index)
+        directory.mkdir(parents=True, exist_ok=True)
+        routes = ", ".join(f'"nats-route://{LOOPBACK}:{port}"' for port in self.route_ports)
+        path = directory / "nats.conf"
+        path.write_text(
+            f'server_name: "{self.node_name(index)}"\n'
+            f'listen: "{LOOPBACK}:{self.client_ports[index]}"\n'
+            f'jetstream {{ store_dir: "{directory / "js"}" }}\n'
+            f'cluster {{ name: "memvault", listen: "{LOOPBACK}:{self.route_ports[index]}", routes: [{routes}] }}\n'
+        )
+        return path
+
+    def _spawn(self, index: int) -> ManagedProcess:
+        directory = self.store_dir / self.node_name(index)
+        process = ManagedProcess(
+            f"nats-{self.node_name(index)}",
+            [str(server_binary()), "-c", str(self._config(index))],
+            env=os.environ,
+            log_path=directory / "nats-server.log",
+            pid_file=directory / "nats-server.pid",
+            cwd=directory,
+        )
+        process.start()
+        self._processes[index] = process
+        return process
+
+    def start(self) -> str:
+        """Start every node, wait until each greets clients with JetStream on; the URL list."""
+        started = time.monotonic()
+        for index in range(self.size):
+            self._spawn(index)
+        for index in range(self.size):
+            self._wait(index)
+        log.info("NATS cluster of %d ready at %s (%.2fs)", self.size, self.url, time.monotonic() - started)
+        return self.url
+
+    def _wait(self, index: int) -> None:
+        process = self._processes[index]
+        if process is None:
+            raise DevstackError(f"NATS node {self.node_name(index)} is not running")
+        process.wait_ready(JetStreamProbe(self.client_ports[index]), self.start_timeout)
+
+    def kill(self, index: int) -> None:
+        """SIGKILL one node (no flush, as a crash or a lost machine)."""
+        process = self._processes[index]
+        if process is not None:
+            process.kill()
+        self._processes[index] = None
+
+    def restart(self, index: int) -> None:
+        """Start a killed node again on its ports and store; wait until it takes clients."""
+        self.kill(index)
+        self._spawn(index)
+        self._wait(index)
+
+    def running(self, index: int) -> bool:
+        process = self._processes[index]
+        return process is not None and process.running()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        for index, process in enumerate(self._processes):
+            if process is not None:
+                process.stop(timeout)
+            self._processes[index] = None
+
+    def __enter__(self) -> EmbeddedNatsCluster:
         self.start()
         return self
 

@@ -92,11 +92,26 @@ def drop_database(server_dsn: str, database: str) -> None:
     psql(server_dsn, 'DROP DATABASE IF EXISTS :"database" WITH (FORCE)', variables={"database": database})
 
 
+ONE_MACHINE_SETTINGS: Mapping[str, str] = {
+    # WAL kept near 32-64 MiB (more during a burst) instead of growing toward the 1 GiB default
+    # before a checkpoint recycles it: a `make run` data dir held 497 MiB of WAL at 50,000
+    # memories. Checkpoints come more often under a large import (a little more write I/O);
+    # nothing is replicated or archived here, so no segment needs keeping for anyone else.
+    "max_wal_size": "64MB",
+    "min_wal_size": "32MB",
+    "wal_keep_size": "0",
+    # Full-page images in the WAL compressed (pglz).
+    "wal_compression": "on",
+}
+"""Settings for a Postgres on one machine beside the services; `settings` given to
+`EmbeddedPostgres` override them."""
+
+
 class EmbeddedPostgres:
     """A Postgres cluster in `data_dir`, listening on 127.0.0.1 only.
 
     An existing cluster in `data_dir` is reused, so data survives restarts. `settings` are
-    passed as `-c name=value` (tests turn fsync off, for example).
+    passed as `-c name=value` (tests turn fsync off, for example), over ONE_MACHINE_SETTINGS.
     """
 
     def __init__(
@@ -185,9 +200,13 @@ class EmbeddedPostgres:
             return True
         return not process_alive(pid)
 
-    def restart(self) -> str:
-        """Start again after the server died, on the same port so clients reconnect to the same DSN."""
+    def restart(self, *, pause: float = 0.0) -> str:
+        """Start again on the same port so clients reconnect to the same DSN: after the server died,
+        or (fault drills) a running one is stopped first and stays down for `pause` seconds."""
         port = self.port
+        if not self.died():
+            self.stop()
+        time.sleep(pause)
         self._port = None
         self._requested_port = port
         return self.start()
@@ -219,6 +238,7 @@ class EmbeddedPostgres:
             "port": str(port),
             # TCP only: a socket path inside a deep data dir can exceed the unix socket limit.
             "unix_socket_directories": "",
+            **ONE_MACHINE_SETTINGS,
             **self.settings,
         }
         server_options = " ".join(f"-c {shlex.quote(f'{name}={value}')}" for name, value in options.items())

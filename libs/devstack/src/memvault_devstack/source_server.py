@@ -1,5 +1,6 @@
 """A local HTTP server the source tests start: each path answers what the test set (body, status,
-redirect, delay), and can be changed between checks."""
+redirect, delay), and can be changed between checks; `hits` lists the paths asked for, in order (a
+request is listed as it arrives, before its delay)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class Route:
 class SourceServer:
     def __init__(self) -> None:
         self.routes: dict[str, Route] = {}
+        self.hits: list[str] = []
         self.port = 0
 
     def url(self, path: str) -> str:
@@ -41,6 +43,7 @@ def source_server() -> Iterator[SourceServer]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            state.hits.append(self.path)
             route = state.routes.get(self.path)
             if route is None:
                 self.send_response(404)

@@ -197,6 +197,16 @@ class Stack:
     def indexer_address(self) -> str:
         return f"{LOOPBACK}:{self.ports['indexer']}"
 
+    @property
+    def embedded_postgres(self) -> EmbeddedPostgres | None:
+        """The stack's own Postgres server, None when it was given a DSN (fault drills stop it)."""
+        return self._postgres
+
+    @property
+    def embedded_nats(self) -> EmbeddedNats | None:
+        """The stack's own NATS server, None when it was given a URL (fault drills stop it)."""
+        return self._nats
+
     def process(self, service: str) -> ManagedProcess:
         """The running process of a service (KeyError when it was not started)."""
         return self._processes[service]

@@ -28,6 +28,7 @@ from memvault_gateway import dashboard
 from memvault_gateway.api import (
     access,
     archive,
+    archive_writes,
     backup,
     imports,
     index,
@@ -35,6 +36,7 @@ from memvault_gateway.api import (
     memories,
     reference,
     retention,
+    sources,
     vault_settings,
 )
 from memvault_gateway.auth import people, sessions
@@ -241,10 +243,12 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         memories.router,
         imports.router,
         archive.router,
+        archive_writes.router,
         vault_settings.router,
         backup.router,
         retention.router,
         index.router,
+        sources.router,
     ):
         app.include_router(router, dependencies=[Depends(forward_auth.sign_in)])
     dashboard.install(app, dependencies=[Depends(forward_auth.sign_in)])

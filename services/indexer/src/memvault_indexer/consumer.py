@@ -18,11 +18,13 @@ from typing import Any
 
 import nats
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from opentelemetry import propagate, trace
 
+from memvault.events.v1 import archive_events_pb2 as archive_events_pb
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault_core.errors import Unavailable
 from memvault_core.events import ensure_streams
@@ -37,19 +39,25 @@ tracer = trace.get_tracer("memvault_indexer")
 
 DURABLE = "indexer"
 _MESSAGES: dict[str, Any] = {
-    "created": events_pb.MemoryCreated,
-    "updated": events_pb.MemoryUpdated,
-    "forgotten": events_pb.MemoryForgotten,
+    "memory.created": events_pb.MemoryCreated,
+    "memory.updated": events_pb.MemoryUpdated,
+    "memory.forgotten": events_pb.MemoryForgotten,
 }
 
 
 def _parse(message: Msg) -> tuple[str, str]:
-    """(verb, memory id) of an event message."""
-    verb = message.subject.rsplit(".", 1)[-1]
-    kind = _MESSAGES.get(verb)
+    """(verb, memory id) of an event message; for the archive's events ("archived", message id) and
+    ("deleted", "<vault id>/<conversation id>")."""
+    entity_verb = ".".join(message.subject.rsplit(".", 2)[-2:])
+    if entity_verb == "message.archived":
+        return "archived", str(archive_events_pb.MessageArchived.FromString(message.data).message_id)
+    if entity_verb == "conversation.deleted":
+        deleted = archive_events_pb.ConversationDeleted.FromString(message.data)
+        return "deleted", f"{deleted.vault_id}/{deleted.conversation_id}"
+    kind = _MESSAGES.get(entity_verb)
     if kind is None:
         raise ValueError(f"unknown event subject {message.subject}")
-    return verb, str(kind.FromString(message.data).memory_id)
+    return entity_verb.split(".", 1)[1], str(kind.FromString(message.data).memory_id)
 
 
 class EventConsumer:
@@ -76,16 +84,16 @@ class EventConsumer:
 
     async def _run_once(self) -> None:
         nc = await nats.connect(
-            self._settings.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
+            self._settings.servers, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
         )
         try:
             js = nc.jetstream(timeout=5.0)
             await ensure_streams(js, self._settings)
+            subject = f"{self._settings.subject_root}.events.v1.>"
+            config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=60.0, max_ack_pending=10_000)
+            await self._widen(js, subject, config)
             subscription = await js.pull_subscribe(
-                f"{self._settings.subject_root}.events.v1.memory.>",
-                durable=DURABLE,
-                stream=self._settings.stream,
-                config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=60.0, max_ack_pending=10_000),
+                subject, durable=DURABLE, stream=self._settings.stream, config=config
             )
             log.info("consuming events", extra={"stream": self._settings.stream})
             last_message = time.monotonic()
@@ -117,6 +125,25 @@ class EventConsumer:
         except (nats.errors.Error, TimeoutError) as error:
             log.debug("metrics sample failed", extra={"error": type(error).__name__})
 
+    async def _widen(self, js: JetStreamContext, subject: str, config: ConsumerConfig) -> None:
+        """A durable consumer made before the archive's events existed listens to memory events only;
+        move it to every event (JetStream updates a durable's filter in place, keeping its position)."""
+        try:
+            info = await js.consumer_info(self._settings.stream, DURABLE)
+        except nats.js.errors.NotFoundError:
+            return
+        if info.config.filter_subject != subject and not info.config.filter_subjects:
+            widened = ConsumerConfig(
+                durable_name=DURABLE,
+                name=DURABLE,
+                filter_subject=subject,
+                ack_policy=config.ack_policy,
+                ack_wait=config.ack_wait,
+                max_ack_pending=config.max_ack_pending,
+            )
+            await js.add_consumer(self._settings.stream, config=widened)
+            log.info("event consumer now listens to every event", extra={"subject": subject})
+
     async def _handle(self, js: JetStreamContext, messages: Sequence[Msg]) -> None:
         spans = [
             tracer.start_span(f"index {m.subject.rsplit('.', 1)[-1]}", context=propagate.extract(m.headers or {}))
@@ -145,11 +172,21 @@ class EventConsumer:
     async def _apply(self, messages: Sequence[Msg]) -> None:
         created: list[str] = []
         forgotten: list[str] = []
+        archived: list[str] = []
+        deleted: list[tuple[str, str]] = []
         for message in messages:
             verb, memory_id = _parse(message)
-            (forgotten if verb == "forgotten" else created).append(memory_id)
+            if verb == "archived":
+                archived.append(memory_id)
+            elif verb == "deleted":
+                vault_id, conversation_id = memory_id.split("/", 1)
+                deleted.append((vault_id, conversation_id))
+            else:
+                (forgotten if verb == "forgotten" else created).append(memory_id)
         await self._indexer.forget(forgotten)
-        await self._indexer.index([i for i in created if i not in set(forgotten)])
+        # A message of a conversation deleted meanwhile is absent from the vault's answer, so never written.
+        await self._indexer.index([i for i in created if i not in set(forgotten)], message_ids=archived)
+        await self._indexer.forget_conversations(deleted)
 
     async def _one_by_one(self, js: JetStreamContext, message: Msg) -> None:
         try:
@@ -173,5 +210,8 @@ class EventConsumer:
         headers = {**(message.headers or {}), "Memvault-Error": reason}
         await js.publish(f"{self._settings.subject_root}.deadletter.{suffix}", message.data, headers=headers)
         with contextlib.suppress(Exception):
-            _, memory_id = _parse(message)
-            await self._indexer.feed.report([], self._indexer.model, failed=[(memory_id, reason)])
+            verb, memory_id = _parse(message)
+            if verb == "archived":
+                await self._indexer.feed.report([], self._indexer.model, failed_messages=[(memory_id, reason)])
+            elif verb != "deleted":
+                await self._indexer.feed.report([], self._indexer.model, failed=[(memory_id, reason)])

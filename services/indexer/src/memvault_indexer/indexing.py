@@ -106,12 +106,18 @@ class Indexer:
         vectors = await self.embed([query])
         return np.asarray(vectors[0])
 
-    async def index(self, memory_ids: Sequence[str], *, force: bool = False) -> list[Document]:
-        """Bring these memories' points up to date; forgotten ones are removed. Returns what was embedded."""
+    async def index(
+        self, memory_ids: Sequence[str], *, force: bool = False, message_ids: Sequence[str] = ()
+    ) -> list[Document]:
+        """Bring these memories' (and archived messages') points up to date; forgotten or deleted ones are
+        removed. Returns what was embedded."""
         ids = list(dict.fromkeys(memory_ids))
-        documents = await self.feed.documents(ids)
+        messages = list(dict.fromkeys(message_ids))
+        if not ids and not messages:
+            return []
+        documents = await self.feed.documents(ids, messages)
         present = {d.memory_id for d in documents}
-        gone = [i for i in ids if i not in present]
+        gone = [i for i in [*ids, *messages] if i not in present]
         if gone:
             await self.store.delete(gone)
         todo = [
@@ -126,7 +132,15 @@ class Indexer:
         vectors = await self.embed([d.content for d in documents])
         await self.store.upsert(
             [
-                IndexedMemory(d.memory_id, d.vault_id, vector, d.content_hash)
+                IndexedMemory(
+                    d.memory_id,
+                    d.vault_id,
+                    vector,
+                    d.content_hash,
+                    kind=d.kind,
+                    conversation_id=d.conversation_id,
+                    revision=d.revision,
+                )
                 for d, vector in zip(documents, vectors, strict=True)
             ]
         )
@@ -146,6 +160,11 @@ class Indexer:
     async def forget(self, memory_ids: Sequence[str]) -> None:
         if memory_ids:
             await self.store.delete(list(memory_ids))
+
+    async def forget_conversations(self, conversations: Sequence[tuple[str, str]]) -> None:
+        """Remove the points of every message of these deleted conversations (vault id, conversation id)."""
+        for vault_id, conversation_id in dict.fromkeys(conversations):
+            await self.store.delete_conversation(vault_id, conversation_id)
 
     async def optimize_if_due(self, idle_seconds: float = 0.0) -> None:
         """Let an embedded Qdrant Edge build its index after a burst of writes (a server does this
@@ -170,17 +189,21 @@ class Indexer:
         limit: int,
         score_ids: Sequence[str] = (),
         pending: Sequence[tuple[str, str]] = (),
+        *,
+        messages: bool = False,
     ) -> dict[str, float]:
-        """Cosine by memory id: the nearest memories of the vault, plus the ids and texts asked about."""
+        """Cosine by memory id: the nearest memories of the vault, plus the ids and texts asked about
+        (with `messages`: the vault's archived messages instead, by message id)."""
         query_vector = await self.embed_query(query)
         pending_vectors: Any = await self.embed([text for _, text in pending]) if pending else []
         cosines: dict[str, float] = {}
         if limit > 0:
-            for hit in await self.store.search(query_vector, vault_id, limit):
+            for hit in await self.store.search(query_vector, vault_id, limit, SearchFilters(messages=messages)):
                 cosines[hit.memory_id] = hit.score
         wanted = [i for i in dict.fromkeys(score_ids) if i not in cosines]
         if wanted:
-            for hit in await self.store.search(query_vector, vault_id, len(wanted), SearchFilters(memory_ids=wanted)):
+            only = SearchFilters(memory_ids=wanted, messages=messages)
+            for hit in await self.store.search(query_vector, vault_id, len(wanted), only):
                 cosines[hit.memory_id] = hit.score
         for (memory_id, _), vector in zip(pending, pending_vectors, strict=True):
             cosines.setdefault(memory_id, float(np.dot(query_vector, vector)))

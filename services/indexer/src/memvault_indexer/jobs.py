@@ -131,7 +131,12 @@ class JobRunner:
             except Exception as error:
                 # This page's texts could not be embedded: the vault lists them as failed index jobs.
                 reason = error.message if isinstance(error, MemvaultError) else type(error).__name__
-                await indexer.feed.report([], indexer.model, [(d.memory_id, reason) for d in todo])
+                await indexer.feed.report(
+                    [],
+                    indexer.model,
+                    [(d.memory_id, reason) for d in todo if d.kind != "message"],
+                    [(d.memory_id, reason) for d in todo if d.kind == "message"],
+                )
                 failed = len(todo)
             assert self._status is not None
             self._update(done=self._status.done + len(page), failed=self._status.failed + failed)

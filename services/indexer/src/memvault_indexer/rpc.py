@@ -25,6 +25,9 @@ MAX_PENDING = 600
 """Texts of memories not yet indexed that one call may carry (the vault's duplicate check sends up to 600)."""
 
 
+REBUILDING = "the vector index is being rebuilt; recall answers keyword-only until it is full"
+
+
 class IndexServicer(index_pb2_grpc.IndexServiceServicer):
     def __init__(self, indexer: Indexer, backend: str, signer: IdentitySigner, jobs: JobRunner | None = None) -> None:
         self._indexer = indexer
@@ -38,7 +41,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         self._check(context, "vault")
         if self._indexer.filling or self.jobs.filling:
-            raise Unavailable("the vector index is being rebuilt; recall answers keyword-only until it is full")
+            raise Unavailable(REBUILDING)
         if not request.vault_id:
             raise InvalidArgument("vault_id is required", field="vault_id")
         if not request.query.strip() or len(request.query) > limits.MAX_QUERY_CHARS:
@@ -51,6 +54,7 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             max(0, min(request.limit, limits.MAX_RECALL_RESULTS * 4)),
             list(request.score_ids),
             [(p.memory_id, p.text) for p in request.pending],
+            messages=request.messages,
         )
         hits = sorted(cosines.items(), key=lambda item: item[1], reverse=True)
         return pb.SearchResponse(
@@ -85,12 +89,15 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
         self, request: pb.GetIndexInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetIndexInfoResponse:
         self._check(context, "vault", "indexer")
+        filling = self._indexer.filling or self.jobs.filling
         return pb.GetIndexInfoResponse(
             model=self._indexer.model,
             dimension=self._indexer.embedder.dimension,
             collection=self._indexer.store.collection,
-            points=await self._indexer.store.count(),
+            points=0 if request.skip_points else await self._indexer.store.count(),
             backend=self._backend,
+            searchable=not filling,
+            not_searchable_reason=REBUILDING if filling else "",
         )
 
     async def Reindex(self, request: pb.ReindexRequest, context: grpc.aio.ServicerContext) -> pb.ReindexResponse:

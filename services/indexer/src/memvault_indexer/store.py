@@ -37,7 +37,9 @@ from memvault_indexer.embedder import model_slug
 VECTOR_NAME = "dense"
 REOPEN_WAIT_SECONDS = 10.0
 """How long a search waits while an embedded shard is closed to be copied or swapped."""
-KEYWORD_FIELDS = ("vault_id", "status", "type")
+KEYWORD_FIELDS = ("vault_id", "status", "type", "kind", "conversation_id")
+MESSAGE = "message"
+"""`kind` of an archived message's point; a memory's point has no `kind` (older collections hold none)."""
 
 
 def collection_name(model: str, dimension: int) -> str:
@@ -73,8 +75,22 @@ class IndexedMemory:
     content_hash: str
     status: str | None = None
     type: str | None = None
+    kind: str = "memory"
+    """memory, or message for a message of an archived conversation."""
+    conversation_id: str = ""
+    revision: int = 0
 
     def payload(self, model: str) -> dict[str, Any]:
+        if self.kind == MESSAGE:
+            return {
+                "kind": MESSAGE,
+                "message_id": _point_id(self.memory_id),
+                "conversation_id": self.conversation_id,
+                "revision": self.revision,
+                "vault_id": self.vault_id,
+                "content_hash": self.content_hash,
+                "model": model,
+            }
         payload: dict[str, Any] = {
             "memory_id": _point_id(self.memory_id),
             "vault_id": self.vault_id,
@@ -93,13 +109,15 @@ class SearchFilters:
     """Optional narrowing of a search beyond the vault.
 
     `memory_ids` restricts the search to those memories: recall uses it to get exact cosines
-    for keyword-only candidates.
+    for keyword-only candidates. A search finds memories, or with `messages` archived messages
+    only (the two share the collection).
     """
 
     statuses: Sequence[str] = ()
     types: Sequence[str] = ()
     memory_ids: Sequence[str | uuid.UUID] = ()
     exclude_ids: Sequence[str | uuid.UUID] = ()
+    messages: bool = False
 
 
 class Hit(NamedTuple):
@@ -167,6 +185,10 @@ class VectorStore(Protocol):
 
     async def delete_vault(self, vault_id: str) -> None:
         """Remove every point of a vault."""
+        ...
+
+    async def delete_conversation(self, vault_id: str, conversation_id: str) -> None:
+        """Remove the points of every message of an archived conversation."""
         ...
 
     async def search(
@@ -369,6 +391,18 @@ class EdgeVectorStore:
 
         await self._update(lambda: UpdateOperation.delete_points_by_filter(self._filter(vault_id)))
 
+    async def delete_conversation(self, vault_id: str, conversation_id: str) -> None:
+        from qdrant_edge import FieldCondition, Filter, MatchValue, UpdateOperation
+
+        def operation() -> Any:
+            conditions: list[Any] = [
+                FieldCondition("vault_id", match=MatchValue(vault_id)),
+                FieldCondition("conversation_id", match=MatchValue(conversation_id)),
+            ]
+            return UpdateOperation.delete_points_by_filter(Filter(must=conditions))
+
+        await self._update(operation)
+
     async def _update(self, operation: Callable[[], Any]) -> None:
         """Apply one update to the shard (and remember it while a copy is being optimized).
 
@@ -397,6 +431,7 @@ class EdgeVectorStore:
                 must.append(HasIdCondition({_point_id(i) for i in filters.memory_ids}))
             if filters.exclude_ids:
                 must_not.append(HasIdCondition({_point_id(i) for i in filters.exclude_ids}))
+            (must if filters.messages else must_not).append(FieldCondition("kind", match=MatchValue(MESSAGE)))
         return Filter(must=must or None, must_not=must_not or None)
 
     async def search(
@@ -436,7 +471,7 @@ class EdgeVectorStore:
         return QueryRequest(
             limit=limit,
             query=Query.Nearest(query, using=VECTOR_NAME),
-            filter=self._filter(vault_id, filters),
+            filter=self._filter(vault_id, filters or SearchFilters()),
             params=SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
             with_payload=False,
             with_vector=False,
@@ -677,6 +712,8 @@ class QdrantServerStore:
                 must.append(models.HasIdCondition(has_id=[_point_id(i) for i in filters.memory_ids]))
             if filters.exclude_ids:
                 must_not.append(models.HasIdCondition(has_id=[_point_id(i) for i in filters.exclude_ids]))
+            kind = models.FieldCondition(key="kind", match=models.MatchValue(value=MESSAGE))
+            (must if filters.messages else must_not).append(kind)
         return models.Filter(must=must or None, must_not=must_not or None)
 
     async def upsert(self, memories: Sequence[IndexedMemory]) -> None:
@@ -707,6 +744,16 @@ class QdrantServerStore:
         from qdrant_client import models
 
         selector = models.FilterSelector(filter=self._filter(vault_id))
+        await self._client.delete(self._collection, points_selector=selector, wait=True)
+
+    async def delete_conversation(self, vault_id: str, conversation_id: str) -> None:
+        from qdrant_client import models
+
+        conditions: list[Any] = [
+            models.FieldCondition(key="vault_id", match=models.MatchValue(value=vault_id)),
+            models.FieldCondition(key="conversation_id", match=models.MatchValue(value=conversation_id)),
+        ]
+        selector = models.FilterSelector(filter=models.Filter(must=conditions))
         await self._client.delete(self._collection, points_selector=selector, wait=True)
 
     async def search(
@@ -742,7 +789,7 @@ class QdrantServerStore:
         return models.QueryRequest(
             query=query,
             using=VECTOR_NAME,
-            filter=self._filter(vault_id, filters),
+            filter=self._filter(vault_id, filters or SearchFilters()),
             params=None if self._local else models.SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
             limit=limit,
             with_payload=False,

@@ -16,7 +16,13 @@ from starlette.types import ASGIApp
 from memvault_core.identity import IdentitySigner
 from memvault_core.metrics import HttpMetrics
 from memvault_core.vault_client import VaultClient
-from memvault_mcp.middleware import ArgumentsMiddleware, IdentityMiddleware, ScopeMiddleware, ToolMetricsMiddleware
+from memvault_mcp.middleware import (
+    ArgumentsMiddleware,
+    GatewayTraceMiddleware,
+    IdentityMiddleware,
+    ScopeMiddleware,
+    ToolMetricsMiddleware,
+)
 from memvault_mcp.tools import build_tools
 from memvault_mcp.tools.registry import ToolContext
 
@@ -44,6 +50,8 @@ def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
         tools=tools,
         middleware=[ToolMetricsMiddleware(tools), ScopeMiddleware(tools, signer), ArgumentsMiddleware(tools)],
     )
+    # Ahead of the SDK's OpenTelemetry middleware (first in the chain): see GatewayTraceMiddleware.
+    server.middleware.insert(0, GatewayTraceMiddleware())
 
     @server.custom_route("/healthz", methods=["GET"])  # type: ignore[untyped-decorator]
     async def healthz(request: Request) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -63,6 +64,28 @@ def _outcome(name: str, result: HandlerResult) -> str:
         return "ok"
     text = result.content[0].text if result.content and isinstance(result.content[0], TextContent) else ""
     return "internal_error" if text.strip() == f"Error executing tool {name}" else "tool_error"
+
+
+# The W3C trace context keys an MCP client may put in a request's `_meta` (SEP-414): the default
+# propagators' carriers, trace context and baggage.
+CLIENT_TRACE_KEYS = frozenset({"traceparent", "tracestate", "baggage"})
+
+
+class GatewayTraceMiddleware(ServerMiddleware[Any]):
+    """Drop the trace context an agent put in `_meta`, so each message's span (the SDK's
+    OpenTelemetry middleware, which runs next) hangs from the gateway's request span, whose context
+    came in the HTTP `traceparent` header, and not from the agent's own trace.
+
+    An instrumented MCP client sends its trace in `_meta`; the SDK would make it the parent of the
+    mcp service's spans and everything under them (vault, indexer), splitting one request through
+    the gateway into two traces. The gateway is the edge: what a caller sends decides nothing inside.
+    """
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.meta and not CLIENT_TRACE_KEYS.isdisjoint(ctx.meta):
+            kept = {key: value for key, value in ctx.meta.items() if key not in CLIENT_TRACE_KEYS}
+            ctx = dataclasses.replace(ctx, meta=kept or None)  # type: ignore[arg-type]
+        return await call_next(ctx)
 
 
 class ArgumentsMiddleware(ServerMiddleware[Any]):

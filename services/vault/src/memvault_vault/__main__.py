@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import logging
+import signal
 import sys
 
 from memvault.vault.v1 import (
@@ -38,6 +40,7 @@ from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
 from memvault_vault.metrics import VaultMetrics
 from memvault_vault.outbox.relay import OutboxRelay
+from memvault_vault.retention.records import RetentionPlan
 from memvault_vault.retention.service import run_periodically
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
@@ -73,6 +76,15 @@ def cannot_reach(dsn: str, error: BaseException) -> StartupError:
     return StartupError(f"cannot reach Postgres at {address(dsn)} (MEMVAULT_POSTGRES__DSN): {reason}")
 
 
+def _cursor_secret(settings: Settings) -> bytes:
+    """The key archive cursors are signed with: its own setting, or one derived from the identity key."""
+    if settings.vault.cursor_secret is not None:
+        return settings.vault.cursor_secret.get_secret_value().encode()
+    return hashlib.sha256(
+        b"memvault archive cursors\x00" + settings.identity.secret.get_secret_value().encode()
+    ).digest()
+
+
 async def serve(settings: Settings) -> None:
     dsn = settings.postgres.dsn
     try:
@@ -95,7 +107,13 @@ async def serve(settings: Settings) -> None:
             else None
         )
         server, health = build_server(settings.vault.listen, translate_error=database_error(dsn), service="vault")
-        services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
+        services = VaultServices.build(
+            database,
+            index,
+            source_rules=SourceRules.from_settings(settings.sources),
+            retention_plan=RetentionPlan(settings.vault.retention_interval_seconds, settings.vault.retention_schedule),
+            cursor_secret=_cursor_secret(settings),
+        )
         vault_pb2_grpc.add_VaultServiceServicer_to_server(VaultServicer(services, signer), server)
         index_feed_pb2_grpc.add_IndexFeedServiceServicer_to_server(
             IndexFeedServicer(services.index_feed, signer), server
@@ -115,7 +133,11 @@ async def serve(settings: Settings) -> None:
         if metrics_server is not None:
             background.append(asyncio.create_task(VaultMetrics(database).run(settings.metrics.sample_seconds)))
         if settings.vault.relay:
-            background.append(asyncio.create_task(OutboxRelay(dsn, settings.nats).run()))
+            background.append(
+                asyncio.create_task(
+                    OutboxRelay(dsn, settings.nats, keep_published_seconds=settings.vault.outbox_keep_seconds).run()
+                )
+            )
         if settings.vault.retention_interval_seconds > 0:
             background.append(
                 asyncio.create_task(
@@ -161,7 +183,7 @@ async def serve(settings: Settings) -> None:
 async def purge(settings: MigrateSettings, *, dry_run: bool) -> int:
     database = await Database.connect(settings.postgres.dsn, 1, 2)
     try:
-        report = await RetentionStore(database).purge(dry_run=dry_run)
+        report = await RetentionStore(database).purge(dry_run=dry_run, runner="command")
     finally:
         await database.close()
     if report is None:
@@ -196,7 +218,12 @@ async def sources_command(settings: SourcesSettings, command: str, poll: float) 
         if settings.vault.indexer_address and settings.identity is not None:
             signer = IdentitySigner(settings.identity.secret.get_secret_value(), settings.identity.ttl_seconds)
             index = IndexClient(settings.vault.indexer_address, settings.vault.index_timeout_seconds, signer)
-        services = VaultServices.build(database, index, source_rules=SourceRules.from_settings(settings.sources))
+        services = VaultServices.build(
+            database,
+            index,
+            source_rules=SourceRules.from_settings(settings.sources),
+            retention_plan=RetentionPlan(settings.vault.retention_interval_seconds, settings.vault.retention_schedule),
+        )
 
         def say(line: str) -> None:
             print(line, flush=True)
@@ -208,7 +235,15 @@ async def sources_command(settings: SourcesSettings, command: str, poll: float) 
         elif command == "changes":
             await runner.print_changes(services.sources, say)
         else:
-            await runner.watch(services.sources, poll, say)
+            # SIGTERM (a Deployment or systemd stopping the watcher) ends it like Ctrl-C: between rounds or
+            # in the middle of one (a check cut short is checked again by the next sync).
+            watching = asyncio.current_task()
+            assert watching is not None
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, watching.cancel)
+            try:
+                await runner.watch(services.sources, poll, say)
+            except asyncio.CancelledError:
+                return 0
         return 0
     finally:
         if index is not None:

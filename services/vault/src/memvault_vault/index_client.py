@@ -45,8 +45,10 @@ class IndexClient:
         limit: int,
         score_ids: Sequence[str],
         pending: Sequence[tuple[str, str]],
+        messages: bool = False,
     ) -> dict[str, float]:
-        """Cosine similarity by memory id: nearest memories plus the ones asked to be scored."""
+        """Cosine similarity by memory id: nearest memories plus the ones asked to be scored (with
+        `messages`: archived messages by message id instead)."""
         if limit <= 0 and not score_ids and not pending:
             return {}  # nothing asked: no call
         request = index_pb2.SearchRequest(
@@ -55,6 +57,7 @@ class IndexClient:
             limit=limit,
             score_ids=list(score_ids),
             pending=[index_pb2.PendingText(memory_id=i, text=t) for i, t in pending],
+            messages=messages,
         )
         try:
             response = await self._stub.Search(request, timeout=self._timeout, metadata=self._metadata())
@@ -87,6 +90,16 @@ class IndexClient:
             ({m.memory_id: m.cosine for m in result.memories}, {e.index: e.cosine for e in result.earlier})
             for result in response.results
         ]
+
+    async def searchable(self) -> tuple[str, str]:
+        """(the embedding model, why searches are refused now: empty when they are answered)."""
+        try:
+            info = await self._stub.GetIndexInfo(
+                index_pb2.GetIndexInfoRequest(skip_points=True), timeout=self._timeout, metadata=self._metadata()
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+        return info.model, "" if info.searchable else info.not_searchable_reason
 
     # --- backup and restore (memvault_vault.backup) ---------------------------------------------------
     # Longer deadlines than recall's: these move vectors in bulk, and nobody waits on them for an answer.

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.archive.reading_store import ArchiveReadStore
+from memvault_vault.archive.reads import ArchiveReads
 from memvault_vault.archive.service import ArchiveService
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.audit.service import AuditService
@@ -14,6 +17,7 @@ from memvault_vault.backup.service import BackupService
 from memvault_vault.backup.store import BackupStore
 from memvault_vault.database import Database
 from memvault_vault.domain import duplicates
+from memvault_vault.domain.signed_cursor import CursorSigner
 from memvault_vault.guide.service import GuideService
 from memvault_vault.guide.store import GuideStore
 from memvault_vault.imports.service import ImportService
@@ -29,6 +33,7 @@ from memvault_vault.memories.store import MemoryStore
 from memvault_vault.memories.writes import Writer
 from memvault_vault.recall.service import RecallService
 from memvault_vault.recall.store import RecallStore
+from memvault_vault.retention.records import RetentionPlan
 from memvault_vault.retention.service import RetentionService
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.review.service import ReviewService
@@ -64,6 +69,8 @@ class VaultServices:
         *,
         index_catch_up_seconds: float = duplicates.INDEX_CATCH_UP_SECONDS,
         source_rules: SourceRules | None = None,
+        retention_plan: RetentionPlan | None = None,
+        cursor_secret: bytes | None = None,
     ) -> VaultServices:
         """Without an indexer, recall is keyword-only and the duplicate check exact-only. Without source
         rules, no file or URL may be tracked."""
@@ -76,6 +83,8 @@ class VaultServices:
             memories, feed, audit, index, index_catch_up_seconds=index_catch_up_seconds, index_progress=progress
         )
         memory_service = MemoryService(memories, writer, accounts)
+        # Without a configured secret (tests), archive cursors hold for this process only.
+        cursors = CursorSigner(cursor_secret or os.urandom(32))
         return cls(
             accounts=accounts,
             memories=memory_service,
@@ -84,10 +93,15 @@ class VaultServices:
             review=ReviewService(ReviewStore(database), memories, accounts),
             guide=GuideService(GuideStore(database), accounts),
             audit=AuditService(audit, accounts),
-            archive=ArchiveService(ArchiveStore(database), accounts),
+            archive=ArchiveService(
+                ArchiveStore(database),
+                accounts,
+                cursors=cursors,
+                reads=ArchiveReads(ArchiveReadStore(database), accounts, index, cursors),
+            ),
             index_feed=IndexFeedService(feed, progress),
-            backup=BackupService(BackupStore(database.pool), accounts, index),
-            retention=RetentionService(RetentionStore(database), accounts),
+            backup=BackupService(BackupStore(database), accounts, index),
+            retention=RetentionService(RetentionStore(database), accounts, retention_plan),
             index_admin=IndexAdminService(IndexAdminStore(database), accounts, index),
             sources=SourceService(
                 SourceStore(database),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Annotated
+
+from croniter import croniter
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 from memvault_core.metrics import MetricsSettings
 from memvault_core.settings import (
@@ -24,8 +27,24 @@ class VaultGroup(BaseModel):
     shutdown_grace_seconds: float = 10.0
     relay: bool = True
     """Publish outbox events to NATS from this process (one replica at a time does)."""
+    outbox_keep_seconds: float = Field(default=3600.0, ge=0)
+    """How long a published outbox event stays in Postgres before the relay deletes it."""
     retention_interval_seconds: float = 3600.0
     """How often to delete what the vaults' retention settings no longer keep; 0 turns it off."""
+    retention_schedule: str = ""
+    """The cron schedule of the CronJob that runs `memvault-vault retention` instead (the chart sets it
+    with the interval at 0); only shown on the dashboard, as when retention runs next."""
+
+    @field_validator("retention_schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if value.strip() and not croniter.is_valid(value.strip()):
+            raise ValueError(f"{value!r} is not a cron schedule; write it as the CronJob's, e.g. '20 * * * *'")
+        return value.strip()
+
+    cursor_secret: SecretStr | None = None
+    """Key of the HMAC that signs archive cursors (every vault replica needs the same); unset, one is
+    derived from MEMVAULT_IDENTITY__SECRET."""
 
 
 class SourcesGroup(BaseModel):
@@ -38,11 +57,23 @@ class SourcesGroup(BaseModel):
     private_networks: list[str] = []
     """Private address ranges URLs may lead to (e.g. `10.0.0.0/8`); `*` allows every private address.
     Without one, a host resolving to a private, loopback or link-local address is refused."""
-    fetch_timeout_seconds: float = 10.0
-    max_redirects: int = 3
-    check_interval_seconds: float = 30.0
+    fetch_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    max_redirects: Annotated[int, Field(ge=0)] = 3
+    check_interval_seconds: Annotated[float, Field(ge=0)] = 30.0
     """How often the vault process checks which sources are due; 0 turns the in-process loop off (a
     `memvault-vault sources sync` CronJob does it instead)."""
+    claim_seconds: float = 120.0
+    """How long one check holds its source, so two syncs never check it at once. A check whose process
+    died (killed, OOM) lets its source go after this long; the next sync then checks it again."""
+
+    @model_validator(mode="after")
+    def _claim_outlasts_a_fetch(self) -> SourcesGroup:
+        if self.claim_seconds <= self.fetch_timeout_seconds:
+            raise ValueError(
+                f"claim_seconds ({self.claim_seconds:g}) must be longer than fetch_timeout_seconds "
+                f"({self.fetch_timeout_seconds:g}), or one check could overlap another"
+            )
+        return self
 
 
 class Settings(ServiceSettings):

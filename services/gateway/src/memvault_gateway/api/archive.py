@@ -127,12 +127,15 @@ async def search(
     vault: Vault,
     caller: Caller,
     gw: GatewayDep,
-    q: Annotated[str, Query(min_length=1, max_length=1000)],
+    q: Annotated[str, Query(max_length=1000, description="The query; omit it with a cursor.")] = "",
     limit: Annotated[int, Query(ge=0, le=50)] = 0,
+    cursor: Annotated[str, Query(max_length=4000, description="next_cursor of the previous page.")] = "",
 ) -> dict[str, Any]:
-    request = pb.SearchMessagesRequest(vault=vault, query=q, limit=limit)
+    request = pb.SearchMessagesRequest(vault=vault, query=q, limit=limit, cursor=cursor)
     response = await gw.vault.archive_call("SearchMessages", request, caller.identity())
     return {
+        "mode": response.mode,
+        "next_cursor": response.next_cursor or None,
         "hits": [
             {
                 "conversation_id": h.conversation_id,
@@ -143,5 +146,5 @@ async def search(
                 "score": h.score,
             }
             for h in response.hits
-        ]
+        ],
     }

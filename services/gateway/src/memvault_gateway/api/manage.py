@@ -11,6 +11,7 @@ import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
@@ -24,7 +25,7 @@ from memvault_gateway.api.access import GatewayDep, SessionDep, principal
 from memvault_gateway.auth import credentials, people
 from memvault_gateway.auth.bearer import Principal
 from memvault_gateway.context import Gateway
-from memvault_gateway.store import Grant, Session
+from memvault_gateway.store import ClientInUse, ClientUse, Grant, Session
 
 log = logging.getLogger("memvault_gateway")
 
@@ -98,6 +99,62 @@ async def revoke_grant(grant_id: str, session: SessionDep, gw: GatewayDep) -> di
         raise NotFound("no live grant with that id is yours; list them with GET /api/v1/grants")
     await _audit(gw, session.user.subject, "grant.revoke", revoked.id, {"client": revoked.name, "kind": revoked.kind})
     return {"revoked": grant_json(revoked)}
+
+
+# --- registered OAuth clients ---------------------------------------------------------------------
+# Clients (dynamic registration, metadata documents) belong to the installation, not to an account.
+# An account may delete one it has a grant for only while no other account holds a live grant for it;
+# an administrator may delete any. Deleting removes the client with every grant, code and token
+# under it: its tokens stop working at once, and the app must register (or be approved) again.
+
+
+def client_json(use: ClientUse, *, admin: bool) -> dict[str, Any]:
+    client = use.client
+    return {
+        "client_id": client.client_id,
+        "kind": client.kind,
+        "client_name": client.client_name,
+        "redirect_hosts": sorted({urlsplit(uri).hostname or uri for uri in client.redirect_uris}),
+        "created_at": _time(client.created_at),
+        "my_live_grants": use.my_live_grants,
+        "other_accounts": use.other_accounts,
+        "deletable": admin or use.other_accounts == 0,
+    }
+
+
+@router.get("/clients")
+async def list_clients(session: SessionDep, gw: GatewayDep) -> dict[str, list[dict[str, Any]]]:
+    """Registered OAuth clients you have (or had) a grant for; an administrator sees every client.
+    `deletable` is false while another account holds a live grant for it (then only an administrator may)."""
+    uses = await gw.store.clients_of(session.user.id, every=session.user.is_admin)
+    return {"clients": [client_json(u, admin=session.user.is_admin) for u in uses]}
+
+
+@router.delete("/clients")
+async def delete_client(
+    session: SessionDep,
+    gw: GatewayDep,
+    client_id: Annotated[str, Query(min_length=1, max_length=2000, description="The client's id (may be a URL).")],
+) -> dict[str, Any]:
+    """Delete a registered client with every grant and token under it (they stop working at once).
+    Refused unless you are an administrator while another account holds a live grant for it."""
+    try:
+        deleted = await gw.store.delete_client(client_id, session.user.id, admin=session.user.is_admin)
+    except ClientInUse as refused:
+        raise PermissionDenied(
+            f"{refused.use.other_accounts} other account(s) use {refused.use.client.client_name!r}: only an "
+            "administrator can delete it; revoke your own grant instead (DELETE /api/v1/grants/{id})"
+        ) from None
+    if deleted is None:
+        raise NotFound("no registered client with that id is yours to delete; list them with GET /api/v1/clients")
+    await _audit(
+        gw,
+        session.user.subject,
+        "client.delete",
+        deleted.client.client_id[:200],
+        {"client": deleted.client.client_name[:100], "other_accounts": str(deleted.other_accounts)},
+    )
+    return {"deleted": client_json(deleted, admin=session.user.is_admin)}
 
 
 class ServiceTokenRequest(BaseModel):

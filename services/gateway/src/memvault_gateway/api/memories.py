@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits, wire
@@ -39,6 +39,52 @@ from memvault_gateway.api.shapes import (
 
 router = APIRouter(prefix="/api/v1")
 
+MAX_CLIENT_CHARS = 200
+
+
+def memory_filter(
+    key: Annotated[
+        str, Query(max_length=limits.MAX_KEY_CHARS, description="Only memories with this key (exact).")
+    ] = "",
+    scope: Annotated[
+        str, Query(max_length=limits.MAX_KEY_CHARS, description="Only memories with this scope (exact).")
+    ] = "",
+    source: Annotated[
+        str,
+        Query(
+            max_length=limits.MAX_SOURCE_CHARS,
+            description="Only memories whose source starts with this (e.g. 'import:' for every import).",
+        ),
+    ] = "",
+    client: Annotated[
+        str, Query(max_length=MAX_CLIENT_CHARS, description="Only memories written by this client (exact).")
+    ] = "",
+    created_from: Annotated[
+        Time | None, Query(description="Only memories created at or after this time (ISO 8601).")
+    ] = None,
+    created_to: Annotated[
+        Time | None,
+        Query(description="Only memories created before this time (exclusive; ISO 8601, a date means its 00:00 UTC)."),
+    ] = None,
+) -> vpb.MemoryFilter:
+    """The filters list and recall share beyond status, type and tag (empty: not filtered)."""
+    if created_from is not None and created_to is not None and created_from >= created_to:
+        raise InvalidArgument(
+            "created_from must be before created_to (created_to is exclusive: the first moment left out)",
+            field="created_to",
+        )
+    return vpb.MemoryFilter(
+        key=key.strip(),
+        scope=scope.strip(),
+        source=source.strip(),
+        client=client.strip(),
+        created_from=wire.to_timestamp(created_from),
+        created_to=wire.to_timestamp(created_to),
+    )
+
+
+Filters = Annotated[vpb.MemoryFilter, Depends(memory_filter)]
+
 
 @router.get("/vaults/{vault}/memories")
 async def list_memories(
@@ -50,8 +96,10 @@ async def list_memories(
     tag: Annotated[list[str], Query(max_length=limits.MAX_TAG_CHARS)] = [],  # noqa: B006
     limit: ListLimit = limits.DEFAULT_LIST_RESULTS,
     cursor: Annotated[str, Query(max_length=2000)] = "",
+    filters: Filters = vpb.MemoryFilter(),  # noqa: B008 (read only)
 ) -> dict[str, Any]:
-    """Memories newest first, by status, type and tag; follow next_cursor."""
+    """Memories newest first, by status, type, tag, key, scope, source, client and creation time; follow
+    next_cursor."""
     request = vpb.ListMemoriesRequest(
         vault=vault,
         statuses=[wire.MEMORY_STATUSES.value(s) for s in status],
@@ -59,6 +107,7 @@ async def list_memories(
         tags=tag,
         limit=limit,
         cursor=cursor,
+        filter=filters,
     )
     response = await vault_call(gw, rpc.VaultClient.list_memories, request, caller)
     return {
@@ -305,8 +354,9 @@ async def recall(
     tag: Annotated[list[str], Query(max_length=limits.MAX_TAG_CHARS)] = [],  # noqa: B006
     as_of: Time | None = None,
     include_expired: bool = False,
+    filters: Filters = vpb.MemoryFilter(),  # noqa: B008 (read only)
 ) -> dict[str, Any]:
-    """Hybrid recall with warnings; `as_of` answers with what was valid then."""
+    """Hybrid recall with warnings; `as_of` answers with what was valid then. The same filters as the list."""
     request = vpb.RecallRequest(
         vault=vault,
         query=q,
@@ -317,6 +367,7 @@ async def recall(
         tags=tag,
         as_of=wire.to_timestamp(as_of),
         include_expired=include_expired,
+        filter=filters,
     )
     response = await vault_call(gw, rpc.VaultClient.recall, request, caller)
     return {

@@ -20,7 +20,17 @@ DEFAULT_SCOPES = ("read", "write")
 _IMPLIED_BY = {"read": {"read", "write", "admin"}, "write": {"write", "admin"}, "admin": {"admin"}}
 
 WRITE_TOOLS = frozenset(
-    {"remember", "propose_memory", "bulk_remember", "forget", "supersede", "invalidate", "track_source", "sources"}
+    {
+        "remember",
+        "propose_memory",
+        "bulk_remember",
+        "forget",
+        "supersede",
+        "invalidate",
+        "track_source",
+        "sources",
+        "archive_write",
+    }
 )
 """MCP tools that change memories; every other tool needs only `read`."""
 

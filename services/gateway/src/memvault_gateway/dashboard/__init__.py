@@ -1,4 +1,4 @@
-"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, imports, guide,
+"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, sources, imports, guide,
 settings, index, backup, members, apps, audit), calling the vault through the same code as /api/v1.
 
 `install(app)` adds its routes; templates, static files and catalogues live beside this module.
@@ -24,6 +24,7 @@ from memvault_gateway.dashboard import (
     overview,
     review,
     settings_page,
+    sources_page,
 )
 
 
@@ -38,6 +39,7 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
         overview,
         review,
         memories,
+        sources_page,
         imports,
         guide,
         settings_page,

@@ -4,20 +4,29 @@ Revoke), the email sign-in address, sign out. `signin.account` gathers what it s
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
-from markupsafe import Markup
 
 from memvault_core.errors import MemvaultError
 from memvault_gateway.context import Gateway
 from memvault_gateway.dashboard import i18n
 from memvault_gateway.dashboard.common import Owner
+from memvault_gateway.dashboard.i18n import N_
 from memvault_gateway.store import Session
 from memvault_gateway.web.pages import GrantRow
 
 log = logging.getLogger("memvault_gateway")
+
+# The /account page's answers to the address form, given to `page`.
+NOT_AN_ADDRESS = N_("%(typed)s is not an email address; write it as name@example.org.")
+TOO_MANY_FROM_HERE = N_("Too many links were asked for from here; try again in %(minutes)d minutes.")
+TOO_MANY_FOR_ADDRESS = N_("Too many links were asked for this address; try again in %(minutes)d minutes.")
+LINK_SENT = N_(
+    "A link to confirm %(address)s is on its way to it (unless another account uses that address). It works once, "
+    "within %(minutes)d minutes; until then sign-in links go where they went."
+)
 
 
 async def page(
@@ -30,12 +39,19 @@ async def page(
     grants: Sequence[GrantRow],
     dev_subject: str = "",
     signed_in_by_proxy: bool = False,
-    email_section: str = "",
+    email_enabled: bool = False,
+    email: str | None = None,
+    email_problem: str = "",
+    notice: str = "",
+    values: Mapping[str, object] | None = None,
+    status: int = 200,
 ) -> HTMLResponse:
     """The account page, with the dashboard's navigation for the person's default (or first) vault.
 
-    `email_section` is `account_email.section`'s HTML (every value escaped there). The page still
-    answers when the vault cannot be reached: grants live in the gateway, only the navigation is lost."""
+    With `email_enabled` it has the email sign-in part (`email`: the current address). `notice` and
+    `email_problem` are catalogue messages (marked with `N_`), translated here and filled in with
+    `values`. The page still answers when the vault cannot be reached: grants live in the gateway,
+    only the navigation is lost."""
     try:
         vaults = await gw.vault.vaults(session.user.subject)
     except MemvaultError as error:
@@ -46,10 +62,14 @@ async def page(
     return person.render(
         "account.html",
         "account",
+        status,
         account_name=user_name,
         mcp_url=mcp_url,
         grants=grants,
         dev_subject=dev_subject,
         signed_in_by_proxy=signed_in_by_proxy,
-        email_section=Markup(email_section),  # noqa: S704 (escaped where it is built)
+        email_enabled=email_enabled,
+        email=email,
+        email_problem=person.gettext(email_problem) % dict(values or {}) if email_problem else "",
+        notice=person.gettext(notice) % dict(values or {}) if notice else "",
     )

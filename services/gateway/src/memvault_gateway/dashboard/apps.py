@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from urllib.parse import quote
@@ -9,6 +10,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from memvault_core.errors import InvalidArgument
 from memvault_core.identity import SCOPES
 from memvault_gateway.api import manage
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, Owner, owner, redirect
@@ -16,17 +18,23 @@ from memvault_gateway.dashboard.i18n import N_
 
 router = APIRouter(route_class=DashboardRoute)
 
+MAX_CLIENT_ID_CHARS = 2000
+
 REVOKED = N_("Access revoked: %(name)s can no longer use your vaults.")
+DELETED = N_("%(name)s is deleted: its tokens no longer work, and it must register again to connect.")
 
 
 async def _page(
     person: Owner, gw: GatewayDep, *, notice: str = "", created: dict[str, Any] | None = None
 ) -> HTMLResponse:
-    grants = await manage.list_grants(person.session, gw)
+    grants, clients = await asyncio.gather(
+        manage.list_grants(person.session, gw), manage.list_clients(person.session, gw)
+    )
     return person.render(
         "apps.html",
         "apps",
         grants=grants["grants"],
+        clients=clients["clients"],
         mcp_url=gw.mcp_resource,
         scopes=SCOPES,
         created=created,
@@ -35,9 +43,26 @@ async def _page(
 
 
 @router.get(PREFIX + "/{vault}/apps")
-async def apps(vault: str, request: Request, gw: GatewayDep, revoked: str = "") -> HTMLResponse:
+async def apps(vault: str, request: Request, gw: GatewayDep, revoked: str = "", deleted: str = "") -> HTMLResponse:
     person = await owner(request, gw, vault)
-    return await _page(person, gw, notice=person.gettext(REVOKED) % {"name": revoked[:100]} if revoked else "")
+    notice = ""
+    if revoked:
+        notice = person.gettext(REVOKED) % {"name": revoked[:100]}
+    elif deleted:
+        notice = person.gettext(DELETED) % {"name": deleted[:100]}
+    return await _page(person, gw, notice=notice)
+
+
+@router.post(PREFIX + "/{vault}/apps/clients/delete")
+async def delete_client(vault: str, request: Request, gw: GatewayDep) -> Response:
+    """Delete a registered client (the rule is /api/v1's: `manage.delete_client`)."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    client_id = str(form.get("client_id") or "")
+    if not client_id or len(client_id) > MAX_CLIENT_ID_CHARS:
+        raise InvalidArgument(f"client_id must be 1 to {MAX_CLIENT_ID_CHARS} characters", field="client_id")
+    answer = await manage.delete_client(person.session, gw, client_id)
+    return redirect(f"{person.url('apps')}?deleted={quote(answer['deleted']['client_name'][:100])}")
 
 
 @router.post(PREFIX + "/{vault}/apps/{grant_id}/revoke")

@@ -41,6 +41,7 @@ SECTIONS = (
     ("overview", i18n.N_("Overview")),
     ("review", i18n.N_("Review")),
     ("memories", i18n.N_("Memories")),
+    ("sources", i18n.N_("Sources")),
     ("imports", i18n.N_("Imports")),
     ("guide", i18n.N_("Guide")),
     ("settings", i18n.N_("Settings")),
@@ -50,7 +51,7 @@ SECTIONS = (
     ("apps", i18n.N_("Apps")),
     ("audit", i18n.N_("Audit")),
 )
-"""The navigation, per vault; later pages (archive, sources) are added here."""
+"""The navigation, per vault; later pages (archive) are added here."""
 
 _STATUS_OF_ERROR = {
     "not_found": 404,

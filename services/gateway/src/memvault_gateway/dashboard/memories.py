@@ -3,6 +3,7 @@ invalidate and forget."""
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -12,6 +13,7 @@ from memvault_core import limits
 from memvault_core.errors import InvalidArgument
 from memvault_gateway.api import memories as api_memories
 from memvault_gateway.api import shapes as api_shapes
+from memvault_gateway.api import sources as api_sources
 from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, form_number, owner, redirect
 from memvault_gateway.dashboard.i18n import N_
 
@@ -41,6 +43,16 @@ def _chosen(values: list[str], known: list[str], field: str) -> list[Any]:
     return chosen
 
 
+def _day(value: str, field: str) -> date | None:
+    """A date field of the filter form (YYYY-MM-DD, as a date input sends it); empty: none."""
+    if not value.strip():
+        return None
+    try:
+        return date.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidArgument(f"{field} must be a date such as 2026-12-31", field=field) from None
+
+
 @router.get(PREFIX + "/{vault}/memories")
 async def memories(
     vault: str,
@@ -52,13 +64,31 @@ async def memories(
     tag: Annotated[str, Query(max_length=limits.MAX_TAG_CHARS)] = "",
     cursor: Annotated[str, Query(max_length=2000)] = "",
     forgotten: bool = False,
+    key: Annotated[str, Query(max_length=limits.MAX_KEY_CHARS)] = "",
+    scope: Annotated[str, Query(max_length=limits.MAX_KEY_CHARS)] = "",
+    source: Annotated[str, Query(max_length=limits.MAX_SOURCE_CHARS)] = "",
+    client: Annotated[str, Query(max_length=api_memories.MAX_CLIENT_CHARS)] = "",
+    created_from: Annotated[str, Query(max_length=10)] = "",
+    created_to: Annotated[str, Query(max_length=10)] = "",
 ) -> HTMLResponse:
-    """With words to look for: the same hybrid recall agents use (mode shown); without: newest first."""
+    """With words to look for: the same hybrid recall agents use (mode shown); without: newest first.
+    The filters are /api/v1's (`api.memories.memory_filter`); the dates are days, both included."""
     person = await owner(request, gw, vault)
     # The form's "any" sends an empty value; anything else must be a status or type the API knows.
     statuses = _chosen(status, STATUSES, "status")
     types = _chosen(type, TYPES, "type")
     tags = [tag.strip()] if tag.strip() else []
+    first_day, last_day = _day(created_from, "created_from"), _day(created_to, "created_to")
+    filters = api_memories.memory_filter(
+        key=key,
+        scope=scope,
+        source=source,
+        client=client,
+        created_from=datetime.combine(first_day, time(), UTC) if first_day else None,
+        created_to=datetime.combine(last_day + timedelta(days=1), time(), UTC) if last_day else None,
+    )
+    narrow = {"key": key, "scope": scope, "source": source, "client": client}
+    narrow |= {"created_from": created_from, "created_to": created_to}
     mode, warnings, scores = "", [], True
     if q.strip():
         found = await api_memories.recall(
@@ -73,12 +103,21 @@ async def memories(
             tag=tags,
             as_of=None,
             include_expired=True,
+            filters=filters,
         )
         rows: list[dict[str, Any]] = found["results"]
         mode, warnings, next_cursor = found["mode"], found["warnings"], found["next_cursor"]
     else:
         listed = await api_memories.list_memories(
-            vault, person.caller, gw, status=statuses, type=types, tag=tags, limit=PAGE_SIZE, cursor=cursor
+            vault,
+            person.caller,
+            gw,
+            status=statuses,
+            type=types,
+            tag=tags,
+            limit=PAGE_SIZE,
+            cursor=cursor,
+            filters=filters,
         )
         rows, next_cursor, scores = listed["memories"], listed["next_cursor"], False
     return person.render(
@@ -92,6 +131,7 @@ async def memories(
         chosen_status=statuses,
         chosen_type=types,
         tag=tag,
+        narrow=narrow,
         statuses=STATUSES,
         types=TYPES,
         next_cursor=next_cursor,
@@ -144,10 +184,12 @@ async def memory(
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
     explained = await api_memories.explain(vault, memory_id[:100], person.caller, gw)
+    tracked = await api_sources.memory_sources(vault, explained["memory"]["id"], person.caller, gw)
     return person.render(
         "memory.html",
         "memories",
         m=explained["memory"],
+        sources=tracked["sources"],
         state=explained["state"],
         history=explained["history"],
         related=explained["related"],

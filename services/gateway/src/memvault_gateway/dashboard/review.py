@@ -1,7 +1,11 @@
-"""The review queue: each proposal beside what it may duplicate, contradict or replace; decide one or many."""
+"""The review queue: each proposal beside what it may duplicate, contradict or replace; decide one or many.
+Below them, pending changes of tracked sources (accept, typing the statement for a text source, or
+dismiss; old and new JSON values and hashes are shown, never the source's text) and memories flagged
+for review because something they depend on changed (mark reviewed)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -11,7 +15,16 @@ from memvault_core import limits
 from memvault_core.errors import InvalidArgument, MemvaultError
 from memvault_gateway.api import memories as api_memories
 from memvault_gateway.api import shapes as api_shapes
-from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, owner, redirect
+from memvault_gateway.api import sources as api_sources
+from memvault_gateway.dashboard.common import (
+    PREFIX,
+    DashboardRoute,
+    GatewayDep,
+    Owner,
+    form_number,
+    owner,
+    redirect,
+)
 from memvault_gateway.dashboard.i18n import N_
 
 router = APIRouter(route_class=DashboardRoute)
@@ -21,8 +34,39 @@ DONE = {
     "approve": N_("Approved: %(count)d."),
     "replace": N_("Approved, replacing what they are similar to: %(count)d."),
     "reject": N_("Rejected: %(count)d."),
+    "source_accepted": N_("The source change was accepted: the memory is superseded."),
+    "source_proposed": N_("The source change was accepted: its replacement waits in the queue above."),
+    "source_dismissed": N_("The source change was dismissed: the memory stays as it is."),
+    "flag_cleared": N_("Marked as reviewed: the memory still holds."),
 }
 PAGE_SIZE = 25
+SOURCE_DECISIONS = {"accept", "dismiss"}
+
+
+def _shown_value(value: Any) -> str:
+    """An extracted JSON value as JSON text (the page escapes it)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+async def _source_changes(person: Owner, vault: str) -> tuple[list[dict[str, Any]], int]:
+    """The newest PAGE_SIZE pending source changes, each with the memory it would replace (its text is memory
+    text, not the source's), and how many are pending in all (up to the vault's listing limit)."""
+    answer = await api_sources.list_changes(vault, person.caller, person.gw)
+    shown = []
+    for change in answer["changes"][:PAGE_SIZE]:
+        try:
+            memory = (await api_memories.explain(vault, change["memory_id"], person.caller, person.gw))["memory"]
+        except MemvaultError:
+            memory = None
+        shown.append(
+            {
+                **change,
+                "memory": memory,
+                "old_shown": None if change["old_value"] is None else _shown_value(change["old_value"]),
+                "new_shown": None if change["needs_statement"] else _shown_value(change["new_value"]),
+            }
+        )
+    return shown, len(answer["changes"])
 
 
 def _differences(proposal: dict[str, Any], other: dict[str, Any]) -> list[str]:
@@ -55,9 +99,15 @@ async def queue(
         for item in answer["items"]
     ]
     notice = person.gettext(DONE[done]) % {"count": max(0, count)} if done in DONE else ""
+    flagged = await api_memories.memory_audit(vault, person.caller, gw, kind=["flagged"], limit=PAGE_SIZE)
+    source_changes, changes_total = await _source_changes(person, vault)
     return person.render(
         "review.html",
         "review",
+        source_changes=source_changes,
+        changes_total=changes_total,
+        flagged=[finding["memory"] for finding in flagged["findings"]],
+        flagged_total=max(flagged["counts"].get("flagged", 0), len(flagged["findings"])),
         items=items,
         total=answer["total"],
         next_cursor=answer["next_cursor"],
@@ -96,3 +146,28 @@ async def decide(vault: str, request: Request, gw: GatewayDep) -> Response:
                 raise  # a viewer: the whole request is refused, nothing half done
             errors.append(error)
     return redirect(f"{person.url('review')}?done={decision}&count={done}&failed={len(errors)}")
+
+
+@router.post(PREFIX + "/{vault}/review/source-changes/{change_id}")
+async def resolve_source_change(vault: str, change_id: str, request: Request, gw: GatewayDep) -> Response:
+    """Accept a pending source change (a text change needs the statement the owner read in the source) or
+    dismiss it; the vault refuses a viewer and a text change accepted without a statement."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    decision = str(form.get("decision") or "")
+    if decision not in SOURCE_DECISIONS:
+        raise InvalidArgument("choose Accept or Dismiss", field="decision")
+    body = api_sources.ResolveIn(accept=decision == "accept", statement=str(form.get("statement") or ""))
+    result = await api_sources.resolve_change(vault, change_id[:100], body, person.caller, gw)
+    done = "source_dismissed" if decision == "dismiss" else f"source_{result['outcome']}"
+    return redirect(f"{person.url('review')}?done={done if done in DONE else 'source_accepted'}")
+
+
+@router.post(PREFIX + "/{vault}/review/flagged/{memory_id}")
+async def clear_flag(vault: str, memory_id: str, request: Request, gw: GatewayDep) -> Response:
+    """The owner checked a flagged memory and it still holds: its flag is cleared."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    body = api_shapes.VersionIn(expected_version=form_number(form, "version"))
+    await api_memories.mark_reviewed(vault, memory_id[:100], body, person.caller, gw)
+    return redirect(f"{person.url('review')}?done=flag_cleared")

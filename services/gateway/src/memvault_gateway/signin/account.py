@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Depends, Request
@@ -15,7 +16,7 @@ from memvault_core.errors import MemvaultError
 from memvault_gateway.auth import sessions
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.dashboard import account as dashboard_account
-from memvault_gateway.signin import account_email
+from memvault_gateway.store import Session
 from memvault_gateway.web import pages
 
 log = logging.getLogger("memvault_gateway")
@@ -26,7 +27,7 @@ ACCOUNT_PATH = "/account"
 
 
 def _when(value: datetime | None) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if value else "never"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if value else ""  # the page says "never"
 
 
 @router.get(ACCOUNT_PATH)
@@ -34,6 +35,20 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
     session = await sessions.current_session(gw, request)
     if session is None:
         return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=302)
+    return await page(request, gw, session)
+
+
+async def page(
+    request: Request,
+    gw: Gateway,
+    session: Session,
+    *,
+    notice: str = "",
+    email_problem: str = "",
+    values: Mapping[str, object] | None = None,
+    status: int = 200,
+) -> Response:
+    """The account page of the signed-in `session`; `notice` / `email_problem` as `dashboard.account.page`."""
     grants = await gw.store.grants_of(session.user.id)
     user = session.user
     return await dashboard_account.page(
@@ -56,11 +71,12 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
         ],
         dev_subject=gw.settings.gateway.dev_subject if gw.dev_mode_usable else "",
         signed_in_by_proxy=sessions.signed_in_by_proxy(gw, request),
-        email_section=(
-            account_email.section(session.csrf_token, await gw.store.email_of(user.id))
-            if gw.settings.smtp.enabled
-            else ""
-        ),
+        email_enabled=gw.settings.smtp.enabled,
+        email=await gw.store.email_of(user.id) if gw.settings.smtp.enabled else None,
+        email_problem=email_problem,
+        notice=notice,
+        values=values,
+        status=status,
     )
 
 

@@ -18,7 +18,8 @@ from fastapi.responses import RedirectResponse, Response
 from memvault_core.errors import MemvaultError
 from memvault_gateway.auth import credentials, people, sessions
 from memvault_gateway.context import Gateway, gateway
-from memvault_gateway.signin import email_login, mail
+from memvault_gateway.dashboard.account import LINK_SENT, NOT_AN_ADDRESS, TOO_MANY_FOR_ADDRESS, TOO_MANY_FROM_HERE
+from memvault_gateway.signin import account, email_login, mail
 from memvault_gateway.store import EmailTaken, User
 from memvault_gateway.web import pages
 from memvault_gateway.web.throttle import limited, peer_of
@@ -27,28 +28,10 @@ log = logging.getLogger("memvault_gateway")
 
 router = APIRouter()
 
-ACCOUNT_PATH = "/account"  # account.ACCOUNT_PATH; account.py imports this module, so not from there
+ACCOUNT_PATH = account.ACCOUNT_PATH
 PATH = ACCOUNT_PATH + "/email"
 TURNED_OFF = "Email sign-in is turned off here (MEMVAULT_SMTP__HOST is not set), so there is no address to set."
 NOT_VALID = "This confirmation link was used already or has expired; ask for a new one on your account page."
-
-
-def section(csrf: str, email: str | None) -> str:
-    """The /account page's part about the email sign-in address."""
-    current = (
-        f"<p>Sign-in links go to <strong>{escape(email)}</strong>.</p>"
-        f"<form method=post action='{PATH}'><input type=hidden name='csrf_token' value='{escape(csrf)}'>"
-        "<input type=hidden name=email value=''><button type=submit>Remove this address</button></form>"
-        if email
-        else "<p>No address yet: you cannot sign in with an emailed link.</p>"
-    )
-    return (
-        "<fieldset><legend>Email sign-in</legend>"
-        + current
-        + f"<form method=post action='{PATH}'><input type=hidden name='csrf_token' value='{escape(csrf)}'>"
-        "<label>New address <input type=email name=email autocomplete=email maxlength=254 required></label>"
-        "<button type=submit>Send a confirmation link</button></form></fieldset>"
-    )
 
 
 async def _audit(gw: Gateway, user: User, email_set: bool) -> None:
@@ -101,21 +84,25 @@ async def change(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
         return RedirectResponse(ACCOUNT_PATH, status_code=303)
     address = people.normalized_email(typed)
     if address is None:
-        return pages.message("Not an email address", f"{typed[:254]!r} is {people.EMAIL_PROBLEM}.", 400)
-    for rule, key, whose in (
-        ("email-link", peer_of(request), "from here"),
-        ("email-link-address", address, "for this address"),
+        return await account.page(
+            request, gw, session, email_problem=NOT_AN_ADDRESS, values={"typed": typed[:254]}, status=400
+        )
+    for rule, key, problem in (
+        ("email-link", peer_of(request), TOO_MANY_FROM_HERE),
+        ("email-link-address", address, TOO_MANY_FOR_ADDRESS),
     ):
         if not await gw.throttle.allow(rule, key):
             wait = await gw.throttle.retry_after(rule, key)
-            return pages.message(
-                "Too many links", f"Too many links were asked for {whose}; try again in {wait // 60 + 1} minutes.", 429
+            return await account.page(
+                request, gw, session, email_problem=problem, values={"minutes": wait // 60 + 1}, status=429
             )
     email_login.send_later(_mail_confirmation(gw, session.user, address))
-    return pages.message(
-        "Confirm your address",
-        f"A link to confirm {address} is on its way to it (unless another account uses that address). It works"
-        f" once, within {email_login.LIFETIME.seconds // 60} minutes; until then sign-in links go where they went.",
+    return await account.page(
+        request,
+        gw,
+        session,
+        notice=LINK_SENT,
+        values={"address": address, "minutes": email_login.LIFETIME.seconds // 60},
     )
 
 

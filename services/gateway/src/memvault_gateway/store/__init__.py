@@ -14,11 +14,12 @@ from pathlib import Path
 import asyncpg
 
 from memvault_core.postgres import Migrations, NewerDatabaseError, UnknownMigrationError, create_pool
-from memvault_gateway.store.oauth import GRANT_TOUCH_SECONDS, OAuthStore
+from memvault_gateway.store.oauth import GRANT_TOUCH_SECONDS, ClientInUse, OAuthStore
 from memvault_gateway.store.people import PeopleStore
 from memvault_gateway.store.records import (
     AuthorizationCode,
     Client,
+    ClientUse,
     EmailTaken,
     Grant,
     NewToken,
@@ -34,6 +35,8 @@ __all__ = [
     "MIGRATIONS",
     "AuthorizationCode",
     "Client",
+    "ClientInUse",
+    "ClientUse",
     "EmailTaken",
     "Grant",
     "NewToken",

@@ -14,6 +14,7 @@ from memvault_gateway.store.base import StoreBase
 from memvault_gateway.store.records import (
     AuthorizationCode,
     Client,
+    ClientUse,
     Grant,
     NewToken,
     TokenRecord,
@@ -21,6 +22,15 @@ from memvault_gateway.store.records import (
     grant_of_json,
     grant_of_row,
 )
+
+
+class ClientInUse(Exception):
+    """Another account holds a live grant for the client: only an administrator may delete it."""
+
+    def __init__(self, use: ClientUse) -> None:
+        super().__init__(use.client.client_id)
+        self.use = use
+
 
 GRANT_TOUCH_SECONDS = 60.0
 """How often a grant's last use is written (per gateway process)."""
@@ -60,6 +70,58 @@ class OAuthStore(StoreBase):
     async def client(self, client_id: str) -> Client | None:
         row = await self._pool.fetchrow("SELECT * FROM gateway.oauth_client WHERE client_id = $1", client_id)
         return None if row is None else client_of_row(row)
+
+    async def clients_of(self, user_id: str, *, every: bool = False) -> list[ClientUse]:
+        """Registered clients this account has (or had) a grant for; with `every`, all of the
+        installation's (an administrator's view). Newest first."""
+        rows = await self._pool.fetch(
+            """
+            SELECT c.*,
+                   (SELECT count(*) FROM gateway.access_grant g
+                    WHERE g.client_id = c.client_id AND g.user_id = $1 AND g.revoked_at IS NULL) AS mine,
+                   (SELECT count(DISTINCT g.user_id) FROM gateway.access_grant g
+                    WHERE g.client_id = c.client_id AND g.user_id <> $1 AND g.revoked_at IS NULL) AS others
+            FROM gateway.oauth_client c
+            WHERE $2 OR EXISTS (SELECT 1 FROM gateway.access_grant g WHERE g.client_id = c.client_id AND g.user_id = $1)
+            ORDER BY c.created_at DESC, c.client_id
+            LIMIT 500
+            """,
+            user_id,
+            every,
+        )
+        return [ClientUse(client_of_row(row), row["mine"], row["others"]) for row in rows]
+
+    async def delete_client(self, client_id: str, user_id: str, *, admin: bool) -> ClientUse | None:
+        """Delete a registered client with every grant, code and token under it, at once (its tokens
+        stop working on their next use). None if there is no such client visible to this account
+        (administrators see every client). Refused (ClientInUse) unless `admin` when another account
+        holds a live grant for it; the check and the delete are one transaction with the client
+        locked, so no grant can be given for it in between."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                """
+                SELECT c.*,
+                       (SELECT count(*) FROM gateway.access_grant g
+                        WHERE g.client_id = c.client_id AND g.user_id = $2 AND g.revoked_at IS NULL) AS mine,
+                       (SELECT count(DISTINCT g.user_id) FROM gateway.access_grant g
+                        WHERE g.client_id = c.client_id AND g.user_id <> $2 AND g.revoked_at IS NULL) AS others
+                FROM gateway.oauth_client c
+                WHERE c.client_id = $1
+                  AND ($3 OR EXISTS (SELECT 1 FROM gateway.access_grant g
+                                     WHERE g.client_id = c.client_id AND g.user_id = $2))
+                FOR UPDATE OF c
+                """,
+                client_id,
+                user_id,
+                admin,
+            )
+            if row is None:
+                return None
+            use = ClientUse(client_of_row(row), row["mine"], row["others"])
+            if use.other_accounts and not admin:
+                raise ClientInUse(use)
+            await conn.execute("DELETE FROM gateway.oauth_client WHERE client_id = $1", client_id)
+            return use
 
     # --- grants --------------------------------------------------------------------------------
 

@@ -49,6 +49,16 @@ class Client:
 
 
 @dataclass(frozen=True)
+class ClientUse:
+    """A registered client as one account sees it: how many live grants it holds for it, and how
+    many other accounts hold one (then only an administrator may delete the client)."""
+
+    client: Client
+    my_live_grants: int
+    other_accounts: int
+
+
+@dataclass(frozen=True)
 class Grant:
     id: str
     user_id: str

@@ -4,9 +4,11 @@ arguments in `arguments`, declaration and the vault call in `registry`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.mcpserver.tools.base import Tool
 
-from memvault_mcp.tools import archive, changes, guide, reading, sources, writing
+from memvault_mcp.tools import archive, archive_writing, changes, guide, reading, sources, writing
 from memvault_mcp.tools.registry import SPECS, ToolFunction
 
 # The order tools/list shows them in: the guide first, then the way an agent usually goes.
@@ -26,7 +28,18 @@ ORDER: tuple[ToolFunction, ...] = (
     sources.sources,
     archive.archive_search,
     archive.archive_read,
+    archive_writing.archive_write,
 )
+
+
+def _untitled(schema: Any) -> Any:
+    """The schema without pydantic's generated `title`s ("Conversation Id" beside `conversation_id`):
+    they repeat the names and cost the tool list kilobytes. Properties named `title` stay."""
+    if isinstance(schema, dict):
+        return {k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
 
 
 def build_tools() -> list[Tool]:
@@ -37,6 +50,7 @@ def build_tools() -> list[Tool]:
         tool = Tool.from_function(
             fn, name=fn.__name__, title=spec.title, description=spec.description, annotations=spec.annotations
         )
+        tool.parameters = _untitled(tool.parameters)
         # A misspelt argument must fail loudly, not be dropped (see ArgumentsMiddleware).
         tool.parameters["additionalProperties"] = False
         tools.append(tool)

@@ -9,11 +9,13 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault_core import limits, wire
 from memvault_core.vault_client import VaultClient
+from memvault_mcp.tools.archive_writing import PackIn, build_pack
 from memvault_mcp.tools.arguments import VaultArg
 from memvault_mcp.tools.registry import READ_ONLY, ask_vault, tool
 
@@ -50,64 +52,106 @@ def _fit(answer: dict[str, Any], key: str, items: list[dict[str, Any]], more: di
     return answer
 
 
+def _message(m: pb.ArchivedMessage) -> dict[str, Any]:
+    """A message as batch and context reads return it (the vault counts budgets on this shape)."""
+    return {
+        "message_id": m.id,
+        "position": m.position,
+        "role": m.role,
+        "content_type": m.content_type,
+        "text": m.text,
+        "created_at": _iso(wire.from_timestamp(m, "created_at")),
+    }
+
+
 @tool(
     "Search conversations",
-    "Full-text search over archived conversations (imported ChatGPT exports and saved transcripts). "
-    "Returns references: conversation_id, revision, message_id, position, snippet, score. Read around a hit "
-    "with archive_read mode=conversation.",
+    "Hybrid search (meaning and words) over archived conversations: compact references (conversation_id, "
+    "revision, message_id, snippet, score); archive_read mode=context reads around one. Continue with "
+    "next_cursor alone.",
     READ_ONLY,
 )
 async def archive_search(
     ctx: Context,
-    query: Annotated[str, Field(description="Words to find.", min_length=1, max_length=1000)],
+    query: Annotated[str, Field(description="What to find; omit with a cursor.", max_length=1000)] = "",
     limit: Annotated[int, Field(description="Hits, 1-50 (default 10).", ge=0, le=50)] = 0,
-    tags: Annotated[list[str], Field(description="Only conversations with any of these tags.", max_length=20)] = [],  # noqa: B006
+    tags: Annotated[list[str], Field(description="Only conversations with these tags.", max_length=20)] = [],  # noqa: B006
+    tag_mode: Annotated[Literal["any", "all"], Field(description="Of the tags.")] = "any",
+    cursor: Annotated[str, Field(description="next_cursor of the previous page.", max_length=4000)] = "",
+    max_bytes: Annotated[int, Field(description="4096-49152 (default 32768).", ge=0, le=49_152)] = 0,
     vault: VaultArg = "",
 ) -> dict[str, Any]:
-    request = pb.SearchMessagesRequest(vault=vault, query=query, limit=limit, tags_any=tags)
+    request = pb.SearchMessagesRequest(
+        vault=vault,
+        query=query,
+        limit=limit,
+        cursor=cursor,
+        max_bytes=max_bytes,
+        tags_any=tags if tag_mode == "any" else [],
+        tags_all=tags if tag_mode == "all" else [],
+    )
     response = await ask_vault(ctx, VaultClient.search_messages, request)
-    hits = [
-        {
-            "kind": "message",
-            "conversation_id": h.conversation_id,
-            "title": h.title or None,
-            "revision": h.revision,
-            "message_id": h.message_id,
-            "position": h.position,
-            "role": h.role,
-            "snippet": h.snippet,
-            "score": round(h.score, 4),
-        }
-        for h in response.hits
-    ]
-    return _fit({}, "hits", hits, None)
+    return {
+        "mode": response.mode,
+        "hits": [
+            {
+                "kind": "message",
+                "conversation_id": h.conversation_id,
+                "title": h.title or None,
+                "revision": h.revision,
+                "message_id": h.message_id,
+                "position": h.position,
+                "role": h.role,
+                "snippet": h.snippet,
+                "score": round(h.score, 4),
+            }
+            for h in response.hits
+        ],
+        "warnings": list(response.warnings),
+        "next_cursor": response.next_cursor or None,
+        "used_bytes": response.used_bytes,
+    }
 
 
 @tool(
     "Read conversations",
-    "Read the archive. mode=list: conversations (metadata and tags, paged by cursor). mode=conversation: "
-    "one conversation's messages (active timeline, or every branch with graph=true) at the head or a pinned "
-    "revision, from after_position. mode=revisions: its revisions, newest first. mode=import: an import's "
-    "progress and failures.",
+    "Read the archive. list: metadata, tags. conversation: messages at the head or a pinned revision. "
+    "context: up to 10 messages either side of message_id (default 3). batch: 1-20 conversations within "
+    "max_bytes; loop on next_cursor alone. resolve: exact titles. revisions, import, stats (counts, index). "
+    "pack: a pinned, deduplicated context pack fitted to max_tokens/max_bytes.",
     READ_ONLY,
 )
 async def archive_read(
     ctx: Context,
-    mode: Annotated[Literal["list", "conversation", "revisions", "import"], Field(description="What to read.")],
+    mode: Annotated[
+        Literal["list", "conversation", "context", "batch", "resolve", "revisions", "import", "stats", "pack"],
+        Field(description="What to read."),
+    ],
     conversation_id: Annotated[str, Field(description="For conversation and revisions.", max_length=64)] = "",
     revision: Annotated[int, Field(description="Pin a revision (0: the head).", ge=0, le=limits.MAX_INT32)] = 0,
-    graph: Annotated[bool, Field(description="Every branch, not only the active timeline.")] = False,
+    graph: Annotated[bool, Field(description="Every branch.")] = False,
     after_position: Annotated[
-        int, Field(description="Messages after this position (-1: from the start).", ge=-1, le=limits.MAX_INT32 - 1)
+        int, Field(description="After this position (-1: start).", ge=-1, le=limits.MAX_INT32 - 1)
     ] = -1,
-    limit: Annotated[int, Field(description="Items per page (default 20 or 50).", ge=0, le=200)] = 0,
-    cursor: Annotated[str, Field(description="next_cursor of the previous page (mode=list).", max_length=2000)] = "",
-    tags: Annotated[
-        list[str], Field(description="mode=list: only conversations with all of these tags.", max_length=20)
-    ] = [],  # noqa: B006
+    limit: Annotated[int, Field(description="Per page; context: either side.", ge=0, le=200)] = 0,
+    cursor: Annotated[str, Field(description="next_cursor of the previous page.", max_length=4000)] = "",
+    tags: Annotated[list[str], Field(description="list: only with all these tags.", max_length=20)] = [],  # noqa: B006
     import_id: Annotated[str, Field(description="For mode=import.", max_length=64)] = "",
+    message_id: Annotated[str, Field(description="For context.", max_length=64)] = "",
+    conversations: Annotated[
+        list[str], Field(description="batch: ids (id@3 pins revision 3); resolve: titles.", max_length=20)
+    ] = [],  # noqa: B006
+    max_bytes: Annotated[int, Field(description="4096-49152 (default 32768).", ge=0, le=49_152)] = 0,
+    pack: PackIn | None = None,
     vault: VaultArg = "",
 ) -> dict[str, Any]:
+    if mode == "pack":
+        if pack is None:
+            raise ToolError("mode=pack needs pack: {conversations: [...], queries: [...]}")
+        return await build_pack(ctx, vault, pack)
+    if mode in ("context", "batch", "resolve", "stats"):
+        around = 3 if limit == 0 and mode == "context" else limit
+        return await _read_more(ctx, mode, vault, message_id, revision, around, conversations, max_bytes, cursor)
     if mode == "list":
         listed = await ask_vault(
             ctx,
@@ -176,6 +220,7 @@ async def archive_read(
             "position": m.position,
             "message_id": m.id,
             "node_id": m.node_id,
+            "key": m.key or None,
             "role": m.role,
             "content_type": m.content_type,
             "text": m.text,
@@ -195,3 +240,94 @@ async def archive_read(
     if "omitted" not in answer and len(body.messages) == request.limit:
         answer["omitted"] = [{"read": {"tool": "archive_read", **more, "after_position": body.messages[-1].position}}]
     return answer
+
+
+def _pin(selector: str) -> pb.ConversationReadRequest:
+    conversation_id, _, revision = selector.partition("@")
+    if revision and not revision.isdigit():
+        raise ToolError(f"{selector!r}: write a conversation id, or id@revision with a revision number")
+    return pb.ConversationReadRequest(conversation_id=conversation_id, revision=int(revision or 0))
+
+
+async def _read_more(
+    ctx: Context,
+    mode: str,
+    vault: str,
+    message_id: str,
+    revision: int,
+    around: int,
+    conversations: list[str],
+    max_bytes: int,
+    cursor: str,
+) -> dict[str, Any]:
+    """archive_read's modes for agents that searched: context, batch, resolve and stats."""
+    if mode == "context":
+        request = pb.GetMessageContextRequest(
+            vault=vault, message_id=message_id, revision=revision, before=around, after=around
+        )
+        found = await ask_vault(ctx, VaultClient.get_message_context, request)
+        return {
+            "conversation_id": found.conversation.id,
+            "title": found.conversation.title if found.conversation.has_title else None,
+            "revision": found.revision,
+            "position": found.position,
+            "messages": [_message(m) for m in found.messages],
+        }
+    if mode == "batch":
+        batch = pb.ReadConversationsRequest(
+            vault=vault, requests=[_pin(s) for s in conversations], cursor=cursor, max_bytes=max_bytes
+        )
+        page = await ask_vault(ctx, VaultClient.read_conversations, batch)
+        return {
+            "results": [
+                {
+                    "request_index": r.request_index,
+                    "conversation_id": r.conversation_id,
+                    "revision": r.revision,
+                    "title": r.title if r.has_title else None,
+                    "message_count": r.message_count,
+                    "complete": r.complete,
+                    "error": r.error or None,
+                    "messages": [_message(m) for m in r.messages],
+                    "oversized": [
+                        {"message_id": o.message_id, "position": o.position, "bytes": o.bytes} for o in r.oversized
+                    ],
+                }
+                for r in page.results
+            ],
+            "completed": page.completed,
+            "remaining": page.remaining,
+            "next_cursor": page.next_cursor or None,
+            "used_bytes": page.used_bytes,
+            "max_bytes": page.max_bytes,
+        }
+    if mode == "resolve":
+        resolved = await ask_vault(
+            ctx, VaultClient.resolve_conversations, pb.ResolveConversationsRequest(vault=vault, titles=conversations)
+        )
+        return {
+            "resolved": [
+                {
+                    "title": r.title,
+                    "conversations": [
+                        {"id": c.id, "head_revision": c.head_revision, "tags": list(c.tags)} for c in r.conversations
+                    ],
+                }
+                for r in resolved.resolved
+            ]
+        }
+    stats = await ask_vault(ctx, VaultClient.get_archive_stats, pb.GetArchiveStatsRequest(vault=vault))
+    return {
+        "conversations": stats.conversations,
+        "revisions": stats.revisions,
+        "messages": stats.messages,
+        "index": {
+            "indexed": stats.indexed,
+            "pending": stats.pending,
+            "failed": stats.failed,
+            "model": stats.index_model or None,
+            "last_errors": list(stats.last_errors),
+        },
+        "imports": stats.imports,
+        "imports_running": stats.imports_running,
+    }

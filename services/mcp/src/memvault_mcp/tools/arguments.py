@@ -18,7 +18,7 @@ from memvault_core.wire import MemoryTypeName
 VaultArg = Annotated[
     str,
     Field(
-        description="Vault name. Leave empty for your default vault; get_operating_guide lists the vaults you can use.",
+        description="Vault name; empty for your default (get_operating_guide lists yours).",
         json_schema_extra={"maxLength": 63},
     ),
 ]
@@ -74,7 +74,7 @@ MemoryIdArg = Annotated[
 DateArg = Annotated[
     str,
     Field(
-        description="A date or time in ISO 8601, e.g. '2027-01-31' or '2027-01-31T09:00:00Z'; empty to leave out.",
+        description="ISO 8601 date or time, e.g. '2027-01-31'; empty to leave out.",
         json_schema_extra={"maxLength": 40},
     ),
 ]

@@ -21,7 +21,7 @@ NEWER_DEFAULT_GUIDE = (
 @tool(
     "Get operating guide",
     "Read this first in every conversation: the owner's rules for when to recall, what to save and what "
-    "never to save, plus the vaults you can use and the size limits.",
+    "never to save, the vaults you can use, and capabilities: every limit enforced, versions, features.",
     READ_ONLY,
 )
 async def get_operating_guide(ctx: Context, vault: VaultArg = "") -> dict[str, Any]:
@@ -33,7 +33,13 @@ async def get_operating_guide(ctx: Context, vault: VaultArg = "") -> dict[str, A
         "guide": guide.text,
         "guide_version": guide.version,
         "vaults": [{"name": v.name, "role": v.role, "approval_mode": v.approval_mode} for v in listing.vaults],
-        "limits": {field.name: value for field, value in caps.limits.ListFields()},
+        "limits": {field.name: value for field, value in caps.limits.ListFields()} | dict(caps.more_limits),
+        # The capabilities answer: these limits are the constants the server enforces.
+        "capabilities": {
+            "protocol_version": ctx.protocol_version,
+            "capabilities_version": caps.capabilities_version,
+            "features": dict(sorted(caps.features.items())),
+        },
     }
     if guide.newer_default_available:
         answer["newer_default_guide"] = NEWER_DEFAULT_GUIDE

@@ -79,7 +79,7 @@ def check_for_agent(check: spb.SourceCheck) -> dict[str, Any]:
 async def track_source(
     ctx: Context,
     memory_id: Annotated[str, Field(json_schema_extra={"format": "uuid"})],
-    kind: Literal["json_file", "json_url", "text_file", "text_url"],
+    kind: wire.SourceKindName,
     location: Annotated[
         str,
         Field(

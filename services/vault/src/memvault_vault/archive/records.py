@@ -20,6 +20,7 @@ class ConversationRecord:
     external_id: str
     created_at: datetime
     updated_at: datetime
+    derived_from: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -32,14 +33,25 @@ class Receipt:
     indexing: str = "pending"
     replayed: bool = False
     verified: ConversationRecord | None = None
+    # Keyed upserts and copies (archive/writes.py): what changed, where a copy came from, and with
+    # verify the messages this write committed, read back (bounded; `omitted` names the rest).
+    changes: dict[str, int] = field(default_factory=dict)
+    derived_from: dict[str, Any] | None = None
+    readback: list[MessageRecord] = field(default_factory=list)
+    omitted: list[Any] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        kept: dict[str, Any] = {
             "conversation_id": self.conversation_id,
             "revision": self.revision,
             "content_sha256": self.content_sha256,
             "message_count": self.message_count,
         }
+        if self.changes:
+            kept["changes"] = self.changes
+        if self.derived_from:
+            kept["derived_from"] = self.derived_from
+        return kept
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class MessageRecord:
     created_at: datetime | None
     active: bool
     position: int
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,3 +111,59 @@ class ImportRecord:
     duplicate_of: str | None
     error: str
     failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ArchiveStats:
+    conversations: int
+    revisions: int
+    messages: int
+    indexed: int
+    pending: int
+    failed: int
+    imports: int
+    imports_running: int
+    index_model: str
+    last_errors: list[str]
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    query: str
+    """The query searched (a continuation's comes from its cursor)."""
+    hits: list[MessageHit]
+    next_cursor: str
+    mode: str
+    warnings: list[str]
+    used_bytes: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class Oversized:
+    message_id: str
+    position: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    request_index: int
+    conversation_id: str
+    revision: int = 0
+    title: str | None = None
+    messages: list[MessageRecord] = field(default_factory=list)
+    oversized: list[Oversized] = field(default_factory=list)
+    complete: bool = False
+    error: str = ""
+    message_count: int = 0
+
+
+@dataclass(frozen=True)
+class BatchPage:
+    results: list[BatchResult]
+    next_cursor: str
+    used_bytes: int
+    max_bytes: int
+    completed: int
+    remaining: int

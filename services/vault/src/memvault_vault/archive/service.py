@@ -6,15 +6,18 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import re
 import uuid
 from datetime import datetime
 from typing import Any
 
-from memvault_core.errors import InvalidArgument, LimitExceeded
+from memvault_core.errors import InvalidArgument, LimitExceeded, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.archive.chatgpt import load_export
+from memvault_vault.archive.packs import ContextPacks
+from memvault_vault.archive.reads import ArchiveReads
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
@@ -24,9 +27,12 @@ from memvault_vault.archive.records import (
     RevisionRecord,
 )
 from memvault_vault.archive.store import ArchiveStore
+from memvault_vault.archive.write_store import ArchiveWriteStore
+from memvault_vault.archive.writes import ArchiveWrites
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import cursor
+from memvault_vault.domain.signed_cursor import CursorSigner
 
 log = logging.getLogger("memvault_vault.archive")
 
@@ -68,25 +74,57 @@ def _page(limit: int, default: int, most: int) -> int:
 
 
 class ArchiveService:
-    def __init__(self, store: ArchiveStore, accounts: AccountService) -> None:
+    def __init__(
+        self,
+        store: ArchiveStore,
+        accounts: AccountService,
+        *,
+        cursors: CursorSigner | None = None,
+        reads: ArchiveReads | None = None,
+    ) -> None:
         self._store = store
         self._accounts = accounts
         self._loaded: tuple[str, list[Any]] | None = None
-
-    async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool) -> Receipt:
-        verified: ConversationRecord | None = None
-        if verify:
-            verified = await self._store.conversation(vault, receipt.conversation_id)
-        return Receipt(
-            receipt.conversation_id,
-            receipt.revision,
-            receipt.content_sha256,
-            receipt.message_count,
-            durable=True,
-            indexing=INDEXING,
-            replayed=receipt.replayed,
-            verified=verified,
+        # Without a configured secret (tests), cursors hold for this process only.
+        self._cursors = cursors or CursorSigner(os.urandom(32))
+        self._reads = reads
+        # Keyed, in-place, batch and cross-vault writes, emptying, and context packs (their own modules).
+        self.writes = ArchiveWrites(store, accounts, INDEXING)
+        self.packs = ContextPacks(
+            store,
+            ArchiveWriteStore(store),
+            accounts,
+            self._pack_search,
         )
+
+    @property
+    def reads(self) -> ArchiveReads:
+        """Search, context, batch reads, titles and counts (VaultServices.build wires them)."""
+        if self._reads is None:
+            raise Unavailable("archive reads are not wired in this process")
+        return self._reads
+
+    async def _pack_search(
+        self, identity: Identity, vault_name: str, query: str, tags: list[str], limit: int
+    ) -> list[MessageHit]:
+        """A context pack's optional search: the agents' hybrid search, first page."""
+        page = await self.reads.search(
+            identity, vault_name, query, tags_all=[], tags_any=tags, limit=limit, max_bytes=0, page=""
+        )
+        return page.hits
+
+    def _seal(self, identity: Identity, request: str, position: dict[str, Any]) -> str:
+        return self._cursors.seal(
+            "archive", CursorSigner.caller_of(identity.subject, identity.client), request, position
+        )
+
+    def _open(self, identity: Identity, page: str, request: str) -> dict[str, Any] | None:
+        return self._cursors.open(page, "archive", CursorSigner.caller_of(identity.subject, identity.client), request)
+
+    async def _finish(self, vault: VaultAccess, receipt: Receipt, verify: bool, written: int = 0) -> Receipt:
+        """The receipt as answered; with `verify`, the last `written` messages are read back (writes.py)."""
+        positions = range(receipt.message_count - written, receipt.message_count)
+        return (await self.writes.finish(vault, [(receipt, positions)], verify))[0]
 
     @staticmethod
     def _idempotency(key: str, operation: str, *parts: Any) -> tuple[str, str] | None:
@@ -119,7 +157,7 @@ class ArchiveService:
             tags=clean_tags,
             idempotency=self._idempotency(idempotency_key, "create", clean_title, clean_tags, drafts),
         )
-        return await self._finish(vault, receipt, verify)
+        return await self._finish(vault, receipt, verify, len(drafts))
 
     async def revise(
         self,
@@ -147,7 +185,7 @@ class ArchiveService:
             messages=_inputs(drafts),
             idempotency=self._idempotency(idempotency_key, kind, conversation_id, base_revision, drafts),
         )
-        return await self._finish(vault, receipt, verify)
+        return await self._finish(vault, receipt, verify, len(drafts))
 
     async def restore(
         self,
@@ -210,9 +248,9 @@ class ArchiveService:
         all_tags, any_tags = rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)
         vault = await self._accounts.access(identity, vault_name)
         request = cursor.fingerprint("conversations", vault.id, all_tags, any_tags, limit)
-        offset = cursor.offset_of(cursor.decode(page, "archive", request))
+        offset = cursor.offset_of(self._open(identity, page, request))
         rows = await self._store.conversations(vault, all_tags, any_tags, limit, offset)
-        more = cursor.encode("archive", request, {"offset": offset + limit}) if len(rows) == limit else ""
+        more = self._seal(identity, request, {"offset": offset + limit}) if len(rows) == limit else ""
         return rows, more
 
     async def revisions(
@@ -222,10 +260,9 @@ class ArchiveService:
         limit = _page(limit, rules.DEFAULT_LIST_RESULTS, rules.MAX_LIST_RESULTS)
         vault = await self._accounts.access(identity, vault_name)
         request = cursor.fingerprint("revisions", vault.id, conversation_id, limit)
-        position = cursor.decode(page, "archive", request)
-        before = cursor.offset_of(position)
+        before = cursor.offset_of(self._open(identity, page, request))
         rows = await self._store.revisions(vault, conversation_id, limit, before)
-        more = cursor.encode("archive", request, {"offset": rows[-1].number}) if len(rows) == limit else ""
+        more = self._seal(identity, request, {"offset": rows[-1].number}) if len(rows) == limit else ""
         return rows, more
 
     async def conversation(
@@ -248,7 +285,7 @@ class ArchiveService:
         vault = await self._accounts.access(identity, vault_name)
         summary = await self._store.conversation(vault, conversation_id)
         request = cursor.fingerprint("conversation", vault.id, conversation_id, graph, limit)
-        position = cursor.decode(page, "archive", request)
+        position = self._open(identity, page, request)
         if start < 0:
             raise InvalidArgument("start_position must not be negative", field="start_position")
         after = start - 1
@@ -267,24 +304,11 @@ class ArchiveService:
             vault, conversation_id, revision, active_only=not graph, after=after, limit=limit
         )
         more = (
-            cursor.encode("archive", request, {"revision": revision, "after": messages[-1].position})
+            self._seal(identity, request, {"revision": revision, "after": messages[-1].position})
             if len(messages) == limit
             else ""
         )
         return summary, revision, messages, more
-
-    async def search(
-        self, identity: Identity, vault_name: str, query: str, *, tags_any: list[str], limit: int
-    ) -> list[MessageHit]:
-        query = query.strip()
-        if not query:
-            raise InvalidArgument("query is empty", field="query")
-        if len(query) > rules.MAX_QUERY_CHARS:
-            raise LimitExceeded(f"query is longer than {rules.MAX_QUERY_CHARS} characters", field="query")
-        limit = _page(limit, rules.DEFAULT_SEARCH_RESULTS, rules.MAX_SEARCH_RESULTS)
-        tags = rules.normalize_tags(tags_any)
-        vault = await self._accounts.access(identity, vault_name)
-        return await self._store.search(vault, query, tags, limit)
 
     # --- imports -----------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from memvault_vault.archive.chatgpt import ExportError, conversation_ref, parse_
 from memvault_vault.archive.records import (
     ConversationRecord,
     ImportRecord,
-    MessageHit,
     MessageRecord,
     Receipt,
     RevisionRecord,
@@ -25,11 +24,13 @@ from memvault_vault.archive.records import (
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.archive import MessageInput, revision_hash
+from memvault_vault.outbox.events import conversation_deleted, message_archived
+from memvault_vault.outbox.store import enqueue
 
 _SUMMARY = """
     SELECT c.id::text AS id, c.title, c.tags, c.tags_version, c.head_revision, c.source,
            coalesce(c.external_id, '') AS external_id, c.created_at, c.updated_at,
-           r.message_count, r.content_sha256
+           r.message_count, r.content_sha256, c.derived_from::text AS derived_from
     FROM archive_conversation c
     JOIN archive_revision r ON r.conversation_id = c.id AND r.number = c.head_revision
 """
@@ -48,6 +49,7 @@ def _summary(row: asyncpg.Record) -> ConversationRecord:
         external_id=row["external_id"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        derived_from=json.loads(row["derived_from"]) if row["derived_from"] else None,
     )
 
 
@@ -277,7 +279,31 @@ class ArchiveStore:
             conversation_id,
             {"revision": number, "messages": len(rows), "new_messages": len(messages)},
         )
+        await self.announce_new_messages(conn, vault, conversation_id, number)
         return Receipt(conversation_id, number, content_sha256, len(rows))
+
+    @staticmethod
+    async def announce_new_messages(
+        conn: asyncpg.Connection, vault: VaultAccess, conversation_id: str, revision: int
+    ) -> int:
+        """Send the indexer, through the outbox in this transaction, every message `revision` lists that
+        no other revision does (messages never change, so one written before is indexed already)."""
+        rows = await conn.fetch(
+            "SELECT m.id::text AS id, m.content_hash FROM archive_revision_message rm"
+            " JOIN archive_message m ON m.id = rm.message_id"
+            " WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 AND NOT EXISTS"
+            " (SELECT 1 FROM archive_revision_message o WHERE o.message_id = rm.message_id AND o.revision <> $3)"
+            " AND m.text <> '' ORDER BY rm.position",
+            conversation_id,
+            vault.id,
+            revision,
+        )
+        if rows:
+            await enqueue(
+                conn,
+                [message_archived(r["id"], vault.id, conversation_id, revision, r["content_hash"]) for r in rows],
+            )
+        return len(rows)
 
     async def _message_ids(
         self, conn: asyncpg.Connection, vault: VaultAccess, conversation_id: str, messages: Sequence[MessageInput]
@@ -304,10 +330,10 @@ class ArchiveStore:
         if new:
             await conn.execute(
                 "INSERT INTO archive_message (id, vault_id, conversation_id, node_id, parent_node_id, role,"
-                " content_type, text, content, metadata, created_at, content_hash)"
-                " SELECT i, $1, $2, n, p, r, t, x, c::jsonb, d::jsonb, a, h FROM unnest($3::uuid[], $4::text[],"
+                " content_type, text, content, metadata, created_at, content_hash, message_key)"
+                " SELECT i, $1, $2, n, p, r, t, x, c::jsonb, d::jsonb, a, h, k FROM unnest($3::uuid[], $4::text[],"
                 " $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[],"
-                " $12::text[]) AS u (i, n, p, r, t, x, c, d, a, h)",
+                " $12::text[], $13::text[]) AS u (i, n, p, r, t, x, c, d, a, h, k)",
                 vault.id,
                 conversation_id,
                 [i for i, _ in new],
@@ -320,6 +346,7 @@ class ArchiveStore:
                 [_json(m.metadata) for _, m in new],
                 [m.created_at for _, m in new],
                 [m.content_hash for _, m in new],
+                [m.key for _, m in new],
             )
         return ids
 
@@ -414,6 +441,7 @@ class ArchiveStore:
             )
             if deleted is None:
                 raise NotFound(f"no conversation {conversation_id} in vault '{vault.name}'", field="conversation_id")
+            await enqueue(conn, [conversation_deleted(conversation_id, vault.id)])
             await append_audit(
                 conn,
                 vault.id,
@@ -488,7 +516,7 @@ class ArchiveStore:
     ) -> list[MessageRecord]:
         rows = await self._pool.fetch(
             "SELECT m.id::text AS id, m.node_id, m.parent_node_id, m.role, m.content_type, m.text, m.content::text"
-            " AS content, m.created_at, rm.active, rm.position"
+            " AS content, m.created_at, rm.active, rm.position, m.message_key"
             " FROM archive_revision_message rm JOIN archive_message m ON m.id = rm.message_id"
             " WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 AND rm.position > $4"
             " AND (NOT $5 OR rm.active) ORDER BY rm.position LIMIT $6",
@@ -511,35 +539,7 @@ class ArchiveStore:
                 r["created_at"],
                 r["active"],
                 r["position"],
-            )
-            for r in rows
-        ]
-
-    async def search(self, vault: VaultAccess, query: str, tags_any: list[str], limit: int) -> list[MessageHit]:
-        rows = await self._pool.fetch(
-            "SELECT m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title, c.head_revision,"
-            " rm.position, ts_rank_cd(m.search, q) AS score"
-            " FROM websearch_to_tsquery('english', $2) AS q, archive_message m"
-            " JOIN archive_revision_message rm ON rm.message_id = m.id"
-            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-            " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q"
-            " AND (cardinality($3::text[]) = 0 OR c.tags && $3::text[])"
-            " ORDER BY score DESC, c.updated_at DESC, rm.position LIMIT $4",
-            vault.id,
-            query,
-            tags_any,
-            limit,
-        )
-        return [
-            MessageHit(
-                r["conversation_id"],
-                r["head_revision"],
-                r["id"],
-                r["title"],
-                r["role"],
-                r["text"],
-                float(r["score"]),
-                r["position"],
+                r["message_key"],
             )
             for r in rows
         ]

@@ -24,6 +24,7 @@ from memvault_core.settings import load_settings
 from memvault_vault.backup.records import VaultRef
 from memvault_vault.backup.service import BackupService
 from memvault_vault.backup.store import BackupStore
+from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
 from memvault_vault.settings import BackupSettings
 
@@ -87,7 +88,8 @@ async def _run(args: argparse.Namespace, settings: BackupSettings) -> int:
             file=sys.stderr,
         )
         return 1
-    store = await BackupStore.connect(settings.postgres.dsn, max_size=2)
+    database = await Database.connect(settings.postgres.dsn, min_size=0, max_size=2)
+    store = BackupStore(database)
     try:
         if args.command == "backup" and (args.all or args.dir):
             return await _backup_to_dir(BackupService(store, None, index), store, args)
@@ -103,7 +105,7 @@ async def _run(args: argparse.Namespace, settings: BackupSettings) -> int:
             return await _backup(service, vault, args.output, embeddings=not args.no_embeddings)
         return await _restore(service, vault, args.input, replace=args.replace)
     finally:
-        await store.close()
+        await database.close()
         if index is not None:
             await index.close()
 

@@ -18,9 +18,8 @@ from typing import Any
 import asyncpg
 
 from memvault_core.errors import Conflict, InvalidArgument
-from memvault_core.postgres import create_pool
 from memvault_vault.backup.records import ExportRow, VaultRef
-from memvault_vault.database import lock_vault
+from memvault_vault.database import Database, lock_vault
 from memvault_vault.outbox import events
 
 FETCH = 500
@@ -341,16 +340,8 @@ def _count(status: str) -> int:
 
 
 class BackupStore:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
-    @classmethod
-    async def connect(cls, dsn: str, max_size: int = 4) -> BackupStore:
-        """A pool of its own, for the maintenance commands."""
-        return cls(await create_pool(dsn, 0, max_size, server_settings={"jit": "off"}))
-
-    async def close(self) -> None:
-        await self._pool.close()
+    def __init__(self, database: Database) -> None:
+        self._pool = database.pool
 
     async def vault_named(self, name: str) -> VaultRef | None:
         """A vault by name (or id), for the maintenance commands (no account involved). Names are unique per

@@ -55,6 +55,7 @@ class MessageInput:
     metadata: Any = None
     created_at: datetime | None = None
     active: bool = True
+    key: str | None = None
 
     @property
     def content_hash(self) -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from memvault_vault.domain.memory import Memory, MemoryWarning, RecallHit, Status
 
 AUDIT_KINDS = ("expired", "conflict", "may_conflict", "past_review", "flagged")
+REPLACED_RECENTLY = timedelta(days=30)
+"""How long recall warns that a memory replaced others (an agent may still hold what they said)."""
 
 _KEY_FIELDS = (
     "content", "type", "key", "scope", "tags", "source", "trust", "confidence", "status", "valid_from", "valid_to",
@@ -23,6 +25,18 @@ def _day(value: datetime | None) -> str:
 
 def _key(memory: Memory) -> str:
     return f"key '{memory.key}'" + (f" in scope '{memory.scope}'" if memory.scope else "")
+
+
+def replaced_warning(memory_id: str, replaced: Sequence[tuple[str, datetime]]) -> MemoryWarning:
+    """A recall hit superseded these memories (id, when) within REPLACED_RECENTLY."""
+    old = ", ".join(i for i, _ in replaced)
+    return MemoryWarning(
+        "replaces",
+        memory_id,
+        tuple(i for i, _ in replaced),
+        f"{memory_id} replaced {old} on {_day(replaced[-1][1])}: what {old} said is no longer true, so stop relying "
+        "on it if you read it before",
+    )
 
 
 def warnings_for(hit: RecallHit, now: datetime, as_of: datetime | None) -> list[MemoryWarning]:

@@ -8,15 +8,20 @@ from datetime import datetime
 
 @dataclass(frozen=True)
 class Document:
-    """A memory as the indexer embeds it, with what the index holds of it now."""
+    """A memory (or an archived message) as the indexer embeds it, with what the index holds of it now."""
 
     memory_id: str
+    """The memory's id, or the message's."""
     vault_id: str
     content: str
     content_hash: str
     created_at: datetime
     indexed_hash: str
     indexed_model: str
+    kind: str = "memory"
+    """memory or message."""
+    conversation_id: str = ""
+    revision: int = 0
 
 
 @dataclass(frozen=True)
@@ -28,3 +33,4 @@ class IndexReport:
     model: str
     state: str
     error: str
+    kind: str = "memory"

@@ -26,7 +26,23 @@ class IndexFeedService:
         """How many memories a full re-index goes through (its progress total)."""
         return await self._store.count_documents()
 
+    async def message_documents(self, ids: Sequence[str]) -> list[Document]:
+        """These archived messages as the indexer embeds them (deleted ones and empty texts are absent)."""
+        return await self._store.message_documents(ids)
+
+    async def message_documents_after(self, after_id: str | None, limit: int) -> list[Document]:
+        """Every archived message with text after `after_id` in id order (for a full re-index)."""
+        return await self._store.message_documents_after(after_id, limit)
+
+    async def count_messages(self) -> int:
+        return await self._store.count_messages()
+
     async def report_indexed(self, reports: Sequence[IndexReport]) -> None:
         """Record what the indexer indexed or failed to; a memory indexed at its current text is no longer pending."""
-        await self._store.report_indexed(reports)
+        memories = [r for r in reports if r.kind != "message"]
+        messages = [r for r in reports if r.kind == "message"]
+        if memories:
+            await self._store.report_indexed(memories)
+        if messages:
+            await self._store.report_messages(messages)
         self._progress.reported()  # an import waiting for the index to catch up looks again

@@ -129,6 +129,66 @@ class IndexFeedStore:
             [(r.memory_id, r.content_hash, r.model, r.state, r.error) for r in reports],
         )
 
+    # --- archived messages (docs/archive.md): immutable, so indexed once per model --------------------
+
+    _MESSAGES = (
+        "SELECT m.id::text AS memory_id, m.vault_id::text, m.text AS content, m.content_hash,"
+        " coalesce(m.created_at, c.created_at) AS created_at, m.conversation_id::text,"
+        " (SELECT min(rm.revision) FROM archive_revision_message rm WHERE rm.message_id = m.id) AS revision,"
+        " coalesce(s.content_hash, '') AS indexed_hash, coalesce(s.model, '') AS indexed_model"
+        " FROM archive_message m JOIN archive_conversation c ON c.id = m.conversation_id"
+        " LEFT JOIN archive_message_index s ON s.message_id = m.id AND s.state = 'indexed'"
+    )
+
+    async def message_documents(self, ids: Sequence[str]) -> list[Document]:
+        rows = await self._pool.fetch(self._MESSAGES + " WHERE m.id = ANY($1::uuid[]) AND m.text <> ''", list(ids))
+        return _messages(rows)
+
+    async def message_documents_after(self, after_id: str | None, limit: int) -> list[Document]:
+        rows = await self._pool.fetch(
+            self._MESSAGES + " WHERE ($1::uuid IS NULL OR m.id > $1::uuid) AND m.text <> '' ORDER BY m.id LIMIT $2",
+            after_id,
+            limit,
+        )
+        return _messages(rows)
+
+    async def count_messages(self) -> int:
+        return int(await self._pool.fetchval("SELECT count(*) FROM archive_message WHERE text <> ''"))
+
+    async def report_messages(self, reports: Sequence[IndexReport]) -> None:
+        """Record what the indexer did with archived messages that still exist (a deleted one is skipped)."""
+        await self._pool.executemany(
+            """
+            INSERT INTO archive_message_index (message_id, vault_id, content_hash, model, state, attempts, last_error)
+            SELECT m.id, m.vault_id, $2, $3, $4, CASE WHEN $4 = 'failed' THEN 1 ELSE 0 END, nullif($5, '')
+            FROM archive_message m WHERE m.id = $1::uuid
+            FOR KEY SHARE SKIP LOCKED
+            ON CONFLICT (message_id) DO UPDATE SET
+                content_hash = EXCLUDED.content_hash, model = EXCLUDED.model, state = EXCLUDED.state,
+                attempts = CASE WHEN EXCLUDED.state = 'failed' THEN archive_message_index.attempts + 1 ELSE 0 END,
+                last_error = EXCLUDED.last_error, updated_at = now()
+            """,
+            [(r.memory_id, r.content_hash, r.model, r.state, r.error) for r in reports],
+        )
+
+
+def _messages(rows: Iterable[asyncpg.Record]) -> list[Document]:
+    return [
+        Document(
+            row["memory_id"],
+            row["vault_id"],
+            row["content"],
+            row["content_hash"],
+            row["created_at"],
+            row["indexed_hash"],
+            row["indexed_model"],
+            kind="message",
+            conversation_id=row["conversation_id"],
+            revision=int(row["revision"] or 1),
+        )
+        for row in rows
+    ]
+
 
 def _documents(rows: Iterable[asyncpg.Record]) -> list[Document]:
     return [

@@ -14,6 +14,7 @@ from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import cursor, lifecycle
+from memvault_vault.domain.filters import MemoryFilter
 from memvault_vault.domain.memory import (
     ApprovalMode,
     Draft,
@@ -79,15 +80,16 @@ class MemoryService:
         tags: Sequence[str] = (),
         limit: int = 0,
         page_cursor: str = "",
+        filters: MemoryFilter = MemoryFilter(),  # noqa: B008 (frozen: never changed)
     ) -> tuple[VaultAccess, list[Memory], str]:
         limit = validate_page_size(limit, limits.DEFAULT_LIST_RESULTS, limits.MAX_LIST_RESULTS)
         vault = await self._accounts.access(identity, vault_name)
         tags = sorted({t.strip().lower() for t in tags})
-        request = cursor.fingerprint("list", vault.id, sorted(statuses), sorted(types), tags)
+        request = cursor.fingerprint("list", vault.id, sorted(statuses), sorted(types), tags, filters.fingerprint())
         position = cursor.decode(page_cursor, "list", request)
         after = cursor.keyset_of(position)
         found = await self._store.list_memories(
-            vault, statuses=statuses, types=types, tags=tags, limit=limit + 1, after=after
+            vault, statuses=statuses, types=types, tags=tags, limit=limit + 1, after=after, filters=filters
         )
         memories, more = fit_page([(m, 0.0) for m in found], limit)
         page = [m for m, _ in memories]

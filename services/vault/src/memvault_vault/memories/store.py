@@ -5,6 +5,7 @@ transaction; other concepts (review, imports) use them for the same steps."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,6 +16,8 @@ import asyncpg
 from memvault_core.errors import Conflict, NotFound
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess, lock_vault
+from memvault_vault.domain.filters import MemoryFilter
+from memvault_vault.domain.filters import sql as filter_sql
 from memvault_vault.domain.memory import Memory, MemoryType, Status, check_version, content_hash, require_status
 from memvault_vault.memories.records import (
     BatchRecord,
@@ -140,18 +143,20 @@ class MemoryStore:
         tags: Sequence[str],
         limit: int,
         after: tuple[datetime, str] | None,
+        filters: MemoryFilter = MemoryFilter(),  # noqa: B008 (frozen: never changed)
     ) -> list[Memory]:
         rows = await self._pool.fetch(
-            """
+            f"""
             SELECT * FROM memory m
             WHERE m.vault_id = $1
               AND ($2::text[] IS NULL OR m.status = ANY($2::text[]))
               AND ($3::text[] IS NULL OR m.type = ANY($3::text[]))
               AND m.tags @> $4::text[]
               AND ($5::timestamptz IS NULL OR (m.created_at, m.id) < ($5, $6::uuid))
+              {filter_sql(8)}
             ORDER BY m.created_at DESC, m.id DESC
             LIMIT $7
-            """,
+            """,  # noqa: S608 - constant SQL fragments, no input
             vault.id,
             [s.value for s in statuses] or None,
             [t.value for t in types] or None,
@@ -159,33 +164,40 @@ class MemoryStore:
             after[0] if after else None,
             after[1] if after else None,
             limit,
+            *filters.sql_args(),
         )
         return [memory_from_row(row, vault.name) for row in rows]
 
     async def stats(self, vault: VaultAccess) -> dict[str, Any]:
-        by_status = {
-            row["status"]: row["count"]
-            for row in await self._pool.fetch(
-                "SELECT status, count(*) FROM memory WHERE vault_id = $1 GROUP BY status", vault.id
-            )
-        }
-        index = await self._pool.fetchrow(
-            """
-            SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.index_hash) AS indexed,
-                   count(*) FILTER (WHERE s.state = 'failed') AS failed,
-                   count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.index_hash) AS pending
-            FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id
-            WHERE m.vault_id = $1
-            """,
-            vault.id,
+        """Counts by status and type, the index's state, its latest failures: three reads at once."""
+        counts, index, failures = await asyncio.gather(
+            self._pool.fetch(
+                "SELECT status, type, count(*) FROM memory WHERE vault_id = $1 GROUP BY status, type", vault.id
+            ),
+            self._pool.fetchrow(
+                """
+                SELECT count(*) FILTER (WHERE s.state = 'indexed' AND s.content_hash = m.index_hash) AS indexed,
+                       count(*) FILTER (WHERE s.state = 'failed') AS failed,
+                       count(*) FILTER (WHERE s.memory_id IS NULL OR s.content_hash <> m.index_hash) AS pending
+                FROM memory m LEFT JOIN index_state s ON s.memory_id = m.id
+                WHERE m.vault_id = $1
+                """,
+                vault.id,
+            ),
+            self._pool.fetch(
+                "SELECT memory_id::text, coalesce(last_error, '') AS error, attempts FROM index_state"
+                " WHERE vault_id = $1 AND state = 'failed' ORDER BY updated_at DESC LIMIT 10",
+                vault.id,
+            ),
         )
-        failures = await self._pool.fetch(
-            "SELECT memory_id::text, coalesce(last_error, '') AS error, attempts FROM index_state"
-            " WHERE vault_id = $1 AND state = 'failed' ORDER BY updated_at DESC LIMIT 10",
-            vault.id,
-        )
+        by_status: dict[str, int] = {}
+        by_type: dict[str, int] = {}
+        for row in counts:
+            by_status[row["status"]] = by_status.get(row["status"], 0) + row["count"]
+            by_type[row["type"]] = by_type.get(row["type"], 0) + row["count"]
         return {
             "memories": by_status,
+            "memories_by_type": by_type,
             "indexed": index["indexed"],
             "index_failed": index["failed"],
             "index_pending": index["pending"],

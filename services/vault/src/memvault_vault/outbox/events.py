@@ -13,6 +13,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from opentelemetry import propagate
 
+from memvault.events.v1 import archive_events_pb2 as archive_pb
 from memvault.events.v1 import memory_events_pb2 as pb
 
 EVENTS = "events.v1."
@@ -34,11 +35,11 @@ def _now() -> Timestamp:
     return stamp
 
 
-def _event(verb: str, message: Message, event_id: str) -> OutboxEvent:
+def _event(verb: str, message: Message, event_id: str, entity: str = "memory") -> OutboxEvent:
     headers: dict[str, str] = {}
     propagate.inject(headers)  # trace context travels with the event
     # The outbox stores the subject without its root; the relay adds the configured one.
-    return OutboxEvent(event_id, f"{EVENTS}memory.{verb}", message.SerializeToString(), headers)
+    return OutboxEvent(event_id, f"{EVENTS}{entity}.{verb}", message.SerializeToString(), headers)
 
 
 def memory_created(memory_id: str, vault_id: str, content_hash: str) -> OutboxEvent:
@@ -57,3 +58,29 @@ def memory_forgotten(memory_id: str, vault_id: str) -> OutboxEvent:
     event_id = str(uuid.uuid4())
     message = pb.MemoryForgotten(event_id=event_id, memory_id=memory_id, vault_id=vault_id, occurred_at=_now())
     return _event("forgotten", message, event_id)
+
+
+def message_archived(
+    message_id: str, vault_id: str, conversation_id: str, revision: int, content_hash: str
+) -> OutboxEvent:
+    """`message.archived`: a message of an archived conversation was written (the indexer embeds it)."""
+    event_id = str(uuid.uuid4())
+    message = archive_pb.MessageArchived(
+        event_id=event_id,
+        message_id=message_id,
+        vault_id=vault_id,
+        conversation_id=conversation_id,
+        revision=revision,
+        content_hash=content_hash,
+        occurred_at=_now(),
+    )
+    return _event("archived", message, event_id, "message")
+
+
+def conversation_deleted(conversation_id: str, vault_id: str) -> OutboxEvent:
+    """`conversation.deleted`: the indexer removes the points of every message of the conversation."""
+    event_id = str(uuid.uuid4())
+    message = archive_pb.ConversationDeleted(
+        event_id=event_id, conversation_id=conversation_id, vault_id=vault_id, occurred_at=_now()
+    )
+    return _event("deleted", message, event_id, "conversation")

@@ -5,6 +5,8 @@ drains the outbox whenever it is told a row arrived (LISTEN/NOTIFY) and at least
 every `poll_seconds`. Each event is published with `Nats-Msg-Id` = its id, so a
 retry after a lost acknowledgement is dropped by JetStream's duplicate window.
 With several vault replicas, a Postgres advisory lock lets one relay run at a time.
+Published rows are deleted once they are `keep_published_seconds` old (every minute at most):
+kept forever they were the outbox's whole size on disk, and nothing reads them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from typing import Any
 
 import asyncpg
@@ -30,11 +33,22 @@ from memvault_vault.outbox.store import NOTIFY_CHANNEL
 log = logging.getLogger(__name__)
 
 BATCH = 200
+PRUNE_EVERY_SECONDS = 60.0
 
 
 class OutboxRelay:
-    def __init__(self, dsn: str, nats_settings: NatsSettings, poll_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        nats_settings: NatsSettings,
+        poll_seconds: float = 1.0,
+        keep_published_seconds: float = 3600.0,
+        prune_every_seconds: float = PRUNE_EVERY_SECONDS,
+    ) -> None:
         self._dsn = dsn
+        self._keep = keep_published_seconds
+        self._prune_every = prune_every_seconds
+        self._pruned_at = float("-inf")
         self._nats = nats_settings
         self._poll = poll_seconds
         self._wake = asyncio.Event()
@@ -58,7 +72,7 @@ class OutboxRelay:
         if self._nc is None or self._nc.is_closed:
             # max_reconnect_attempts=0: once connected, nats-py never stops reconnecting.
             self._nc = await nats.connect(
-                self._nats.url, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
+                self._nats.servers, connect_timeout=2, max_reconnect_attempts=0, **self._callbacks.options()
             )
         return self._nc
 
@@ -74,6 +88,11 @@ class OutboxRelay:
             log.info("outbox relay running")
             while True:
                 sent = await self._drain(conn, js)
+                if time.monotonic() - self._pruned_at >= self._prune_every:
+                    self._pruned_at = time.monotonic()
+                    pruned = await store.prune_published(conn, self._keep)
+                    if pruned:
+                        log.debug("published outbox rows deleted", extra={"count": pruned})
                 if sent < BATCH:
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):

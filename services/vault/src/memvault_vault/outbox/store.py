@@ -57,3 +57,16 @@ async def backlog(pool: asyncpg.Pool) -> tuple[int, float]:
         " FROM outbox WHERE published_at IS NULL"
     )
     return int(row["depth"]), float(row["age"])
+
+
+async def prune_published(conn: asyncpg.Connection, keep_seconds: float, limit: int = 5000) -> int:
+    """Delete up to `limit` events published more than `keep_seconds` ago (NATS has them; JetStream's
+    duplicate window is minutes); how many went."""
+    deleted = await conn.fetchval(
+        "WITH gone AS (DELETE FROM outbox WHERE id IN ("
+        " SELECT id FROM outbox WHERE published_at < now() - make_interval(secs => $1) LIMIT $2"
+        ") RETURNING 1) SELECT count(*) FROM gone",
+        keep_seconds,
+        limit,
+    )
+    return int(deleted)

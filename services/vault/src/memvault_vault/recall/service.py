@@ -14,6 +14,7 @@ from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import cursor, fusion, lifecycle
+from memvault_vault.domain.filters import MemoryFilter
 from memvault_vault.domain.memory import (
     AS_OF_STATUSES,
     RECALLABLE_BY_DEFAULT,
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 HYBRID = "hybrid"
 KEYWORD_ONLY = "keyword-only"
+NO_INDEXER = "no indexer is configured"
 
 
 class RecallService:
@@ -44,6 +46,16 @@ class RecallService:
         self._feed = feed
         self._accounts = accounts
         self._index = index
+
+    async def search_mode(self) -> tuple[str, str, str]:
+        """(mode recall answers in now: hybrid or keyword-only, why when keyword-only, the embedding model)."""
+        if self._index is None:
+            return KEYWORD_ONLY, NO_INDEXER, ""
+        try:
+            model, refused = await self._index.searchable()
+        except Unavailable as error:
+            return KEYWORD_ONLY, error.message, ""
+        return (KEYWORD_ONLY, refused, model) if refused else (HYBRID, "", model)
 
     async def recall(
         self,
@@ -58,6 +70,7 @@ class RecallService:
         statuses: Sequence[Status] = (),
         as_of: datetime | None = None,
         include_expired: bool = False,
+        filters: MemoryFilter = MemoryFilter(),  # noqa: B008 (frozen: never changed)
     ) -> tuple[VaultAccess, RecallPage]:
         query = validate_query(query)
         limit = validate_page_size(limit, limits.DEFAULT_RECALL_RESULTS, limits.MAX_RECALL_RESULTS)
@@ -76,11 +89,19 @@ class RecallService:
             sorted(statuses),
             as_of.isoformat() if as_of else "",
             include_expired,
+            filters.fingerprint(),
         )
         position = cursor.decode(page_cursor, "recall", request)
         offset = cursor.offset_of(position)
         ranked, mode, parts = await self._rank(
-            vault, query, statuses=statuses, types=types, tags=tags, include_expired=include_expired, as_of=as_of
+            vault,
+            query,
+            statuses=statuses,
+            types=types,
+            tags=tags,
+            include_expired=include_expired,
+            as_of=as_of,
+            filters=filters,
         )
         window = ranked[offset : offset + limit + 1]
         rows = await self._store.recall_page(vault, [found.id for found, _ in window])
@@ -92,7 +113,7 @@ class RecallService:
                 "semantic search is unavailable right now; only memories sharing words with the query were searched"
             )
         elif self._index is None:
-            warnings.append("no indexer is configured: only memories sharing words with the query were searched")
+            warnings.append(NO_INDEXER + ": only memories sharing words with the query were searched")
         if self._index is not None and (waiting := await self._feed.unindexed_older(vault)):
             warnings.append(
                 f"{waiting} memories are not in the search index yet (after a restore or reindex it is catching up); "
@@ -103,6 +124,13 @@ class RecallService:
         next_cursor = cursor.encode("recall", request, {"offset": offset + len(hits)}) if more else ""
         page_hits: list[RecallHit] = []
         memory_warnings: list[MemoryWarning] = []
+        replaced = (
+            await self._store.recently_replaced(
+                vault, [m.id for m, _ in hits if m.status is not Status.SUPERSEDED], now - lifecycle.REPLACED_RECENTLY
+            )
+            if as_of is None
+            else {}
+        )
         for memory, score in hits:
             row = rows[memory.id]
             live = memory.status is Status.ACTIVE
@@ -117,6 +145,8 @@ class RecallService:
             )
             page_hits.append(hit)
             memory_warnings.extend(lifecycle.warnings_for(hit, now, as_of))
+            if memory.id in replaced:
+                memory_warnings.append(lifecycle.replaced_warning(memory.id, replaced[memory.id]))
         page = RecallPage(
             hits=page_hits,
             mode=mode,
@@ -136,26 +166,28 @@ class RecallService:
         tags: Sequence[str],
         include_expired: bool = False,
         as_of: datetime | None = None,
+        filters: MemoryFilter = MemoryFilter(),  # noqa: B008 (frozen: never changed)
     ) -> tuple[list[tuple[fusion.Found, float]], str, dict[str, tuple[float | None, float]]]:
         """Every memory keyword or vector search found, fused, best first; which search answered; and for
         each memory the two parts of its score (meaning, keyword)."""
-        filters: dict[str, Any] = {
+        narrowing: dict[str, Any] = {
             "statuses": statuses,
             "types": types,
             "tags": tags,
             "include_expired": include_expired,
             "as_of": as_of,
+            "filters": filters,
         }
         if self._index is None:
             keyword = await self._store.keyword_search(
-                vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters
+                vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **narrowing
             )
             return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY, _parts(keyword, None)
         index = self._index
         # Full-text search runs beside the lookup of recent writes the index does not hold yet; then one
         # indexer call embeds the query, finds the nearest memories and scores the keyword hits.
         keyword, pending = await asyncio.gather(
-            self._store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **filters),
+            self._store.keyword_search(vault, query, limit=fusion.KEYWORD_CANDIDATES, offset=0, **narrowing),
             self._feed.unindexed_recent(vault, fusion.PENDING_TO_SCORE),
         )
         try:
@@ -171,7 +203,7 @@ class RecallService:
             return fusion.fuse(keyword, {}, cosine_weight=0.0), KEYWORD_ONLY, _parts(keyword, None)
         known = {found.id for found in keyword}
         dense_only = [i for i in cosines if i not in known]
-        extra = await self._store.memories_by_ids(vault, dense_only, query, **filters)
+        extra = await self._store.memories_by_ids(vault, dense_only, query, **narrowing)
         found = [*keyword, *extra]
         return fusion.fuse(found, cosines), HYBRID, _parts(found, cosines)
 

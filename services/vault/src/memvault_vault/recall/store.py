@@ -9,6 +9,8 @@ from typing import Any
 import asyncpg
 
 from memvault_vault.database import Database, VaultAccess
+from memvault_vault.domain.filters import MemoryFilter
+from memvault_vault.domain.filters import sql as filter_sql
 from memvault_vault.domain.fusion import Found
 from memvault_vault.domain.memory import MemoryType, Status
 from memvault_vault.memories.records import memory_from_row
@@ -45,7 +47,8 @@ _COLUMNS = """
 """
 
 # Recall's filters, shared by both of its searches: $3 statuses, $4 types (NULL: any), $5 tags (all
-# of them), $6 include expired, $7 as of (NULL: now). As of a past moment, a memory counts only if it
+# of them), $6 include expired, $7 as of (NULL: now); each query adds the MemoryFilter's
+# (`filter_sql`) after its own parameters. As of a past moment, a memory counts only if it
 # was written by then, valid then, and never rejected; it is expired if it had expired by then.
 _RECALL_FILTERS = """
           AND m.status = ANY($3::text[])
@@ -96,6 +99,7 @@ _KEYWORD = f"""
         WHERE m.vault_id = $1
           AND m.search @@ matching.query
           {_RECALL_FILTERS}
+          {filter_sql(10)}
         ORDER BY rank DESC, m.created_at DESC, m.id
         LIMIT $8 OFFSET $9
     )
@@ -135,6 +139,7 @@ class RecallStore:
         offset: int,
         include_expired: bool = False,
         as_of: datetime | None = None,
+        filters: MemoryFilter = MemoryFilter(),  # noqa: B008 (frozen: never changed)
     ) -> list[Found]:
         """The vault's best full-text matches that pass recall's filters, best first (read whole with `recall_page`)."""
         rows = await self._pool.fetch(
@@ -144,8 +149,27 @@ class RecallStore:
             *_recall_filter_args(statuses, types, tags, include_expired, as_of),
             limit,
             offset,
+            *filters.sql_args(),
         )
         return [_found(row) for row in rows]
+
+    async def recently_replaced(
+        self, vault: VaultAccess, ids: Sequence[str], since: datetime
+    ) -> dict[str, list[tuple[str, datetime]]]:
+        """For each of `ids`: the memories it superseded at or after `since`, with when (oldest first)."""
+        if not ids:
+            return {}
+        found: dict[str, list[tuple[str, datetime]]] = {}
+        for row in await self._pool.fetch(
+            "SELECT superseded_by::text AS new, id::text AS old, valid_to FROM memory"
+            " WHERE vault_id = $1 AND superseded_by = ANY($2::uuid[]) AND status = 'superseded' AND valid_to >= $3"
+            " ORDER BY valid_to, id",
+            vault.id,
+            list(ids),
+            since,
+        ):
+            found.setdefault(row["new"], []).append((row["old"], row["valid_to"]))
+        return found
 
     async def has_search_terms(self, query: str) -> bool:
         """False when every word of the query is a stopword (such as 'what' or 'the')."""
@@ -163,6 +187,7 @@ class RecallStore:
         tags: Sequence[str],
         include_expired: bool = False,
         as_of: datetime | None = None,
+        filters: MemoryFilter = MemoryFilter(),  # noqa: B008 (frozen: never changed)
     ) -> list[Found]:
         """These memories of the vault that pass recall's filters, each with its keyword rank (0 when no word matches)."""
         if not ids:
@@ -175,11 +200,13 @@ class RecallStore:
             WHERE m.vault_id = $1
               AND m.id = ANY($8::uuid[])
               {_RECALL_FILTERS}
+              {filter_sql(9)}
             """,  # noqa: S608 - constant SQL fragments, no input
             vault.id,
             query,
             *_recall_filter_args(statuses, types, tags, include_expired, as_of),
             list(ids),
+            *filters.sql_args(),
         )
         return [_found(row) for row in rows]
 

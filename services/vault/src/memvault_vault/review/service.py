@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -99,14 +100,21 @@ class ReviewService:
         position = cursor.decode(page_cursor, "review", request)
         after = cursor.keyset_of(position)
         memories, total = await self._store.review_queue(vault, limit + 1, after)
-        items = []
-        for memory in memories[:limit]:
-            related = [
-                (relation, other)
-                for relation, other in await self._memories.related(vault, memory, limits.MAX_LIST_RESULTS)
-                if relation in ("similar", "similar_from", "supersedes", "same_key", "depends_on")
-            ]
-            items.append((memory, related))
+        # Each proposal's related memories, read side by side (a page is up to 100 lookups).
+        found = await asyncio.gather(
+            *(self._memories.related(vault, memory, limits.MAX_LIST_RESULTS) for memory in memories[:limit])
+        )
+        items = [
+            (
+                memory,
+                [
+                    (relation, other)
+                    for relation, other in related
+                    if relation in ("similar", "similar_from", "supersedes", "same_key", "depends_on")
+                ],
+            )
+            for memory, related in zip(memories[:limit], found, strict=True)
+        ]
         next_cursor = ""
         if len(memories) > limit and items:
             last = items[-1][0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC
+from typing import Any
 
 import grpc
 
@@ -12,9 +13,11 @@ from memvault.vault.v1 import archive_pb2_grpc
 from memvault_core import wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
-from memvault_vault.archive.records import ConversationRecord, ImportRecord, Receipt
+from memvault_vault.archive.records import ConversationRecord, ImportRecord, MessageRecord, Receipt
 from memvault_vault.archive.service import ArchiveService, Draft
 from memvault_vault.domain.archive import snippet
+from memvault_vault.domain.archive_reads import DEFAULT_CONTEXT_MESSAGES
+from memvault_vault.domain.archive_writes import check_request_size
 
 
 def drafts(messages: Sequence[pb.MessageDraft]) -> list[Draft]:
@@ -43,6 +46,29 @@ def summary(record: ConversationRecord) -> pb.ConversationSummary:
         created_at=wire.to_timestamp(record.created_at),
         updated_at=wire.to_timestamp(record.updated_at),
         content_sha256=record.content_sha256,
+        derived_from=derived(record.derived_from),
+    )
+
+
+def derived(source: dict[str, Any] | None) -> pb.DerivedFrom | None:
+    if not source:
+        return None
+    return pb.DerivedFrom(vault=source["vault"], conversation_id=source["conversation_id"], revision=source["revision"])
+
+
+def archived(m: MessageRecord) -> pb.ArchivedMessage:
+    return pb.ArchivedMessage(
+        id=m.id,
+        node_id=m.node_id,
+        parent_node_id=m.parent_node_id or "",
+        role=m.role,
+        content_type=m.content_type,
+        text=m.text,
+        content_json=m.content or "",
+        created_at=wire.to_timestamp(m.created_at),
+        active=m.active,
+        position=m.position,
+        key=m.key or "",
     )
 
 
@@ -56,6 +82,15 @@ def receipt(record: Receipt) -> pb.WriteReceipt:
         content_sha256=record.content_sha256,
         message_count=record.message_count,
         verified=summary(record.verified) if record.verified else None,
+        readback=[archived(m) for m in record.readback],
+        omitted=[
+            pb.OmittedRead(
+                conversation_id=o.conversation_id, revision=o.revision, after_position=o.after_position, count=o.count
+            )
+            for o in record.omitted
+        ],
+        changes=record.changes,
+        derived_from=derived(record.derived_from),
     )
 
 
@@ -91,6 +126,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def CreateConversation(
         self, request: pb.CreateConversationRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateConversationResponse:
+        check_request_size(request.ByteSize(), len(request.messages), "messages")
         record = await self._archive.create(
             self._identity(context),
             request.vault,
@@ -105,6 +141,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def AppendMessages(
         self, request: pb.AppendMessagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendMessagesResponse:
+        check_request_size(request.ByteSize(), len(request.messages), "messages")
         record = await self._archive.revise(
             self._identity(context),
             request.vault,
@@ -120,6 +157,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def ReplaceTranscript(
         self, request: pb.ReplaceTranscriptRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReplaceTranscriptResponse:
+        check_request_size(request.ByteSize(), len(request.messages), "messages")
         record = await self._archive.revise(
             self._identity(context),
             request.vault,
@@ -228,6 +266,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                     created_at=wire.to_timestamp(m.created_at),
                     active=m.active,
                     position=m.position,
+                    key=m.key or "",
                 )
                 for m in messages
             ],
@@ -237,9 +276,17 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def SearchMessages(
         self, request: pb.SearchMessagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.SearchMessagesResponse:
-        hits = await self._archive.search(
-            self._identity(context), request.vault, request.query, tags_any=list(request.tags_any), limit=request.limit
+        found = await self._archive.reads.search(
+            self._identity(context),
+            request.vault,
+            request.query,
+            tags_all=list(request.tags_all),
+            tags_any=list(request.tags_any),
+            limit=request.limit,
+            max_bytes=request.max_bytes,
+            page=request.cursor,
         )
+        query = found.query
         return pb.SearchMessagesResponse(
             hits=[
                 pb.MessageHit(
@@ -248,12 +295,17 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                     message_id=h.message_id,
                     title=h.title or "",
                     role=h.role,
-                    snippet=snippet(h.text, request.query),
+                    snippet=snippet(h.text, query),
                     score=h.score,
                     position=h.position,
                 )
-                for h in hits
-            ]
+                for h in found.hits
+            ],
+            next_cursor=found.next_cursor,
+            mode=found.mode,
+            warnings=found.warnings,
+            used_bytes=found.used_bytes,
+            max_bytes=found.max_bytes,
         )
 
     async def StartImport(
@@ -287,3 +339,210 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     async def GetImport(self, request: pb.GetImportRequest, context: grpc.aio.ServicerContext) -> pb.GetImportResponse:
         record = await self._archive.get_import(self._identity(context), request.vault, request.import_id)
         return pb.GetImportResponse(**{"import": import_status(record)})
+
+    async def GetMessageContext(
+        self, request: pb.GetMessageContextRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetMessageContextResponse:
+        record, revision, position, messages = await self._archive.reads.context(
+            self._identity(context),
+            request.vault,
+            request.message_id,
+            conversation_id=request.conversation_id,
+            revision=request.revision,
+            before=request.before if request.HasField("before") else DEFAULT_CONTEXT_MESSAGES,
+            after=request.after if request.HasField("after") else DEFAULT_CONTEXT_MESSAGES,
+        )
+        return pb.GetMessageContextResponse(
+            conversation=summary(record), revision=revision, messages=[message(m) for m in messages], position=position
+        )
+
+    async def ReadConversations(
+        self, request: pb.ReadConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReadConversationsResponse:
+        page = await self._archive.reads.batch(
+            self._identity(context),
+            request.vault,
+            [(r.conversation_id, r.revision, r.graph) for r in request.requests],
+            max_bytes=request.max_bytes,
+            page=request.cursor,
+        )
+        return pb.ReadConversationsResponse(
+            results=[
+                pb.ConversationReadResult(
+                    request_index=r.request_index,
+                    conversation_id=r.conversation_id,
+                    revision=r.revision,
+                    title=r.title or "",
+                    has_title=r.title is not None,
+                    messages=[message(m) for m in r.messages],
+                    oversized=[
+                        pb.OversizedMessage(message_id=o.message_id, position=o.position, bytes=o.bytes)
+                        for o in r.oversized
+                    ],
+                    complete=r.complete,
+                    error=r.error,
+                    message_count=r.message_count,
+                )
+                for r in page.results
+            ],
+            next_cursor=page.next_cursor,
+            used_bytes=page.used_bytes,
+            max_bytes=page.max_bytes,
+            completed=page.completed,
+            remaining=page.remaining,
+        )
+
+    async def ResolveConversations(
+        self, request: pb.ResolveConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResolveConversationsResponse:
+        found = await self._archive.reads.resolve(self._identity(context), request.vault, list(request.titles))
+        return pb.ResolveConversationsResponse(
+            resolved=[
+                pb.ResolvedTitle(title=title, conversations=[summary(r) for r in records])
+                for title, records in found.items()
+            ]
+        )
+
+    async def GetArchiveStats(
+        self, request: pb.GetArchiveStatsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetArchiveStatsResponse:
+        stats = await self._archive.reads.stats(self._identity(context), request.vault)
+        return pb.GetArchiveStatsResponse(
+            conversations=stats.conversations,
+            revisions=stats.revisions,
+            messages=stats.messages,
+            indexed=stats.indexed,
+            pending=stats.pending,
+            failed=stats.failed,
+            imports=stats.imports,
+            imports_running=stats.imports_running,
+            index_model=stats.index_model,
+            last_errors=stats.last_errors,
+        )
+
+    async def UpsertMessages(
+        self, request: pb.UpsertMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpsertMessagesResponse:
+        check_request_size(request.ByteSize(), len(request.messages), "messages")
+        record = await self._archive.writes.upsert(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            base_revision=request.base_revision,
+            messages=[(m.key, m.role.strip().lower(), m.text, m.content_type.strip()) for m in request.messages],
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        no_change = not record.changes.get("added") and not record.changes.get("updated")
+        return pb.UpsertMessagesResponse(receipt=receipt(record), no_change=no_change)
+
+    async def EditMessages(
+        self, request: pb.EditMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EditMessagesResponse:
+        check_request_size(request.ByteSize(), len(request.edits), "edits")
+        record = await self._archive.writes.edit(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            base_revision=request.base_revision,
+            edits=[(e.node_id, e.text) for e in request.edits],
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        return pb.EditMessagesResponse(receipt=receipt(record), no_change=not record.changes.get("updated"))
+
+    async def CopyConversations(
+        self, request: pb.CopyConversationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CopyConversationsResponse:
+        records = await self._archive.writes.copy(
+            self._identity(context),
+            request.vault,
+            request.target_vault,
+            list(request.conversation_ids),
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        return pb.CopyConversationsResponse(receipts=[receipt(r) for r in records])
+
+    async def CommitBatch(
+        self, request: pb.CommitBatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CommitBatchResponse:
+        check_request_size(request.ByteSize(), len(request.writes), "writes")
+        records = await self._archive.writes.commit(
+            self._identity(context),
+            request.vault,
+            [(w.conversation_id, w.kind.strip().lower(), w.base_revision, drafts(w.messages)) for w in request.writes],
+            idempotency_key=request.idempotency_key,
+            verify=request.verify,
+        )
+        return pb.CommitBatchResponse(receipts=[receipt(r) for r in records])
+
+    async def EmptyArchive(
+        self, request: pb.EmptyArchiveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EmptyArchiveResponse:
+        step = await self._archive.writes.empty(self._identity(context), request.vault, request.confirm)
+        return pb.EmptyArchiveResponse(
+            deleted_conversations=step["deleted_conversations"],
+            deleted_imports=step["deleted_imports"],
+            remaining_conversations=step["remaining_conversations"],
+            remaining_imports=step["remaining_imports"],
+            done=step["done"],
+        )
+
+    async def BuildContextPack(
+        self, request: pb.BuildContextPackRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BuildContextPackResponse:
+        pack = await self._archive.packs.build(
+            self._identity(context),
+            request.vault,
+            required=[(c.conversation_id, c.revision, c.tail) for c in request.conversations],
+            searches=[(s.query, s.limit) for s in request.searches],
+            max_tokens=request.max_tokens,
+            max_bytes=request.max_bytes,
+        )
+        return pb.BuildContextPackResponse(
+            pack_id=pack.pack_id,
+            fits=pack.fits,
+            max_tokens=pack.max_tokens,
+            max_bytes=pack.max_bytes,
+            pins=[pb.PackPin(conversation_id=c, revision=r) for c, r in pack.pins],
+            tokens=pack.tokens,
+            bytes=pack.bytes,
+            messages=[
+                pb.PackedMessage(
+                    conversation_id=m.conversation_id,
+                    revision=m.revision,
+                    message_id=m.message_id,
+                    position=m.position,
+                    role=m.role,
+                    authority=m.authority,
+                    text=m.text,
+                    score=m.score,
+                    node_id=m.node_id,
+                    key=m.key,
+                    query_index=m.query_index,
+                )
+                for m in pack.messages
+            ],
+            left_out=pack.left_out,
+            duplicates=pack.duplicates,
+            min_max_tokens=pack.min_max_tokens,
+            min_max_bytes=pack.min_max_bytes,
+            shortfall=[pb.PackShortfall(**s) for s in pack.shortfall],
+        )
+
+
+def message(m: MessageRecord) -> pb.ArchivedMessage:
+    return pb.ArchivedMessage(
+        id=m.id,
+        node_id=m.node_id,
+        parent_node_id=m.parent_node_id or "",
+        role=m.role,
+        content_type=m.content_type,
+        text=m.text,
+        content_json=m.content or "",
+        created_at=wire.to_timestamp(m.created_at),
+        active=m.active,
+        position=m.position,
+    )
+    # --- keyed, in-place, batch and cross-vault writes, emptying, context packs ----------------------

@@ -14,6 +14,7 @@ from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import wire
 from memvault_core.errors import InvalidArgument
 from memvault_vault.domain.duplicates import DuplicateCheck
+from memvault_vault.domain.filters import MemoryFilter, memory_filter
 from memvault_vault.domain.memory import (
     Draft,
     Memory,
@@ -26,6 +27,7 @@ from memvault_vault.domain.memory import (
     parse_metadata,
 )
 from memvault_vault.imports.records import BatchInfo
+from memvault_vault.retention.records import RetentionOutlook
 
 _TYPES = {t: wire.MEMORY_TYPES.value(t.value) for t in MemoryType}
 _TYPES_BACK: dict[int, MemoryType] = {v: k for k, v in _TYPES.items()}
@@ -141,4 +143,31 @@ def batch_to_proto(batch: BatchInfo) -> vpb.ImportBatch:
         created_at=wire.to_timestamp(batch.created_at),
         undone_at=wire.to_timestamp(batch.undone_at),
         outcomes=batch.outcomes,
+    )
+
+
+def outlook_to_proto(outlook: RetentionOutlook) -> vpb.RetentionOutlook:
+    return vpb.RetentionOutlook(
+        runner=outlook.runner,
+        interval_seconds=outlook.interval_seconds,
+        schedule=outlook.schedule,
+        last_run=wire.to_timestamp(outlook.last_run),
+        next_run=wire.to_timestamp(outlook.next_run),
+        due_rejected=outlook.due.rejected,
+        due_superseded=outlook.due.superseded,
+        due_invalidated=outlook.due.invalidated,
+        due_audit_entries=outlook.due.audit_entries,
+        due_audit_entries_capped=outlook.audit_entries_capped,
+        next_due_at=wire.to_timestamp(outlook.next_due_at),
+    )
+
+
+def filter_from_proto(message: vpb.MemoryFilter) -> MemoryFilter:
+    return memory_filter(
+        key=message.key,
+        scope=message.scope,
+        source=message.source,
+        client=message.client,
+        created_from=wire.from_timestamp(message, "created_from"),
+        created_to=wire.from_timestamp(message, "created_to"),
     )

@@ -29,6 +29,9 @@ def _document(document: Document) -> pb.IndexDocument:
         created_at=created,
         indexed_hash=document.indexed_hash,
         indexed_model=document.indexed_model,
+        kind=pb.DOCUMENT_KIND_MESSAGE if document.kind == "message" else pb.DOCUMENT_KIND_MEMORY,
+        conversation_id=document.conversation_id,
+        revision=document.revision,
     )
 
 
@@ -44,10 +47,14 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
         self, request: pb.GetDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetDocumentsResponse:
         self._check(context)
-        if len(request.memory_ids) > MAX_DOCUMENTS:
-            raise InvalidArgument(f"at most {MAX_DOCUMENTS} memory_ids per call", field="memory_ids")
+        if len(request.memory_ids) + len(request.message_ids) > MAX_DOCUMENTS:
+            raise InvalidArgument(f"at most {MAX_DOCUMENTS} memory_ids and message_ids per call", field="memory_ids")
         ids = [parse_memory_id(i, "memory_ids") for i in request.memory_ids]
-        return pb.GetDocumentsResponse(documents=[_document(row) for row in await self._feed.documents(ids)])
+        message_ids = [parse_memory_id(i, "message_ids") for i in request.message_ids]
+        rows = (await self._feed.documents(ids) if ids else []) + (
+            await self._feed.message_documents(message_ids) if message_ids else []
+        )
+        return pb.GetDocumentsResponse(documents=[_document(row) for row in rows])
 
     async def ListDocuments(
         self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
@@ -55,9 +62,13 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
         self._check(context)
         limit = min(request.limit or 500, MAX_DOCUMENTS)
         after = parse_memory_id(request.after_id, "after_id") if request.after_id else None
-        rows = await self._feed.documents_after(after, limit)
+        if request.kind == pb.DOCUMENT_KIND_MESSAGE:
+            rows = await self._feed.message_documents_after(after, limit)
+            total = await self._feed.count_messages() if after is None else 0
+        else:
+            rows = await self._feed.documents_after(after, limit)
+            total = await self._feed.count_documents() if after is None else 0
         next_after = rows[-1].memory_id if len(rows) == limit else ""
-        total = await self._feed.count_documents() if after is None else 0
         return pb.ListDocumentsResponse(
             documents=[_document(row) for row in rows], next_after_id=next_after, total=total
         )
@@ -77,6 +88,7 @@ class IndexFeedServicer(index_feed_pb2_grpc.IndexFeedServiceServicer):
                     report.model,
                     _STATES[report.state],
                     report.error[:500],
+                    "message" if report.kind == pb.DOCUMENT_KIND_MESSAGE else "memory",
                 )
             )
         await self._feed.report_indexed(reports)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import grpc
 
 from memvault.common.v1 import limits_pb2
@@ -10,6 +13,7 @@ from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core import limits, wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
+from memvault_vault.domain import capabilities
 from memvault_vault.domain.memory import MemoryType
 from memvault_vault.rpc import convert
 from memvault_vault.services import VaultServices
@@ -28,7 +32,11 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     ) -> vpb.GetCapabilitiesResponse:
         self._identity(context)
         return vpb.GetCapabilitiesResponse(
-            limits=limits_pb2.Limits(**limits.as_dict()), memory_types=[t.value for t in MemoryType]
+            limits=limits_pb2.Limits(**limits.as_dict()),
+            memory_types=[t.value for t in MemoryType],
+            capabilities_version=capabilities.CAPABILITIES_VERSION,
+            more_limits=capabilities.archive_limits(),
+            features=capabilities.features(),
         )
 
     async def ListVaults(
@@ -102,6 +110,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             statuses=convert.statuses_from_proto(list(request.statuses)),
             as_of=wire.from_timestamp(request, "as_of"),
             include_expired=request.include_expired,
+            filters=convert.filter_from_proto(request.filter),
         )
         return vpb.RecallResponse(
             vault=vault.name,
@@ -133,6 +142,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             tags=list(request.tags),
             limit=request.limit,
             page_cursor=request.cursor,
+            filters=convert.filter_from_proto(request.filter),
         )
         return vpb.ListMemoriesResponse(
             vault=vault.name, memories=[convert.memory_to_proto(m) for m in memories], next_cursor=next_cursor
@@ -169,9 +179,22 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
 
     async def GetStats(self, request: vpb.GetStatsRequest, context: grpc.aio.ServicerContext) -> vpb.GetStatsResponse:
         vault, stats = await self._services.memories.stats(self._identity(context), request.vault)
+        overview: dict[str, Any] = {}
+        if request.include_overview:  # the access check above came first; these read only
+            (mode, reason, model), outlook = await asyncio.gather(
+                self._services.recall.search_mode(), self._services.retention.outlook(vault)
+            )
+            overview = {
+                "search_mode": mode,
+                "search_mode_reason": reason,
+                "embedding_model": model,
+                "retention": convert.outlook_to_proto(outlook),
+            }
         return vpb.GetStatsResponse(
             vault=vault.name,
             memories=stats["memories"],
+            memories_by_type=stats["memories_by_type"],
+            **overview,
             indexed=stats["indexed"],
             index_pending=stats["index_pending"],
             index_failed=stats["index_failed"],

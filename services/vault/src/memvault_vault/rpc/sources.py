@@ -37,6 +37,7 @@ def source_to_proto(source: TrackedSource, now: datetime) -> spb.TrackedSource:
         error_since=wire.to_timestamp(source.error_since),
         pending_changes=source.pending_changes,
         overdue=is_overdue(source, now),
+        baseline_value_json=json.dumps(source.baseline_value, ensure_ascii=False) if source.kind.is_json else "",
     )
 
 
@@ -57,6 +58,7 @@ def change_to_proto(change: SourceChange) -> spb.SourceChange:
         resolved_by=change.resolved_by,
         replacement_id=change.replacement_id,
         proposed_statement=change.proposed_statement,
+        old_value_json=json.dumps(change.old_value, ensure_ascii=False) if change.has_old_value else "",
     )
 
 

@@ -32,6 +32,7 @@ class SourceRules:
     timeout_seconds: float
     max_redirects: int
     max_bytes: int = limits.MAX_SOURCE_BYTES
+    claim_seconds: float = 120.0
 
     @classmethod
     def from_settings(cls, group: SourcesGroup) -> SourceRules:
@@ -43,6 +44,7 @@ class SourceRules:
             allow_any_private=any(n.strip() == "*" for n in group.private_networks),
             timeout_seconds=group.fetch_timeout_seconds,
             max_redirects=group.max_redirects,
+            claim_seconds=group.claim_seconds,
         )
 
     @classmethod

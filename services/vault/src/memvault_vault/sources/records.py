@@ -51,6 +51,10 @@ class SourceChange:
     replacement_id: str = ""
     proposed_statement: str = ""
     """For a JSON change, the statement the template renders from the new value (never for text)."""
+    old_value: Any = None
+    """For a JSON change, the value it replaces (text keeps hashes only)."""
+    has_old_value: bool = False
+    """False for text, and for changes recorded before the old value was kept."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class CheckResult:
     change_id: str = ""
     replacement_id: str = ""
     flagged_dependents: tuple[str, ...] = ()
+    previous_error: str = ""
+    """The source's error before this check ('' if its last check went well)."""
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,16 @@ QUIET = frozenset({"unchanged", "already_pending", "busy"})
 
 
 def describe(check: CheckResult) -> str | None:
-    """One line for a check worth telling about; None for one that changed nothing."""
-    if check.outcome in QUIET:
+    """One line for a check worth telling about; None for one that changed nothing, and for an error the
+    source already had (said when it began; a source that reads again is said once too)."""
+    start = f"{check.vault}: source {check.source_id} (memory {check.memory_id})"
+    if check.outcome == "error" and check.message[:1000] == check.previous_error:
         return None
-    line = f"{check.vault}: source {check.source_id} (memory {check.memory_id}): {check.outcome}"
+    if check.outcome in QUIET:
+        if check.previous_error and check.outcome == "unchanged":
+            return f"{start}: recovered: it reads again and has not changed"
+        return None
+    line = f"{start}: {check.outcome}"
     if check.message:
         line += f": {check.message}"
     if check.flagged_dependents:
@@ -47,7 +53,7 @@ async def run_periodically(service: SourceService, interval_seconds: float) -> N
     while True:
         try:
             for check in await service.sync_due():
-                if check.outcome not in QUIET:
+                if describe(check) is not None:  # as `watch`: an error is logged when it begins, not every round
                     log.info(
                         "source checked",
                         extra={"source": check.source_id, "vault": check.vault, "outcome": check.outcome},
@@ -58,6 +64,7 @@ async def run_periodically(service: SourceService, interval_seconds: float) -> N
 
 
 async def watch(service: SourceService, poll_seconds: float, say: Callable[[str], None]) -> None:
+    """Sync what is due every `poll_seconds` until cancelled (SIGTERM or Ctrl-C end it cleanly)."""
     while True:
         await sync_once(service, say)
         await asyncio.sleep(poll_seconds)

@@ -11,6 +11,7 @@ change it.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from memvault_core import limits
@@ -147,7 +148,7 @@ class SourceService:
         return memory
 
     async def _check(self, source: TrackedSource, approval_mode: str, identity: Identity) -> CheckResult:
-        if not await self._store.claim(source.id):
+        if not await self._store.claim(source.id, self.reader.rules.claim_seconds):
             return CheckResult(source.id, source.vault, source.memory_id, "busy", "another check of it is running")
         try:
             result = await self._check_claimed(source, approval_mode, identity)
@@ -156,7 +157,7 @@ class SourceService:
             await self._store.finish(source.id, error=f"the check failed ({type(error).__name__})")
             raise
         await self._store.finish(source.id, error=result.message if result.outcome == "error" else "")
-        return result
+        return replace(result, previous_error=source.last_error)
 
     async def _check_claimed(self, source: TrackedSource, approval_mode: str, identity: Identity) -> CheckResult:
         def result(outcome: str, message: str = "", **more: object) -> CheckResult:
@@ -281,7 +282,7 @@ class SourceService:
                 field="statement",
             )
         source = (await self._store.sources(vault, source_id=change.source_id))[0]
-        if not await self._store.claim(source.id):
+        if not await self._store.claim(source.id, self.reader.rules.claim_seconds):
             raise Conflict("a check of this source is running; try again in a moment", field="change_id")
         try:
             return vault, await self._resolve_claimed(identity, vault, source, change, accept, statement)

@@ -14,9 +14,6 @@ from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.sources import ChangeStatus, Reading, SourceKind, SourceMode, SourceSpec, render
 from memvault_vault.sources.records import SourceChange, TrackedSource
 
-CLAIM_SECONDS = 120
-"""How long a check holds a source; a process that dies mid-check lets it go after this."""
-
 _SOURCE_COLUMNS = """
     s.id::text AS id, s.vault_id::text AS vault_id, v.name AS vault, s.memory_id::text AS memory_id, s.kind,
     s.location, s.selector, s.template, s.mode, s.interval_seconds, s.baseline_hash, s.baseline_value,
@@ -27,6 +24,11 @@ _SOURCE_COLUMNS = """
 
 def _value(raw: Any) -> Any:
     return None if raw is None else json.loads(raw)
+
+
+def _baseline_json(source: TrackedSource) -> str | None:
+    """The value a change replaces: the source's baseline (JSON sources only; text keeps hashes alone)."""
+    return json.dumps(source.baseline_value) if source.kind.is_json and source.baseline_value is not None else None
 
 
 def source_from_row(row: asyncpg.Record) -> TrackedSource:
@@ -57,6 +59,7 @@ def change_from_row(row: asyncpg.Record) -> SourceChange:
     kind = SourceKind(row["kind"])
     has_value = row["new_value"] is not None
     value = _value(row["new_value"])
+    has_old = row["old_value"] is not None
     return SourceChange(
         id=row["id"],
         vault=row["vault"],
@@ -68,6 +71,8 @@ def change_from_row(row: asyncpg.Record) -> SourceChange:
         new_hash=row["new_hash"],
         new_value=value,
         has_value=has_value,
+        old_value=_value(row["old_value"]),
+        has_old_value=has_old,
         status=ChangeStatus(row["status"]),
         detected_at=row["detected_at"],
         resolved_at=row["resolved_at"],
@@ -79,7 +84,7 @@ def change_from_row(row: asyncpg.Record) -> SourceChange:
 
 _CHANGE_COLUMNS = """
     c.id::text AS id, v.name AS vault, c.source_id::text AS source_id, c.memory_id::text AS memory_id, s.kind,
-    s.location, s.template, c.old_hash, c.new_hash, c.new_value, c.status, c.detected_at, c.resolved_at,
+    s.location, s.template, c.old_hash, c.new_hash, c.old_value, c.new_value, c.status, c.detected_at, c.resolved_at,
     c.resolved_by, c.replacement_id::text AS replacement_id
 """
 
@@ -201,13 +206,14 @@ class SourceStore:
         )
         return [(source_from_row(r), r["approval_mode"]) for r in rows]
 
-    async def claim(self, source_id: str) -> bool:
-        """Hold the source for one check, so two syncs (a CronJob and a person) never apply one change twice."""
+    async def claim(self, source_id: str, seconds: float) -> bool:
+        """Hold the source for one check, so two syncs (a CronJob and a person) never apply one change twice;
+        a process that dies mid-check lets it go after `seconds` (`MEMVAULT_SOURCES__CLAIM_SECONDS`)."""
         claimed = await self._pool.fetchval(
             "UPDATE tracked_source SET claimed_until = now() + make_interval(secs => $2)"
             " WHERE id = $1::uuid AND (claimed_until IS NULL OR claimed_until < now()) RETURNING id",
             source_id,
-            CLAIM_SECONDS,
+            seconds,
         )
         return claimed is not None
 
@@ -251,14 +257,15 @@ class SourceStore:
                 source.id,
             )
             change_id: str = await conn.fetchval(
-                "INSERT INTO source_change (vault_id, source_id, memory_id, old_hash, new_hash, new_value, status)"
-                " VALUES ($1, $2::uuid, $3::uuid, $4, $5, $6::jsonb, 'pending') RETURNING id::text",
+                "INSERT INTO source_change (vault_id, source_id, memory_id, old_hash, new_hash, new_value, status,"
+                " old_value) VALUES ($1, $2::uuid, $3::uuid, $4, $5, $6::jsonb, 'pending', $7::jsonb) RETURNING id::text",
                 source.vault_id,
                 source.id,
                 source.memory_id,
                 source.baseline_hash,
                 reading.hash,
                 json.dumps(reading.value) if reading.has_value else None,
+                _baseline_json(source),
             )
             await append_audit(
                 conn, source.vault_id, "source:sync", "source.change_pending", source.memory_id, {"source": source.id}
@@ -307,8 +314,9 @@ class SourceStore:
                 )
                 change_id = await conn.fetchval(
                     "INSERT INTO source_change (vault_id, source_id, memory_id, old_hash, new_hash, new_value,"
-                    " status, resolved_at, resolved_by, replacement_id)"
-                    " VALUES ($1, $2::uuid, $3::uuid, $4, $5, $6::jsonb, $7, now(), $8, $9::uuid) RETURNING id::text",
+                    " status, resolved_at, resolved_by, replacement_id, old_value)"
+                    " VALUES ($1, $2::uuid, $3::uuid, $4, $5, $6::jsonb, $7, now(), $8, $9::uuid, $10::jsonb)"
+                    " RETURNING id::text",
                     source.vault_id,
                     source.id,
                     source.memory_id,
@@ -318,6 +326,7 @@ class SourceStore:
                     status.value,
                     actor,
                     replacement_id,
+                    _baseline_json(source),
                 )
             else:
                 await conn.execute(

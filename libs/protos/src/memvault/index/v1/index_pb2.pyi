@@ -99,10 +99,13 @@ class SearchRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     SCORE_IDS_FIELD_NUMBER: _builtins.int
     PENDING_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
     vault_id: _builtins.str
     query: _builtins.str
     limit: _builtins.int
     """How many nearest memories to return from the index."""
+    messages: _builtins.bool
+    """Search the vault's archived messages instead of its memories (ids are then message ids)."""
     @_builtins.property
     def score_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Memories to score against the query as well (for instance keyword hits), by stored vector."""
@@ -119,10 +122,11 @@ class SearchRequest(_message.Message):
         limit: _builtins.int = ...,
         score_ids: _abc.Iterable[_builtins.str] | None = ...,
         pending: _abc.Iterable[Global___PendingText] | None = ...,
+        messages: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "pending", b"pending", "query", b"query", "score_ids", b"score_ids", "vault_id", b"vault_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "messages", b"messages", "pending", b"pending", "query", b"query", "score_ids", b"score_ids", "vault_id", b"vault_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -179,12 +183,17 @@ Global___SearchResponse: _TypeAlias = SearchResponse  # noqa: Y015
 class GetIndexInfoRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    SKIP_POINTS_FIELD_NUMBER: _builtins.int
+    skip_points: _builtins.bool
+    """Leave `points` out (0): counting the whole collection is not free, and a status page needs no count."""
     def __init__(
         self,
+        *,
+        skip_points: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skip_points", b"skip_points"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -199,11 +208,16 @@ class GetIndexInfoResponse(_message.Message):
     COLLECTION_FIELD_NUMBER: _builtins.int
     POINTS_FIELD_NUMBER: _builtins.int
     BACKEND_FIELD_NUMBER: _builtins.int
+    SEARCHABLE_FIELD_NUMBER: _builtins.int
+    NOT_SEARCHABLE_REASON_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     dimension: _builtins.int
     collection: _builtins.str
     points: _builtins.int
     backend: _builtins.str
+    searchable: _builtins.bool
+    """False while the index is rebuilt (recall answers keyword-only meanwhile), with the reason."""
+    not_searchable_reason: _builtins.str
     def __init__(
         self,
         *,
@@ -212,10 +226,12 @@ class GetIndexInfoResponse(_message.Message):
         collection: _builtins.str = ...,
         points: _builtins.int = ...,
         backend: _builtins.str = ...,
+        searchable: _builtins.bool = ...,
+        not_searchable_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "collection", b"collection", "dimension", b"dimension", "model", b"model", "points", b"points"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "collection", b"collection", "dimension", b"dimension", "model", b"model", "not_searchable_reason", b"not_searchable_reason", "points", b"points", "searchable", b"searchable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -86,6 +86,7 @@ class ArchivedMessage(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     ACTIVE_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     node_id: _builtins.str
     parent_node_id: _builtins.str
@@ -96,6 +97,8 @@ class ArchivedMessage(_message.Message):
     """The source's content object as JSON (kept whole for imported messages)."""
     active: _builtins.bool
     position: _builtins.int
+    key: _builtins.str
+    """The message's stable key, when it was written by key."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -111,10 +114,11 @@ class ArchivedMessage(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         active: _builtins.bool = ...,
         position: _builtins.int = ...,
+        key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "content_json", b"content_json", "content_type", b"content_type", "created_at", b"created_at", "id", b"id", "node_id", b"node_id", "parent_node_id", b"parent_node_id", "position", b"position", "role", b"role", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "content_json", b"content_json", "content_type", b"content_type", "created_at", b"created_at", "id", b"id", "key", b"key", "node_id", b"node_id", "parent_node_id", b"parent_node_id", "position", b"position", "role", b"role", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -136,6 +140,7 @@ class ConversationSummary(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     CONTENT_SHA256_FIELD_NUMBER: _builtins.int
     HAS_TITLE_FIELD_NUMBER: _builtins.int
+    DERIVED_FROM_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     title: _builtins.str
     """Empty when the conversation has no title."""
@@ -152,6 +157,10 @@ class ConversationSummary(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def derived_from(self) -> Global___DerivedFrom:
+        """For a copy: the conversation revision it was copied from."""
+
     def __init__(
         self,
         *,
@@ -167,18 +176,96 @@ class ConversationSummary(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         content_sha256: _builtins.str = ...,
         has_title: _builtins.bool = ...,
+        derived_from: Global___DerivedFrom | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "derived_from", b"derived_from", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "created_at", b"created_at", "external_id", b"external_id", "has_title", b"has_title", "head_revision", b"head_revision", "id", b"id", "message_count", b"message_count", "source", b"source", "tags", b"tags", "tags_version", b"tags_version", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "created_at", b"created_at", "derived_from", b"derived_from", "external_id", b"external_id", "has_title", b"has_title", "head_revision", b"head_revision", "id", b"id", "message_count", b"message_count", "source", b"source", "tags", b"tags", "tags_version", b"tags_version", "title", b"title", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConversationSummary: _TypeAlias = ConversationSummary  # noqa: Y015
 
 @_typing.final
+class DerivedFrom(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "revision", b"revision", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DerivedFrom: _TypeAlias = DerivedFrom  # noqa: Y015
+
+@_typing.final
+class OmittedRead(_message.Message):
+    """Readback a receipt left out to stay under the ceiling: read the conversation at `revision` from
+    after_position on.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    AFTER_POSITION_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    after_position: _builtins.int
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        after_position: _builtins.int = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_position", b"after_position", "conversation_id", b"conversation_id", "count", b"count", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OmittedRead: _TypeAlias = OmittedRead  # noqa: Y015
+
+@_typing.final
 class WriteReceipt(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ChangesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
@@ -188,6 +275,10 @@ class WriteReceipt(_message.Message):
     CONTENT_SHA256_FIELD_NUMBER: _builtins.int
     MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     VERIFIED_FIELD_NUMBER: _builtins.int
+    READBACK_FIELD_NUMBER: _builtins.int
+    OMITTED_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    DERIVED_FROM_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     revision: _builtins.int
     durable: _builtins.bool
@@ -202,6 +293,18 @@ class WriteReceipt(_message.Message):
     def verified(self) -> Global___ConversationSummary:
         """With verify: what was read back after the commit."""
 
+    @_builtins.property
+    def readback(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArchivedMessage]:
+        """With verify: the messages this write committed, read back (bounded; the rest in omitted)."""
+
+    @_builtins.property
+    def omitted(self) -> _containers.RepeatedCompositeFieldContainer[Global___OmittedRead]: ...
+    @_builtins.property
+    def changes(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Upserts and edits: added, updated, unchanged."""
+
+    @_builtins.property
+    def derived_from(self) -> Global___DerivedFrom: ...
     def __init__(
         self,
         *,
@@ -213,10 +316,14 @@ class WriteReceipt(_message.Message):
         content_sha256: _builtins.str = ...,
         message_count: _builtins.int = ...,
         verified: Global___ConversationSummary | None = ...,
+        readback: _abc.Iterable[Global___ArchivedMessage] | None = ...,
+        omitted: _abc.Iterable[Global___OmittedRead] | None = ...,
+        changes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        derived_from: Global___DerivedFrom | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["verified", b"verified"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["derived_from", b"derived_from", "verified", b"verified"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_sha256", b"content_sha256", "conversation_id", b"conversation_id", "durable", b"durable", "indexing", b"indexing", "message_count", b"message_count", "replayed", b"replayed", "revision", b"revision", "verified", b"verified"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "content_sha256", b"content_sha256", "conversation_id", b"conversation_id", "derived_from", b"derived_from", "durable", b"durable", "indexing", b"indexing", "message_count", b"message_count", "omitted", b"omitted", "readback", b"readback", "replayed", b"replayed", "revision", b"revision", "verified", b"verified"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -773,11 +880,21 @@ class SearchMessagesRequest(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     TAGS_ANY_FIELD_NUMBER: _builtins.int
+    TAGS_ALL_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     query: _builtins.str
+    """Required on the first call; a continuation sends only the cursor (and limit, max_bytes)."""
     limit: _builtins.int
+    cursor: _builtins.str
+    """next_cursor of the previous page."""
+    max_bytes: _builtins.int
+    """Bytes of snippets and references a page may hold (0: the default)."""
     @_builtins.property
     def tags_any(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def tags_all(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -785,10 +902,13 @@ class SearchMessagesRequest(_message.Message):
         query: _builtins.str = ...,
         limit: _builtins.int = ...,
         tags_any: _abc.Iterable[_builtins.str] | None = ...,
+        tags_all: _abc.Iterable[_builtins.str] | None = ...,
+        cursor: _builtins.str = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "query", b"query", "tags_any", b"tags_any", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "max_bytes", b"max_bytes", "query", b"query", "tags_all", b"tags_all", "tags_any", b"tags_any", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -839,16 +959,34 @@ class SearchMessagesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HITS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
+    USED_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Empty on the last page."""
+    mode: _builtins.str
+    """"hybrid", or "keyword-only" when the indexer did not answer."""
+    used_bytes: _builtins.int
+    max_bytes: _builtins.int
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageHit]: ...
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         hits: _abc.Iterable[Global___MessageHit] | None = ...,
+        next_cursor: _builtins.str = ...,
+        mode: _builtins.str = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
+        used_bytes: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "max_bytes", b"max_bytes", "mode", b"mode", "next_cursor", b"next_cursor", "used_bytes", b"used_bytes", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1118,3 +1256,990 @@ class GetImportResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetImportResponse: _TypeAlias = GetImportResponse  # noqa: Y015
+
+@_typing.final
+class GetMessageContextRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    message_id: _builtins.str
+    revision: _builtins.int
+    """The conversation's revision to read (0: the head)."""
+    before: _builtins.int
+    """Messages before and after it on the active timeline, 0-10 each (default 3)."""
+    after: _builtins.int
+    conversation_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        before: _builtins.int | None = ...,
+        after: _builtins.int | None = ...,
+        conversation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after", b"_after", "_before", b"_before", "after", b"after", "before", b"before", "conversation_id", b"conversation_id", "message_id", b"message_id", "revision", b"revision", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__after: _TypeAlias = _typing.Literal["after"]  # noqa: Y015
+    _WhichOneofArgType__after: _TypeAlias = _typing.Literal["_after", b"_after"]  # noqa: Y015
+    _WhichOneofReturnType__before: _TypeAlias = _typing.Literal["before"]  # noqa: Y015
+    _WhichOneofArgType__before: _TypeAlias = _typing.Literal["_before", b"_before"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after) -> _WhichOneofReturnType__after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__before) -> _WhichOneofReturnType__before | None: ...
+
+Global___GetMessageContextRequest: _TypeAlias = GetMessageContextRequest  # noqa: Y015
+
+@_typing.final
+class GetMessageContextResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    position: _builtins.int
+    """Position of the message asked about."""
+    @_builtins.property
+    def conversation(self) -> Global___ConversationSummary: ...
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArchivedMessage]: ...
+    def __init__(
+        self,
+        *,
+        conversation: Global___ConversationSummary | None = ...,
+        revision: _builtins.int = ...,
+        messages: _abc.Iterable[Global___ArchivedMessage] | None = ...,
+        position: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "messages", b"messages", "position", b"position", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMessageContextResponse: _TypeAlias = GetMessageContextResponse  # noqa: Y015
+
+@_typing.final
+class ConversationReadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    """0: the head, pinned on the first call."""
+    graph: _builtins.bool
+    """Every branch rather than the active timeline."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        graph: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "graph", b"graph", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationReadRequest: _TypeAlias = ConversationReadRequest  # noqa: Y015
+
+@_typing.final
+class ReadConversationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    cursor: _builtins.str
+    max_bytes: _builtins.int
+    """Budget of the whole answer in bytes, 4096-49152 (0: 32768)."""
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationReadRequest]:
+        """1-20 on the first call; never with a cursor."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        requests: _abc.Iterable[Global___ConversationReadRequest] | None = ...,
+        cursor: _builtins.str = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "max_bytes", b"max_bytes", "requests", b"requests", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadConversationsRequest: _TypeAlias = ReadConversationsRequest  # noqa: Y015
+
+@_typing.final
+class OversizedMessage(_message.Message):
+    """A message too large for the budget: where it is and how large, never its text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    position: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        position: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "message_id", b"message_id", "position", b"position"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OversizedMessage: _TypeAlias = OversizedMessage  # noqa: Y015
+
+@_typing.final
+class ConversationReadResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_INDEX_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    HAS_TITLE_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    OVERSIZED_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    request_index: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    title: _builtins.str
+    has_title: _builtins.bool
+    complete: _builtins.bool
+    """Every message of this conversation has now been returned."""
+    error: _builtins.str
+    """Set instead of messages when this request failed (not found, bad revision)."""
+    message_count: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArchivedMessage]: ...
+    @_builtins.property
+    def oversized(self) -> _containers.RepeatedCompositeFieldContainer[Global___OversizedMessage]: ...
+    def __init__(
+        self,
+        *,
+        request_index: _builtins.int = ...,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        title: _builtins.str = ...,
+        has_title: _builtins.bool = ...,
+        messages: _abc.Iterable[Global___ArchivedMessage] | None = ...,
+        oversized: _abc.Iterable[Global___OversizedMessage] | None = ...,
+        complete: _builtins.bool = ...,
+        error: _builtins.str = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "conversation_id", b"conversation_id", "error", b"error", "has_title", b"has_title", "message_count", b"message_count", "messages", b"messages", "oversized", b"oversized", "request_index", b"request_index", "revision", b"revision", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationReadResult: _TypeAlias = ConversationReadResult  # noqa: Y015
+
+@_typing.final
+class ReadConversationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    USED_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Empty when every request is complete."""
+    used_bytes: _builtins.int
+    max_bytes: _builtins.int
+    completed: _builtins.int
+    remaining: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationReadResult]:
+        """Only the requests this page touched (every one on the first call)."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ConversationReadResult] | None = ...,
+        next_cursor: _builtins.str = ...,
+        used_bytes: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+        completed: _builtins.int = ...,
+        remaining: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "max_bytes", b"max_bytes", "next_cursor", b"next_cursor", "remaining", b"remaining", "results", b"results", "used_bytes", b"used_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadConversationsResponse: _TypeAlias = ReadConversationsResponse  # noqa: Y015
+
+@_typing.final
+class ResolveConversationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    TITLES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def titles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Exact titles, 1-20."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        titles: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["titles", b"titles", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveConversationsRequest: _TypeAlias = ResolveConversationsRequest  # noqa: Y015
+
+@_typing.final
+class ResolvedTitle(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TITLE_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    title: _builtins.str
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationSummary]: ...
+    def __init__(
+        self,
+        *,
+        title: _builtins.str = ...,
+        conversations: _abc.Iterable[Global___ConversationSummary] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolvedTitle: _TypeAlias = ResolvedTitle  # noqa: Y015
+
+@_typing.final
+class ResolveConversationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOLVED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resolved(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResolvedTitle]: ...
+    def __init__(
+        self,
+        *,
+        resolved: _abc.Iterable[Global___ResolvedTitle] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resolved", b"resolved"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveConversationsResponse: _TypeAlias = ResolveConversationsResponse  # noqa: Y015
+
+@_typing.final
+class GetArchiveStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetArchiveStatsRequest: _TypeAlias = GetArchiveStatsRequest  # noqa: Y015
+
+@_typing.final
+class GetArchiveStatsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    REVISIONS_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    INDEXED_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    IMPORTS_FIELD_NUMBER: _builtins.int
+    IMPORTS_RUNNING_FIELD_NUMBER: _builtins.int
+    INDEX_MODEL_FIELD_NUMBER: _builtins.int
+    LAST_ERRORS_FIELD_NUMBER: _builtins.int
+    conversations: _builtins.int
+    revisions: _builtins.int
+    messages: _builtins.int
+    """Distinct stored messages (every revision's)."""
+    indexed: _builtins.int
+    """Of those: in the vector index with the current model, waiting, failed."""
+    pending: _builtins.int
+    failed: _builtins.int
+    imports: _builtins.int
+    imports_running: _builtins.int
+    index_model: _builtins.str
+    """The model the index reported last (empty before anything was indexed)."""
+    @_builtins.property
+    def last_errors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        conversations: _builtins.int = ...,
+        revisions: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        indexed: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        imports: _builtins.int = ...,
+        imports_running: _builtins.int = ...,
+        index_model: _builtins.str = ...,
+        last_errors: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "failed", b"failed", "imports", b"imports", "imports_running", b"imports_running", "index_model", b"index_model", "indexed", b"indexed", "last_errors", b"last_errors", "messages", b"messages", "pending", b"pending", "revisions", b"revisions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetArchiveStatsResponse: _TypeAlias = GetArchiveStatsResponse  # noqa: Y015
+
+@_typing.final
+class KeyedMessage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """1-128 of a-z, 0-9, '.', '_', '/', '-', starting and ending with a letter or digit."""
+    role: _builtins.str
+    text: _builtins.str
+    content_type: _builtins.str
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        role: _builtins.str = ...,
+        text: _builtins.str = ...,
+        content_type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_type", b"content_type", "key", b"key", "role", b"role", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeyedMessage: _TypeAlias = KeyedMessage  # noqa: Y015
+
+@_typing.final
+class UpsertMessagesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    BASE_REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    conversation_id: _builtins.str
+    base_revision: _builtins.int
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeyedMessage]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        base_revision: _builtins.int = ...,
+        messages: _abc.Iterable[Global___KeyedMessage] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_revision", b"base_revision", "conversation_id", b"conversation_id", "idempotency_key", b"idempotency_key", "messages", b"messages", "vault", b"vault", "verify", b"verify"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertMessagesRequest: _TypeAlias = UpsertMessagesRequest  # noqa: Y015
+
+@_typing.final
+class UpsertMessagesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    NO_CHANGE_FIELD_NUMBER: _builtins.int
+    no_change: _builtins.bool
+    @_builtins.property
+    def receipt(self) -> Global___WriteReceipt:
+        """revision is the head's when nothing changed (no_change)."""
+
+    def __init__(
+        self,
+        *,
+        receipt: Global___WriteReceipt | None = ...,
+        no_change: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["no_change", b"no_change", "receipt", b"receipt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertMessagesResponse: _TypeAlias = UpsertMessagesResponse  # noqa: Y015
+
+@_typing.final
+class MessageEdit(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.str
+    text: _builtins.str
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessageEdit: _TypeAlias = MessageEdit  # noqa: Y015
+
+@_typing.final
+class EditMessagesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    BASE_REVISION_FIELD_NUMBER: _builtins.int
+    EDITS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    conversation_id: _builtins.str
+    base_revision: _builtins.int
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def edits(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageEdit]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        base_revision: _builtins.int = ...,
+        edits: _abc.Iterable[Global___MessageEdit] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_revision", b"base_revision", "conversation_id", b"conversation_id", "edits", b"edits", "idempotency_key", b"idempotency_key", "vault", b"vault", "verify", b"verify"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EditMessagesRequest: _TypeAlias = EditMessagesRequest  # noqa: Y015
+
+@_typing.final
+class EditMessagesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    NO_CHANGE_FIELD_NUMBER: _builtins.int
+    no_change: _builtins.bool
+    @_builtins.property
+    def receipt(self) -> Global___WriteReceipt: ...
+    def __init__(
+        self,
+        *,
+        receipt: Global___WriteReceipt | None = ...,
+        no_change: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["no_change", b"no_change", "receipt", b"receipt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EditMessagesResponse: _TypeAlias = EditMessagesResponse  # noqa: Y015
+
+@_typing.final
+class CopyConversationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    TARGET_VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_IDS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    """The vault the conversations are in (read access)."""
+    target_vault: _builtins.str
+    """The vault to copy into (write access)."""
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def conversation_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        target_vault: _builtins.str = ...,
+        conversation_ids: _abc.Iterable[_builtins.str] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_ids", b"conversation_ids", "idempotency_key", b"idempotency_key", "target_vault", b"target_vault", "vault", b"vault", "verify", b"verify"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyConversationsRequest: _TypeAlias = CopyConversationsRequest  # noqa: Y015
+
+@_typing.final
+class CopyConversationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def receipts(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteReceipt]: ...
+    def __init__(
+        self,
+        *,
+        receipts: _abc.Iterable[Global___WriteReceipt] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receipts", b"receipts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyConversationsResponse: _TypeAlias = CopyConversationsResponse  # noqa: Y015
+
+@_typing.final
+class BatchWrite(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    BASE_REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    kind: _builtins.str
+    """"append" or "replace"."""
+    base_revision: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageDraft]: ...
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        base_revision: _builtins.int = ...,
+        messages: _abc.Iterable[Global___MessageDraft] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_revision", b"base_revision", "conversation_id", b"conversation_id", "kind", b"kind", "messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BatchWrite: _TypeAlias = BatchWrite  # noqa: Y015
+
+@_typing.final
+class CommitBatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    WRITES_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    VERIFY_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    idempotency_key: _builtins.str
+    verify: _builtins.bool
+    @_builtins.property
+    def writes(self) -> _containers.RepeatedCompositeFieldContainer[Global___BatchWrite]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        writes: _abc.Iterable[Global___BatchWrite] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        verify: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "vault", b"vault", "verify", b"verify", "writes", b"writes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitBatchRequest: _TypeAlias = CommitBatchRequest  # noqa: Y015
+
+@_typing.final
+class CommitBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def receipts(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteReceipt]: ...
+    def __init__(
+        self,
+        *,
+        receipts: _abc.Iterable[Global___WriteReceipt] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receipts", b"receipts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitBatchResponse: _TypeAlias = CommitBatchResponse  # noqa: Y015
+
+@_typing.final
+class EmptyArchiveRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONFIRM_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    confirm: _builtins.str
+    """Must equal the vault's name."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        confirm: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm", b"confirm", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmptyArchiveRequest: _TypeAlias = EmptyArchiveRequest  # noqa: Y015
+
+@_typing.final
+class EmptyArchiveResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    DELETED_IMPORTS_FIELD_NUMBER: _builtins.int
+    REMAINING_CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    REMAINING_IMPORTS_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    deleted_conversations: _builtins.int
+    deleted_imports: _builtins.int
+    remaining_conversations: _builtins.int
+    remaining_imports: _builtins.int
+    done: _builtins.bool
+    def __init__(
+        self,
+        *,
+        deleted_conversations: _builtins.int = ...,
+        deleted_imports: _builtins.int = ...,
+        remaining_conversations: _builtins.int = ...,
+        remaining_imports: _builtins.int = ...,
+        done: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_conversations", b"deleted_conversations", "deleted_imports", b"deleted_imports", "done", b"done", "remaining_conversations", b"remaining_conversations", "remaining_imports", b"remaining_imports"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmptyArchiveResponse: _TypeAlias = EmptyArchiveResponse  # noqa: Y015
+
+@_typing.final
+class PackConversation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    TAIL_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    """0: the head, pinned when the pack is built."""
+    tail: _builtins.int
+    """0: the whole active timeline; n: its last n messages."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        tail: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "revision", b"revision", "tail", b"tail"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackConversation: _TypeAlias = PackConversation  # noqa: Y015
+
+@_typing.final
+class PackSearch(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    limit: _builtins.int
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackSearch: _TypeAlias = PackSearch  # noqa: Y015
+
+@_typing.final
+class BuildContextPackRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    SEARCHES_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    max_tokens: _builtins.int
+    max_bytes: _builtins.int
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackConversation]: ...
+    @_builtins.property
+    def searches(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackSearch]: ...
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversations: _abc.Iterable[Global___PackConversation] | None = ...,
+        searches: _abc.Iterable[Global___PackSearch] | None = ...,
+        max_tokens: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "max_bytes", b"max_bytes", "max_tokens", b"max_tokens", "searches", b"searches", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BuildContextPackRequest: _TypeAlias = BuildContextPackRequest  # noqa: Y015
+
+@_typing.final
+class PackedMessage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    AUTHORITY_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    QUERY_INDEX_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    message_id: _builtins.str
+    position: _builtins.int
+    role: _builtins.str
+    authority: _builtins.str
+    """"required" or "retrieved"."""
+    text: _builtins.str
+    score: _builtins.float
+    node_id: _builtins.str
+    key: _builtins.str
+    query_index: _builtins.int
+    """For retrieved messages: which search found it (-1 for required ones)."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        message_id: _builtins.str = ...,
+        position: _builtins.int = ...,
+        role: _builtins.str = ...,
+        authority: _builtins.str = ...,
+        text: _builtins.str = ...,
+        score: _builtins.float = ...,
+        node_id: _builtins.str = ...,
+        key: _builtins.str = ...,
+        query_index: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["authority", b"authority", "conversation_id", b"conversation_id", "key", b"key", "message_id", b"message_id", "node_id", b"node_id", "position", b"position", "query_index", b"query_index", "revision", b"revision", "role", b"role", "score", b"score", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackedMessage: _TypeAlias = PackedMessage  # noqa: Y015
+
+@_typing.final
+class PackPin(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackPin: _TypeAlias = PackPin  # noqa: Y015
+
+@_typing.final
+class PackShortfall(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    messages: _builtins.int
+    tokens: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        tokens: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "conversation_id", b"conversation_id", "messages", b"messages", "revision", b"revision", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackShortfall: _TypeAlias = PackShortfall  # noqa: Y015
+
+@_typing.final
+class BuildContextPackResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PACK_ID_FIELD_NUMBER: _builtins.int
+    FITS_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    PINS_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    LEFT_OUT_FIELD_NUMBER: _builtins.int
+    DUPLICATES_FIELD_NUMBER: _builtins.int
+    MIN_MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MIN_MAX_BYTES_FIELD_NUMBER: _builtins.int
+    SHORTFALL_FIELD_NUMBER: _builtins.int
+    pack_id: _builtins.str
+    fits: _builtins.bool
+    """False when the required conversations alone are over a budget: then no messages, and the minimums."""
+    max_tokens: _builtins.int
+    max_bytes: _builtins.int
+    tokens: _builtins.int
+    bytes: _builtins.int
+    left_out: _builtins.int
+    """Retrieved messages left out by the budgets, and duplicates dropped."""
+    duplicates: _builtins.int
+    min_max_tokens: _builtins.int
+    min_max_bytes: _builtins.int
+    @_builtins.property
+    def pins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackPin]: ...
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackedMessage]: ...
+    @_builtins.property
+    def shortfall(self) -> _containers.RepeatedCompositeFieldContainer[Global___PackShortfall]: ...
+    def __init__(
+        self,
+        *,
+        pack_id: _builtins.str = ...,
+        fits: _builtins.bool = ...,
+        max_tokens: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+        pins: _abc.Iterable[Global___PackPin] | None = ...,
+        tokens: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+        messages: _abc.Iterable[Global___PackedMessage] | None = ...,
+        left_out: _builtins.int = ...,
+        duplicates: _builtins.int = ...,
+        min_max_tokens: _builtins.int = ...,
+        min_max_bytes: _builtins.int = ...,
+        shortfall: _abc.Iterable[Global___PackShortfall] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "duplicates", b"duplicates", "fits", b"fits", "left_out", b"left_out", "max_bytes", b"max_bytes", "max_tokens", b"max_tokens", "messages", b"messages", "min_max_bytes", b"min_max_bytes", "min_max_tokens", b"min_max_tokens", "pack_id", b"pack_id", "pins", b"pins", "shortfall", b"shortfall", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BuildContextPackResponse: _TypeAlias = BuildContextPackResponse  # noqa: Y015

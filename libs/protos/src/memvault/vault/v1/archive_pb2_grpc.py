@@ -106,6 +106,56 @@ class ArchiveServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.FromString,
                 _registered_method=True)
+        self.GetMessageContext = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetMessageContext',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.FromString,
+                _registered_method=True)
+        self.ReadConversations = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/ReadConversations',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsResponse.FromString,
+                _registered_method=True)
+        self.ResolveConversations = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/ResolveConversations',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsResponse.FromString,
+                _registered_method=True)
+        self.GetArchiveStats = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetArchiveStats',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.FromString,
+                _registered_method=True)
+        self.UpsertMessages = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/UpsertMessages',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.UpsertMessagesRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.UpsertMessagesResponse.FromString,
+                _registered_method=True)
+        self.EditMessages = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/EditMessages',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EditMessagesRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EditMessagesResponse.FromString,
+                _registered_method=True)
+        self.CopyConversations = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/CopyConversations',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CopyConversationsRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CopyConversationsResponse.FromString,
+                _registered_method=True)
+        self.CommitBatch = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/CommitBatch',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CommitBatchRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CommitBatchResponse.FromString,
+                _registered_method=True)
+        self.EmptyArchive = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/EmptyArchive',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EmptyArchiveRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EmptyArchiveResponse.FromString,
+                _registered_method=True)
+        self.BuildContextPack = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/BuildContextPack',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackResponse.FromString,
+                _registered_method=True)
 
 
 class ArchiveServiceServicer:
@@ -177,7 +227,7 @@ class ArchiveServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchMessages(self, request, context):
-        """Full-text search over the messages of head revisions.
+        """Hybrid search (vector and full-text, fused like recall) over the messages of head revisions.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -206,6 +256,77 @@ class ArchiveServiceServicer:
 
     def GetImport(self, request, context):
         """Progress of one import.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMessageContext(self, request, context):
+        """The messages around one message (a search hit), up to 10 either side, at a pinned revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadConversations(self, request, context):
+        """1-20 conversations at once within a byte budget, whole messages round-robin, one cursor.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveConversations(self, request, context):
+        """Conversations by exact title (no search), up to 20 titles.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetArchiveStats(self, request, context):
+        """Counts and index health of a vault's archive.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertMessages(self, request, context):
+        """Messages written by stable key on top of base_revision: a known key gets new text in place, a new
+        key is appended; nothing changed writes no revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EditMessages(self, request, context):
+        """New text for known messages (by node id), in place, as one new revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CopyConversations(self, request, context):
+        """Head revisions copied whole into another vault, each with derived_from; idempotency key required.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitBatch(self, request, context):
+        """Appends and replaces of several conversations in one transaction: all or nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EmptyArchive(self, request, context):
+        """One bounded step of deleting a vault's whole archive; repeat until done.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BuildContextPack(self, request, context):
+        """A deterministic, revision-pinned context pack fitted to token and byte budgets.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -283,6 +404,56 @@ def add_ArchiveServiceServicer_to_server(servicer, server):
                     servicer.GetImport,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.SerializeToString,
+            ),
+            'GetMessageContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMessageContext,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.SerializeToString,
+            ),
+            'ReadConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadConversations,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsResponse.SerializeToString,
+            ),
+            'ResolveConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveConversations,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsResponse.SerializeToString,
+            ),
+            'GetArchiveStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetArchiveStats,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.SerializeToString,
+            ),
+            'UpsertMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertMessages,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.UpsertMessagesRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.UpsertMessagesResponse.SerializeToString,
+            ),
+            'EditMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.EditMessages,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EditMessagesRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EditMessagesResponse.SerializeToString,
+            ),
+            'CopyConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.CopyConversations,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CopyConversationsRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CopyConversationsResponse.SerializeToString,
+            ),
+            'CommitBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitBatch,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CommitBatchRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.CommitBatchResponse.SerializeToString,
+            ),
+            'EmptyArchive': grpc.unary_unary_rpc_method_handler(
+                    servicer.EmptyArchive,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EmptyArchiveRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.EmptyArchiveResponse.SerializeToString,
+            ),
+            'BuildContextPack': grpc.unary_unary_rpc_method_handler(
+                    servicer.BuildContextPack,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -665,6 +836,276 @@ class ArchiveService:
             '/memvault.vault.v1.ArchiveService/GetImport',
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetImportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMessageContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetMessageContext',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/ReadConversations',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/ResolveConversations',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ResolveConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetArchiveStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetArchiveStats',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetArchiveStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/UpsertMessages',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.UpsertMessagesRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.UpsertMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EditMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/EditMessages',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.EditMessagesRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.EditMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/CopyConversations',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.CopyConversationsRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.CopyConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/CommitBatch',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.CommitBatchRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.CommitBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EmptyArchive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/EmptyArchive',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.EmptyArchiveRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.EmptyArchiveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BuildContextPack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/BuildContextPack',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.BuildContextPackResponse.FromString,
             options,
             channel_credentials,
             insecure,

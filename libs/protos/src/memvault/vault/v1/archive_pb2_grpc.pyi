@@ -54,7 +54,7 @@ class ArchiveServiceStub:
     GetConversation: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetConversationRequest, _archive_pb2.GetConversationResponse]
     """One conversation at a revision (the head unless pinned), its messages paged."""
     SearchMessages: _grpc.UnaryUnaryMultiCallable[_archive_pb2.SearchMessagesRequest, _archive_pb2.SearchMessagesResponse]
-    """Full-text search over the messages of head revisions."""
+    """Hybrid search (vector and full-text, fused like recall) over the messages of head revisions."""
     StartImport: _grpc.UnaryUnaryMultiCallable[_archive_pb2.StartImportRequest, _archive_pb2.StartImportResponse]
     """Start an upload of an export; small ones may carry all their bytes in `data`."""
     UploadImportPart: _grpc.UnaryUnaryMultiCallable[_archive_pb2.UploadImportPartRequest, _archive_pb2.UploadImportPartResponse]
@@ -63,6 +63,28 @@ class ArchiveServiceStub:
     """The upload is whole: check its size and sha256 and queue it (or name the earlier duplicate)."""
     GetImport: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetImportRequest, _archive_pb2.GetImportResponse]
     """Progress of one import."""
+    GetMessageContext: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetMessageContextRequest, _archive_pb2.GetMessageContextResponse]
+    """The messages around one message (a search hit), up to 10 either side, at a pinned revision."""
+    ReadConversations: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ReadConversationsRequest, _archive_pb2.ReadConversationsResponse]
+    """1-20 conversations at once within a byte budget, whole messages round-robin, one cursor."""
+    ResolveConversations: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ResolveConversationsRequest, _archive_pb2.ResolveConversationsResponse]
+    """Conversations by exact title (no search), up to 20 titles."""
+    GetArchiveStats: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetArchiveStatsRequest, _archive_pb2.GetArchiveStatsResponse]
+    """Counts and index health of a vault's archive."""
+    UpsertMessages: _grpc.UnaryUnaryMultiCallable[_archive_pb2.UpsertMessagesRequest, _archive_pb2.UpsertMessagesResponse]
+    """Messages written by stable key on top of base_revision: a known key gets new text in place, a new
+    key is appended; nothing changed writes no revision.
+    """
+    EditMessages: _grpc.UnaryUnaryMultiCallable[_archive_pb2.EditMessagesRequest, _archive_pb2.EditMessagesResponse]
+    """New text for known messages (by node id), in place, as one new revision."""
+    CopyConversations: _grpc.UnaryUnaryMultiCallable[_archive_pb2.CopyConversationsRequest, _archive_pb2.CopyConversationsResponse]
+    """Head revisions copied whole into another vault, each with derived_from; idempotency key required."""
+    CommitBatch: _grpc.UnaryUnaryMultiCallable[_archive_pb2.CommitBatchRequest, _archive_pb2.CommitBatchResponse]
+    """Appends and replaces of several conversations in one transaction: all or nothing."""
+    EmptyArchive: _grpc.UnaryUnaryMultiCallable[_archive_pb2.EmptyArchiveRequest, _archive_pb2.EmptyArchiveResponse]
+    """One bounded step of deleting a vault's whole archive; repeat until done."""
+    BuildContextPack: _grpc.UnaryUnaryMultiCallable[_archive_pb2.BuildContextPackRequest, _archive_pb2.BuildContextPackResponse]
+    """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
 
 @_typing.type_check_only
 class ArchiveServiceAsyncStub(ArchiveServiceStub):
@@ -90,7 +112,7 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     GetConversation: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetConversationRequest, _archive_pb2.GetConversationResponse]  # type: ignore[assignment]
     """One conversation at a revision (the head unless pinned), its messages paged."""
     SearchMessages: _aio.UnaryUnaryMultiCallable[_archive_pb2.SearchMessagesRequest, _archive_pb2.SearchMessagesResponse]  # type: ignore[assignment]
-    """Full-text search over the messages of head revisions."""
+    """Hybrid search (vector and full-text, fused like recall) over the messages of head revisions."""
     StartImport: _aio.UnaryUnaryMultiCallable[_archive_pb2.StartImportRequest, _archive_pb2.StartImportResponse]  # type: ignore[assignment]
     """Start an upload of an export; small ones may carry all their bytes in `data`."""
     UploadImportPart: _aio.UnaryUnaryMultiCallable[_archive_pb2.UploadImportPartRequest, _archive_pb2.UploadImportPartResponse]  # type: ignore[assignment]
@@ -99,6 +121,28 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """The upload is whole: check its size and sha256 and queue it (or name the earlier duplicate)."""
     GetImport: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetImportRequest, _archive_pb2.GetImportResponse]  # type: ignore[assignment]
     """Progress of one import."""
+    GetMessageContext: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetMessageContextRequest, _archive_pb2.GetMessageContextResponse]  # type: ignore[assignment]
+    """The messages around one message (a search hit), up to 10 either side, at a pinned revision."""
+    ReadConversations: _aio.UnaryUnaryMultiCallable[_archive_pb2.ReadConversationsRequest, _archive_pb2.ReadConversationsResponse]  # type: ignore[assignment]
+    """1-20 conversations at once within a byte budget, whole messages round-robin, one cursor."""
+    ResolveConversations: _aio.UnaryUnaryMultiCallable[_archive_pb2.ResolveConversationsRequest, _archive_pb2.ResolveConversationsResponse]  # type: ignore[assignment]
+    """Conversations by exact title (no search), up to 20 titles."""
+    GetArchiveStats: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetArchiveStatsRequest, _archive_pb2.GetArchiveStatsResponse]  # type: ignore[assignment]
+    """Counts and index health of a vault's archive."""
+    UpsertMessages: _aio.UnaryUnaryMultiCallable[_archive_pb2.UpsertMessagesRequest, _archive_pb2.UpsertMessagesResponse]  # type: ignore[assignment]
+    """Messages written by stable key on top of base_revision: a known key gets new text in place, a new
+    key is appended; nothing changed writes no revision.
+    """
+    EditMessages: _aio.UnaryUnaryMultiCallable[_archive_pb2.EditMessagesRequest, _archive_pb2.EditMessagesResponse]  # type: ignore[assignment]
+    """New text for known messages (by node id), in place, as one new revision."""
+    CopyConversations: _aio.UnaryUnaryMultiCallable[_archive_pb2.CopyConversationsRequest, _archive_pb2.CopyConversationsResponse]  # type: ignore[assignment]
+    """Head revisions copied whole into another vault, each with derived_from; idempotency key required."""
+    CommitBatch: _aio.UnaryUnaryMultiCallable[_archive_pb2.CommitBatchRequest, _archive_pb2.CommitBatchResponse]  # type: ignore[assignment]
+    """Appends and replaces of several conversations in one transaction: all or nothing."""
+    EmptyArchive: _aio.UnaryUnaryMultiCallable[_archive_pb2.EmptyArchiveRequest, _archive_pb2.EmptyArchiveResponse]  # type: ignore[assignment]
+    """One bounded step of deleting a vault's whole archive; repeat until done."""
+    BuildContextPack: _aio.UnaryUnaryMultiCallable[_archive_pb2.BuildContextPackRequest, _archive_pb2.BuildContextPackResponse]  # type: ignore[assignment]
+    """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
 
 class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
     """ArchiveService keeps whole conversations with immutable revisions, and ChatGPT exports byte
@@ -183,7 +227,7 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _archive_pb2.SearchMessagesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.SearchMessagesResponse, _abc.Awaitable[_archive_pb2.SearchMessagesResponse]]:
-        """Full-text search over the messages of head revisions."""
+        """Hybrid search (vector and full-text, fused like recall) over the messages of head revisions."""
 
     @_abc_1.abstractmethod
     def StartImport(
@@ -216,5 +260,87 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.GetImportResponse, _abc.Awaitable[_archive_pb2.GetImportResponse]]:
         """Progress of one import."""
+
+    @_abc_1.abstractmethod
+    def GetMessageContext(
+        self,
+        request: _archive_pb2.GetMessageContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.GetMessageContextResponse, _abc.Awaitable[_archive_pb2.GetMessageContextResponse]]:
+        """The messages around one message (a search hit), up to 10 either side, at a pinned revision."""
+
+    @_abc_1.abstractmethod
+    def ReadConversations(
+        self,
+        request: _archive_pb2.ReadConversationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.ReadConversationsResponse, _abc.Awaitable[_archive_pb2.ReadConversationsResponse]]:
+        """1-20 conversations at once within a byte budget, whole messages round-robin, one cursor."""
+
+    @_abc_1.abstractmethod
+    def ResolveConversations(
+        self,
+        request: _archive_pb2.ResolveConversationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.ResolveConversationsResponse, _abc.Awaitable[_archive_pb2.ResolveConversationsResponse]]:
+        """Conversations by exact title (no search), up to 20 titles."""
+
+    @_abc_1.abstractmethod
+    def GetArchiveStats(
+        self,
+        request: _archive_pb2.GetArchiveStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.GetArchiveStatsResponse, _abc.Awaitable[_archive_pb2.GetArchiveStatsResponse]]:
+        """Counts and index health of a vault's archive."""
+
+    @_abc_1.abstractmethod
+    def UpsertMessages(
+        self,
+        request: _archive_pb2.UpsertMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.UpsertMessagesResponse, _abc.Awaitable[_archive_pb2.UpsertMessagesResponse]]:
+        """Messages written by stable key on top of base_revision: a known key gets new text in place, a new
+        key is appended; nothing changed writes no revision.
+        """
+
+    @_abc_1.abstractmethod
+    def EditMessages(
+        self,
+        request: _archive_pb2.EditMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.EditMessagesResponse, _abc.Awaitable[_archive_pb2.EditMessagesResponse]]:
+        """New text for known messages (by node id), in place, as one new revision."""
+
+    @_abc_1.abstractmethod
+    def CopyConversations(
+        self,
+        request: _archive_pb2.CopyConversationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.CopyConversationsResponse, _abc.Awaitable[_archive_pb2.CopyConversationsResponse]]:
+        """Head revisions copied whole into another vault, each with derived_from; idempotency key required."""
+
+    @_abc_1.abstractmethod
+    def CommitBatch(
+        self,
+        request: _archive_pb2.CommitBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.CommitBatchResponse, _abc.Awaitable[_archive_pb2.CommitBatchResponse]]:
+        """Appends and replaces of several conversations in one transaction: all or nothing."""
+
+    @_abc_1.abstractmethod
+    def EmptyArchive(
+        self,
+        request: _archive_pb2.EmptyArchiveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.EmptyArchiveResponse, _abc.Awaitable[_archive_pb2.EmptyArchiveResponse]]:
+        """One bounded step of deleting a vault's whole archive; repeat until done."""
+
+    @_abc_1.abstractmethod
+    def BuildContextPack(
+        self,
+        request: _archive_pb2.BuildContextPackRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.BuildContextPackResponse, _abc.Awaitable[_archive_pb2.BuildContextPackResponse]]:
+        """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
 
 def add_ArchiveServiceServicer_to_server(servicer: ArchiveServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -25,31 +25,33 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"memvault/vault/v1/index_feed.proto\x12\x11memvault.vault.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x01\n\rIndexDocument\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x10\n\x08vault_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cindexed_hash\x18\x06 \x01(\t\x12\x15\n\rindexed_model\x18\x07 \x01(\t\")\n\x13GetDocumentsRequest\x12\x12\n\nmemory_ids\x18\x01 \x03(\t\"K\n\x14GetDocumentsResponse\x12\x33\n\tdocuments\x18\x01 \x03(\x0b\x32 .memvault.vault.v1.IndexDocument\"7\n\x14ListDocumentsRequest\x12\x10\n\x08\x61\x66ter_id\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"r\n\x15ListDocumentsResponse\x12\x33\n\tdocuments\x18\x01 \x03(\x0b\x32 .memvault.vault.v1.IndexDocument\x12\x15\n\rnext_after_id\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x03\"\x82\x01\n\x0bIndexReport\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12,\n\x05state\x18\x04 \x01(\x0e\x32\x1d.memvault.vault.v1.IndexState\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"G\n\x14ReportIndexedRequest\x12/\n\x07reports\x18\x01 \x03(\x0b\x32\x1e.memvault.vault.v1.IndexReport\"\x17\n\x15ReportIndexedResponse*Z\n\nIndexState\x12\x1b\n\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13INDEX_STATE_INDEXED\x10\x01\x12\x16\n\x12INDEX_STATE_FAILED\x10\x02\x32\xbb\x02\n\x10IndexFeedService\x12_\n\x0cGetDocuments\x12&.memvault.vault.v1.GetDocumentsRequest\x1a\'.memvault.vault.v1.GetDocumentsResponse\x12\x62\n\rListDocuments\x12\'.memvault.vault.v1.ListDocumentsRequest\x1a(.memvault.vault.v1.ListDocumentsResponse\x12\x62\n\rReportIndexed\x12\'.memvault.vault.v1.ReportIndexedRequest\x1a(.memvault.vault.v1.ReportIndexedResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"memvault/vault/v1/index_feed.proto\x12\x11memvault.vault.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\x02\n\rIndexDocument\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x10\n\x08vault_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cindexed_hash\x18\x06 \x01(\t\x12\x15\n\rindexed_model\x18\x07 \x01(\t\x12-\n\x04kind\x18\x08 \x01(\x0e\x32\x1f.memvault.vault.v1.DocumentKind\x12\x17\n\x0f\x63onversation_id\x18\t \x01(\t\x12\x10\n\x08revision\x18\n \x01(\x05\">\n\x13GetDocumentsRequest\x12\x12\n\nmemory_ids\x18\x01 \x03(\t\x12\x13\n\x0bmessage_ids\x18\x02 \x03(\t\"K\n\x14GetDocumentsResponse\x12\x33\n\tdocuments\x18\x01 \x03(\x0b\x32 .memvault.vault.v1.IndexDocument\"f\n\x14ListDocumentsRequest\x12\x10\n\x08\x61\x66ter_id\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12-\n\x04kind\x18\x03 \x01(\x0e\x32\x1f.memvault.vault.v1.DocumentKind\"r\n\x15ListDocumentsResponse\x12\x33\n\tdocuments\x18\x01 \x03(\x0b\x32 .memvault.vault.v1.IndexDocument\x12\x15\n\rnext_after_id\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x03\"\xb1\x01\n\x0bIndexReport\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12,\n\x05state\x18\x04 \x01(\x0e\x32\x1d.memvault.vault.v1.IndexState\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12-\n\x04kind\x18\x06 \x01(\x0e\x32\x1f.memvault.vault.v1.DocumentKind\"G\n\x14ReportIndexedRequest\x12/\n\x07reports\x18\x01 \x03(\x0b\x32\x1e.memvault.vault.v1.IndexReport\"\x17\n\x15ReportIndexedResponse*b\n\x0c\x44ocumentKind\x12\x1d\n\x19\x44OCUMENT_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x44OCUMENT_KIND_MEMORY\x10\x01\x12\x19\n\x15\x44OCUMENT_KIND_MESSAGE\x10\x02*Z\n\nIndexState\x12\x1b\n\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13INDEX_STATE_INDEXED\x10\x01\x12\x16\n\x12INDEX_STATE_FAILED\x10\x02\x32\xbb\x02\n\x10IndexFeedService\x12_\n\x0cGetDocuments\x12&.memvault.vault.v1.GetDocumentsRequest\x1a\'.memvault.vault.v1.GetDocumentsResponse\x12\x62\n\rListDocuments\x12\'.memvault.vault.v1.ListDocumentsRequest\x1a(.memvault.vault.v1.ListDocumentsResponse\x12\x62\n\rReportIndexed\x12\'.memvault.vault.v1.ReportIndexedRequest\x1a(.memvault.vault.v1.ReportIndexedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memvault.vault.v1.index_feed_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_INDEXSTATE']._serialized_start=801
-  _globals['_INDEXSTATE']._serialized_end=891
+  _globals['_DOCUMENTKIND']._serialized_start=1006
+  _globals['_DOCUMENTKIND']._serialized_end=1104
+  _globals['_INDEXSTATE']._serialized_start=1106
+  _globals['_INDEXSTATE']._serialized_end=1196
   _globals['_INDEXDOCUMENT']._serialized_start=91
-  _globals['_INDEXDOCUMENT']._serialized_end=275
-  _globals['_GETDOCUMENTSREQUEST']._serialized_start=277
-  _globals['_GETDOCUMENTSREQUEST']._serialized_end=318
-  _globals['_GETDOCUMENTSRESPONSE']._serialized_start=320
-  _globals['_GETDOCUMENTSRESPONSE']._serialized_end=395
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=397
-  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=452
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=454
-  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=568
-  _globals['_INDEXREPORT']._serialized_start=571
-  _globals['_INDEXREPORT']._serialized_end=701
-  _globals['_REPORTINDEXEDREQUEST']._serialized_start=703
-  _globals['_REPORTINDEXEDREQUEST']._serialized_end=774
-  _globals['_REPORTINDEXEDRESPONSE']._serialized_start=776
-  _globals['_REPORTINDEXEDRESPONSE']._serialized_end=799
-  _globals['_INDEXFEEDSERVICE']._serialized_start=894
-  _globals['_INDEXFEEDSERVICE']._serialized_end=1209
+  _globals['_INDEXDOCUMENT']._serialized_end=365
+  _globals['_GETDOCUMENTSREQUEST']._serialized_start=367
+  _globals['_GETDOCUMENTSREQUEST']._serialized_end=429
+  _globals['_GETDOCUMENTSRESPONSE']._serialized_start=431
+  _globals['_GETDOCUMENTSRESPONSE']._serialized_end=506
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_start=508
+  _globals['_LISTDOCUMENTSREQUEST']._serialized_end=610
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=612
+  _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=726
+  _globals['_INDEXREPORT']._serialized_start=729
+  _globals['_INDEXREPORT']._serialized_end=906
+  _globals['_REPORTINDEXEDREQUEST']._serialized_start=908
+  _globals['_REPORTINDEXEDREQUEST']._serialized_end=979
+  _globals['_REPORTINDEXEDRESPONSE']._serialized_start=981
+  _globals['_REPORTINDEXEDRESPONSE']._serialized_end=1004
+  _globals['_INDEXFEEDSERVICE']._serialized_start=1199
+  _globals['_INDEXFEEDSERVICE']._serialized_end=1514
 # @@protoc_insertion_point(module_scope)

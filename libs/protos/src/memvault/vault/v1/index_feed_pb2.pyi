@@ -20,6 +20,24 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _DocumentKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DocumentKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DocumentKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DOCUMENT_KIND_UNSPECIFIED: _DocumentKind.ValueType  # 0
+    DOCUMENT_KIND_MEMORY: _DocumentKind.ValueType  # 1
+    DOCUMENT_KIND_MESSAGE: _DocumentKind.ValueType  # 2
+
+class DocumentKind(_DocumentKind, metaclass=_DocumentKindEnumTypeWrapper):
+    """What a document is: a memory (the default) or a message of an archived conversation."""
+
+DOCUMENT_KIND_UNSPECIFIED: DocumentKind.ValueType  # 0
+DOCUMENT_KIND_MEMORY: DocumentKind.ValueType  # 1
+DOCUMENT_KIND_MESSAGE: DocumentKind.ValueType  # 2
+Global___DocumentKind: _TypeAlias = DocumentKind  # noqa: Y015
+
 class _IndexState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -48,13 +66,21 @@ class IndexDocument(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     INDEXED_HASH_FIELD_NUMBER: _builtins.int
     INDEXED_MODEL_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
     memory_id: _builtins.str
+    """The memory's id, or the message's for a message."""
     vault_id: _builtins.str
     content: _builtins.str
     content_hash: _builtins.str
     indexed_hash: _builtins.str
     """What the index last reported holding for this memory (empty if nothing)."""
     indexed_model: _builtins.str
+    kind: Global___DocumentKind.ValueType
+    conversation_id: _builtins.str
+    """For a message: its conversation and the revision that first listed it."""
+    revision: _builtins.int
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -67,10 +93,13 @@ class IndexDocument(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         indexed_hash: _builtins.str = ...,
         indexed_model: _builtins.str = ...,
+        kind: Global___DocumentKind.ValueType = ...,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "indexed_hash", b"indexed_hash", "indexed_model", b"indexed_model", "memory_id", b"memory_id", "vault_id", b"vault_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_hash", b"content_hash", "conversation_id", b"conversation_id", "created_at", b"created_at", "indexed_hash", b"indexed_hash", "indexed_model", b"indexed_model", "kind", b"kind", "memory_id", b"memory_id", "revision", b"revision", "vault_id", b"vault_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -81,16 +110,22 @@ class GetDocumentsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MEMORY_IDS_FIELD_NUMBER: _builtins.int
+    MESSAGE_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Archived messages to read as well."""
+
     def __init__(
         self,
         *,
         memory_ids: _abc.Iterable[_builtins.str] | None = ...,
+        message_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_ids", b"memory_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_ids", b"memory_ids", "message_ids", b"message_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -122,18 +157,22 @@ class ListDocumentsRequest(_message.Message):
 
     AFTER_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
     after_id: _builtins.str
     """Empty starts from the beginning."""
     limit: _builtins.int
+    kind: Global___DocumentKind.ValueType
+    """Memories unless DOCUMENT_KIND_MESSAGE."""
     def __init__(
         self,
         *,
         after_id: _builtins.str = ...,
         limit: _builtins.int = ...,
+        kind: Global___DocumentKind.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_id", b"after_id", "limit", b"limit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_id", b"after_id", "kind", b"kind", "limit", b"limit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -149,7 +188,7 @@ class ListDocumentsResponse(_message.Message):
     next_after_id: _builtins.str
     """Empty when this was the last page."""
     total: _builtins.int
-    """On the first page (no after_id): how many memories there are in all, for progress."""
+    """On the first page (no after_id): how many documents of the kind there are in all, for progress."""
     @_builtins.property
     def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexDocument]: ...
     def __init__(
@@ -176,12 +215,15 @@ class IndexReport(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
     memory_id: _builtins.str
+    """The memory's id, or the message's when kind says so."""
     content_hash: _builtins.str
     model: _builtins.str
     state: Global___IndexState.ValueType
     error: _builtins.str
     """For failures: the last error, without memory text."""
+    kind: Global___DocumentKind.ValueType
     def __init__(
         self,
         *,
@@ -190,10 +232,11 @@ class IndexReport(_message.Message):
         model: _builtins.str = ...,
         state: Global___IndexState.ValueType = ...,
         error: _builtins.str = ...,
+        kind: Global___DocumentKind.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "error", b"error", "memory_id", b"memory_id", "model", b"model", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "error", b"error", "kind", b"kind", "memory_id", b"memory_id", "model", b"model", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

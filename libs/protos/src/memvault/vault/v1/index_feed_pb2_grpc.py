@@ -59,14 +59,15 @@ class IndexFeedServiceServicer:
     """
 
     def GetDocuments(self, request, context):
-        """The current text of these memories; forgotten ones are absent.
+        """The current text of these memories (and archived messages); forgotten ones are absent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListDocuments(self, request, context):
-        """Every memory in id order, a page at a time (for reindex and reconcile).
+        """Every memory (or, with kind, every archived message) in id order, a page at a time (for reindex
+        and reconcile).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -36,9 +36,11 @@ class IndexFeedServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> IndexFeedServiceAsyncStub: ...
     GetDocuments: _grpc.UnaryUnaryMultiCallable[_index_feed_pb2.GetDocumentsRequest, _index_feed_pb2.GetDocumentsResponse]
-    """The current text of these memories; forgotten ones are absent."""
+    """The current text of these memories (and archived messages); forgotten ones are absent."""
     ListDocuments: _grpc.UnaryUnaryMultiCallable[_index_feed_pb2.ListDocumentsRequest, _index_feed_pb2.ListDocumentsResponse]
-    """Every memory in id order, a page at a time (for reindex and reconcile)."""
+    """Every memory (or, with kind, every archived message) in id order, a page at a time (for reindex
+    and reconcile).
+    """
     ReportIndexed: _grpc.UnaryUnaryMultiCallable[_index_feed_pb2.ReportIndexedRequest, _index_feed_pb2.ReportIndexedResponse]
     """What was indexed, or failed, for which content hash and model."""
 
@@ -50,9 +52,11 @@ class IndexFeedServiceAsyncStub(IndexFeedServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetDocuments: _aio.UnaryUnaryMultiCallable[_index_feed_pb2.GetDocumentsRequest, _index_feed_pb2.GetDocumentsResponse]  # type: ignore[assignment]
-    """The current text of these memories; forgotten ones are absent."""
+    """The current text of these memories (and archived messages); forgotten ones are absent."""
     ListDocuments: _aio.UnaryUnaryMultiCallable[_index_feed_pb2.ListDocumentsRequest, _index_feed_pb2.ListDocumentsResponse]  # type: ignore[assignment]
-    """Every memory in id order, a page at a time (for reindex and reconcile)."""
+    """Every memory (or, with kind, every archived message) in id order, a page at a time (for reindex
+    and reconcile).
+    """
     ReportIndexed: _aio.UnaryUnaryMultiCallable[_index_feed_pb2.ReportIndexedRequest, _index_feed_pb2.ReportIndexedResponse]  # type: ignore[assignment]
     """What was indexed, or failed, for which content hash and model."""
 
@@ -67,7 +71,7 @@ class IndexFeedServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _index_feed_pb2.GetDocumentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_index_feed_pb2.GetDocumentsResponse, _abc.Awaitable[_index_feed_pb2.GetDocumentsResponse]]:
-        """The current text of these memories; forgotten ones are absent."""
+        """The current text of these memories (and archived messages); forgotten ones are absent."""
 
     @_abc_1.abstractmethod
     def ListDocuments(
@@ -75,7 +79,9 @@ class IndexFeedServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _index_feed_pb2.ListDocumentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_index_feed_pb2.ListDocumentsResponse, _abc.Awaitable[_index_feed_pb2.ListDocumentsResponse]]:
-        """Every memory in id order, a page at a time (for reindex and reconcile)."""
+        """Every memory (or, with kind, every archived message) in id order, a page at a time (for reindex
+        and reconcile).
+        """
 
     @_abc_1.abstractmethod
     def ReportIndexed(

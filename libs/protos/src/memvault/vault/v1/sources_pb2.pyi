@@ -113,6 +113,7 @@ class TrackedSource(_message.Message):
     ERROR_SINCE_FIELD_NUMBER: _builtins.int
     PENDING_CHANGES_FIELD_NUMBER: _builtins.int
     OVERDUE_FIELD_NUMBER: _builtins.int
+    BASELINE_VALUE_JSON_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     vault: _builtins.str
     memory_id: _builtins.str
@@ -125,6 +126,8 @@ class TrackedSource(_message.Message):
     last_error: _builtins.str
     pending_changes: _builtins.int
     overdue: _builtins.bool
+    baseline_value_json: _builtins.str
+    """JSON kinds: the value at the selector when last taken as baseline"""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -152,10 +155,11 @@ class TrackedSource(_message.Message):
         error_since: _timestamp_pb2.Timestamp | None = ...,
         pending_changes: _builtins.int = ...,
         overdue: _builtins.bool = ...,
+        baseline_value_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "error_since", b"error_since", "last_checked_at", b"last_checked_at", "next_check_at", b"next_check_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "error_since", b"error_since", "id", b"id", "interval_seconds", b"interval_seconds", "kind", b"kind", "last_checked_at", b"last_checked_at", "last_error", b"last_error", "location", b"location", "memory_id", b"memory_id", "mode", b"mode", "next_check_at", b"next_check_at", "overdue", b"overdue", "pending_changes", b"pending_changes", "selector", b"selector", "statement_template", b"statement_template", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline_value_json", b"baseline_value_json", "created_at", b"created_at", "error_since", b"error_since", "id", b"id", "interval_seconds", b"interval_seconds", "kind", b"kind", "last_checked_at", b"last_checked_at", "last_error", b"last_error", "location", b"location", "memory_id", b"memory_id", "mode", b"mode", "next_check_at", b"next_check_at", "overdue", b"overdue", "pending_changes", b"pending_changes", "selector", b"selector", "statement_template", b"statement_template", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -182,6 +186,7 @@ class SourceChange(_message.Message):
     RESOLVED_BY_FIELD_NUMBER: _builtins.int
     REPLACEMENT_ID_FIELD_NUMBER: _builtins.int
     PROPOSED_STATEMENT_FIELD_NUMBER: _builtins.int
+    OLD_VALUE_JSON_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     vault: _builtins.str
     source_id: _builtins.str
@@ -197,6 +202,8 @@ class SourceChange(_message.Message):
     replacement_id: _builtins.str
     proposed_statement: _builtins.str
     """JSON only: the template rendered with the new value"""
+    old_value_json: _builtins.str
+    """the value the change replaces as JSON; empty for text (and older changes)"""
     @_builtins.property
     def detected_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -219,10 +226,11 @@ class SourceChange(_message.Message):
         resolved_by: _builtins.str = ...,
         replacement_id: _builtins.str = ...,
         proposed_statement: _builtins.str = ...,
+        old_value_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["detected_at", b"detected_at", "resolved_at", b"resolved_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detected_at", b"detected_at", "id", b"id", "kind", b"kind", "location", b"location", "memory_id", b"memory_id", "new_hash", b"new_hash", "new_value_json", b"new_value_json", "old_hash", b"old_hash", "proposed_statement", b"proposed_statement", "replacement_id", b"replacement_id", "resolved_at", b"resolved_at", "resolved_by", b"resolved_by", "source_id", b"source_id", "status", b"status", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detected_at", b"detected_at", "id", b"id", "kind", b"kind", "location", b"location", "memory_id", b"memory_id", "new_hash", b"new_hash", "new_value_json", b"new_value_json", "old_hash", b"old_hash", "old_value_json", b"old_value_json", "proposed_statement", b"proposed_statement", "replacement_id", b"replacement_id", "resolved_at", b"resolved_at", "resolved_by", b"resolved_by", "source_id", b"source_id", "status", b"status", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

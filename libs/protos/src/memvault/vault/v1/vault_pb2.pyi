@@ -98,21 +98,75 @@ Global___GetCapabilitiesRequest: _TypeAlias = GetCapabilitiesRequest  # noqa: Y0
 class GetCapabilitiesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class MoreLimitsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class FeaturesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.bool
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.bool = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     LIMITS_FIELD_NUMBER: _builtins.int
     MEMORY_TYPES_FIELD_NUMBER: _builtins.int
+    CAPABILITIES_VERSION_FIELD_NUMBER: _builtins.int
+    MORE_LIMITS_FIELD_NUMBER: _builtins.int
+    FEATURES_FIELD_NUMBER: _builtins.int
+    capabilities_version: _builtins.str
+    """The version of this capabilities contract; it changes when a limit or feature is added or moved."""
     @_builtins.property
     def limits(self) -> _limits_pb2.Limits: ...
     @_builtins.property
     def memory_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def more_limits(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Every other limit the vault enforces (the archive's), by name: the same constants it checks."""
+
+    @_builtins.property
+    def features(self) -> _containers.ScalarMap[_builtins.str, _builtins.bool]: ...
     def __init__(
         self,
         *,
         limits: _limits_pb2.Limits | None = ...,
         memory_types: _abc.Iterable[_builtins.str] | None = ...,
+        capabilities_version: _builtins.str = ...,
+        more_limits: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        features: _abc.Mapping[_builtins.str, _builtins.bool] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "memory_types", b"memory_types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities_version", b"capabilities_version", "features", b"features", "limits", b"limits", "memory_types", b"memory_types", "more_limits", b"more_limits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -445,6 +499,7 @@ class RecallRequest(_message.Message):
     STATUSES_FIELD_NUMBER: _builtins.int
     AS_OF_FIELD_NUMBER: _builtins.int
     INCLUDE_EXPIRED_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     query: _builtins.str
     limit: _builtins.int
@@ -463,6 +518,8 @@ class RecallRequest(_message.Message):
     def as_of(self) -> _timestamp_pb2.Timestamp:
         """Answer with what was valid at this time."""
 
+    @_builtins.property
+    def filter(self) -> Global___MemoryFilter: ...
     def __init__(
         self,
         *,
@@ -475,14 +532,57 @@ class RecallRequest(_message.Message):
         statuses: _abc.Iterable[_memory_pb2.MemoryStatus.ValueType] | None = ...,
         as_of: _timestamp_pb2.Timestamp | None = ...,
         include_expired: _builtins.bool = ...,
+        filter: Global___MemoryFilter | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "filter", b"filter"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "cursor", b"cursor", "include_expired", b"include_expired", "limit", b"limit", "query", b"query", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "cursor", b"cursor", "filter", b"filter", "include_expired", b"include_expired", "limit", b"limit", "query", b"query", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecallRequest: _TypeAlias = RecallRequest  # noqa: Y015
+
+@_typing.final
+class MemoryFilter(_message.Message):
+    """Narrowing filters list and recall share; an empty field leaves its filter out."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    CLIENT_FIELD_NUMBER: _builtins.int
+    CREATED_FROM_FIELD_NUMBER: _builtins.int
+    CREATED_TO_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    scope: _builtins.str
+    source: _builtins.str
+    """A prefix of the memory's source ("import:" finds every import)."""
+    client: _builtins.str
+    """The client that wrote it, as memories show it (e.g. "mcp:Claude")."""
+    @_builtins.property
+    def created_from(self) -> _timestamp_pb2.Timestamp:
+        """Created at or after created_from and before created_to (exclusive)."""
+
+    @_builtins.property
+    def created_to(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        source: _builtins.str = ...,
+        client: _builtins.str = ...,
+        created_from: _timestamp_pb2.Timestamp | None = ...,
+        created_to: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_from", b"created_from", "created_to", b"created_to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "created_from", b"created_from", "created_to", b"created_to", "key", b"key", "scope", b"scope", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryFilter: _TypeAlias = MemoryFilter  # noqa: Y015
 
 @_typing.final
 class RecallHit(_message.Message):
@@ -542,7 +642,9 @@ class MemoryWarning(_message.Message):
     RELATED_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
-    """conflict, may_conflict, superseded, invalidated, past_review, expired, dependency_changed, not_valid_then"""
+    """conflict, may_conflict, superseded, invalidated, past_review, expired, dependency_changed, not_valid_then,
+    replaces (a current memory replaced `related` within the last 30 days)
+    """
     memory_id: _builtins.str
     message: _builtins.str
     @_builtins.property
@@ -615,6 +717,7 @@ class ListMemoriesRequest(_message.Message):
     TAGS_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     limit: _builtins.int
     cursor: _builtins.str
@@ -624,6 +727,8 @@ class ListMemoriesRequest(_message.Message):
     def types(self) -> _containers.RepeatedScalarFieldContainer[_memory_pb2.MemoryType.ValueType]: ...
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def filter(self) -> Global___MemoryFilter: ...
     def __init__(
         self,
         *,
@@ -633,10 +738,11 @@ class ListMemoriesRequest(_message.Message):
         tags: _abc.Iterable[_builtins.str] | None = ...,
         limit: _builtins.int = ...,
         cursor: _builtins.str = ...,
+        filter: Global___MemoryFilter | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "filter", b"filter", "limit", b"limit", "statuses", b"statuses", "tags", b"tags", "types", b"types", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -717,15 +823,21 @@ class GetStatsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VAULT_FIELD_NUMBER: _builtins.int
+    INCLUDE_OVERVIEW_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
+    include_overview: _builtins.bool
+    """Also fill search_mode, search_mode_reason, embedding_model and retention (a few more queries and
+    one call to the indexer): the dashboard's overview asks for them, other callers need not.
+    """
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
+        include_overview: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_overview", b"include_overview", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -780,23 +892,61 @@ class GetStatsResponse(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class MemoriesByTypeEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     VAULT_FIELD_NUMBER: _builtins.int
     MEMORIES_FIELD_NUMBER: _builtins.int
     INDEXED_FIELD_NUMBER: _builtins.int
     INDEX_PENDING_FIELD_NUMBER: _builtins.int
     INDEX_FAILED_FIELD_NUMBER: _builtins.int
     RECENT_FAILURES_FIELD_NUMBER: _builtins.int
+    MEMORIES_BY_TYPE_FIELD_NUMBER: _builtins.int
+    SEARCH_MODE_FIELD_NUMBER: _builtins.int
+    SEARCH_MODE_REASON_FIELD_NUMBER: _builtins.int
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    RETENTION_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     indexed: _builtins.int
     """Memories whose current text the index holds, has yet to reach, or failed on."""
     index_pending: _builtins.int
     index_failed: _builtins.int
+    search_mode: _builtins.str
+    """With include_overview: how recall searches now, "hybrid" (meaning and words) or "keyword-only",
+    and why when keyword-only; the embedding model; how retention runs.
+    """
+    search_mode_reason: _builtins.str
+    embedding_model: _builtins.str
+    """The indexer's embedding model (empty without an indexer or when it does not answer)."""
     @_builtins.property
     def memories(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Memories by status name."""
 
     @_builtins.property
     def recent_failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexFailure]: ...
+    @_builtins.property
+    def memories_by_type(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Memories by type name (every status)."""
+
+    @_builtins.property
+    def retention(self) -> Global___RetentionOutlook: ...
     def __init__(
         self,
         *,
@@ -806,14 +956,84 @@ class GetStatsResponse(_message.Message):
         index_pending: _builtins.int = ...,
         index_failed: _builtins.int = ...,
         recent_failures: _abc.Iterable[Global___IndexFailure] | None = ...,
+        memories_by_type: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        search_mode: _builtins.str = ...,
+        search_mode_reason: _builtins.str = ...,
+        embedding_model: _builtins.str = ...,
+        retention: Global___RetentionOutlook | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["retention", b"retention"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_failed", b"index_failed", "index_pending", b"index_pending", "indexed", b"indexed", "memories", b"memories", "recent_failures", b"recent_failures", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_model", b"embedding_model", "index_failed", b"index_failed", "index_pending", b"index_pending", "indexed", b"indexed", "memories", b"memories", "memories_by_type", b"memories_by_type", "recent_failures", b"recent_failures", "retention", b"retention", "search_mode", b"search_mode", "search_mode_reason", b"search_mode_reason", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015
+
+@_typing.final
+class RetentionOutlook(_message.Message):
+    """How retention runs for a vault: when it last ran and runs next, and what it removes then."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNNER_FIELD_NUMBER: _builtins.int
+    INTERVAL_SECONDS_FIELD_NUMBER: _builtins.int
+    SCHEDULE_FIELD_NUMBER: _builtins.int
+    LAST_RUN_FIELD_NUMBER: _builtins.int
+    NEXT_RUN_FIELD_NUMBER: _builtins.int
+    DUE_REJECTED_FIELD_NUMBER: _builtins.int
+    DUE_SUPERSEDED_FIELD_NUMBER: _builtins.int
+    DUE_INVALIDATED_FIELD_NUMBER: _builtins.int
+    DUE_AUDIT_ENTRIES_FIELD_NUMBER: _builtins.int
+    DUE_AUDIT_ENTRIES_CAPPED_FIELD_NUMBER: _builtins.int
+    NEXT_DUE_AT_FIELD_NUMBER: _builtins.int
+    runner: _builtins.str
+    """"in-process" (the vault's loop every interval_seconds), "cronjob" (a CronJob running
+    `memvault-vault retention` on schedule) or "off" (only "clean up now").
+    """
+    interval_seconds: _builtins.float
+    schedule: _builtins.str
+    due_rejected: _builtins.int
+    """What the next run removes from this vault as things stand."""
+    due_superseded: _builtins.int
+    due_invalidated: _builtins.int
+    due_audit_entries: _builtins.int
+    """Counted up to 10,000; due_audit_entries_capped says there are at least that many."""
+    due_audit_entries_capped: _builtins.bool
+    @_builtins.property
+    def last_run(self) -> _timestamp_pb2.Timestamp:
+        """Last whole-installation run (either runner); unset when none was recorded."""
+
+    @_builtins.property
+    def next_run(self) -> _timestamp_pb2.Timestamp:
+        """Unset when runner is "off"."""
+
+    @_builtins.property
+    def next_due_at(self) -> _timestamp_pb2.Timestamp:
+        """When the next memory or audit entry that is not due yet becomes due; unset when none will."""
+
+    def __init__(
+        self,
+        *,
+        runner: _builtins.str = ...,
+        interval_seconds: _builtins.float = ...,
+        schedule: _builtins.str = ...,
+        last_run: _timestamp_pb2.Timestamp | None = ...,
+        next_run: _timestamp_pb2.Timestamp | None = ...,
+        due_rejected: _builtins.int = ...,
+        due_superseded: _builtins.int = ...,
+        due_invalidated: _builtins.int = ...,
+        due_audit_entries: _builtins.int = ...,
+        due_audit_entries_capped: _builtins.bool = ...,
+        next_due_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_run", b"last_run", "next_due_at", b"next_due_at", "next_run", b"next_run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["due_audit_entries", b"due_audit_entries", "due_audit_entries_capped", b"due_audit_entries_capped", "due_invalidated", b"due_invalidated", "due_rejected", b"due_rejected", "due_superseded", b"due_superseded", "interval_seconds", b"interval_seconds", "last_run", b"last_run", "next_due_at", b"next_due_at", "next_run", b"next_run", "runner", b"runner", "schedule", b"schedule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetentionOutlook: _TypeAlias = RetentionOutlook  # noqa: Y015
 
 @_typing.final
 class SupersedeMemoryRequest(_message.Message):

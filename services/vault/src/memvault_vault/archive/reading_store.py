@@ -1,0 +1,228 @@
+"""The SQL of the archive's reads for agents: search candidates, the context around a message,
+pinned pages of several conversations, titles, and counts. Every query is filtered by the vault id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from memvault_core.errors import NotFound
+from memvault_vault.archive.records import ArchiveStats, ConversationRecord, MessageHit, MessageRecord
+from memvault_vault.archive.store import _SUMMARY, _summary
+from memvault_vault.database import Database, VaultAccess
+
+_MESSAGE = (
+    "SELECT m.id::text AS id, m.node_id, m.parent_node_id, m.role, m.content_type, m.text, m.content::text"
+    " AS content, m.created_at, rm.active, rm.position"
+    " FROM archive_revision_message rm JOIN archive_message m ON m.id = rm.message_id"
+)
+
+
+def _message(r: asyncpg.Record) -> MessageRecord:
+    return MessageRecord(
+        r["id"],
+        r["node_id"],
+        r["parent_node_id"],
+        r["role"],
+        r["content_type"],
+        r["text"],
+        r["content"],
+        r["created_at"],
+        r["active"],
+        r["position"],
+    )
+
+
+class ArchiveReadStore:
+    def __init__(self, database: Database) -> None:
+        self._pool = database.pool
+
+    async def keyword_candidates(
+        self, vault: VaultAccess, query: str, tags_all: list[str], tags_any: list[str], limit: int
+    ) -> list[tuple[str, float, str | None]]:
+        """(message id, full-text rank, its text when the vector index does not hold it yet) of the best
+        messages of head revisions sharing a word with the query."""
+        rows = await self._pool.fetch(
+            # The query's words joined by OR: a message sharing some of a question's words is a candidate,
+            # ranked by how many and how close (ts_rank_cd).
+            "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank, CASE WHEN EXISTS (SELECT 1 FROM"
+            " archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed') THEN NULL"
+            " ELSE left(m.text, 4000) END AS pending"
+            " FROM (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q) AS w,"
+            " archive_message m"
+            " JOIN archive_revision_message rm ON rm.message_id = m.id"
+            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
+            " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q AND c.tags @> $3::text[]"
+            " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
+            " GROUP BY m.id ORDER BY rank DESC, m.id LIMIT $5",
+            vault.id,
+            query,
+            tags_all,
+            tags_any,
+            limit,
+        )
+        return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
+
+    async def hits(
+        self, vault: VaultAccess, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]
+    ) -> dict[str, tuple[MessageHit, datetime]]:
+        """These messages as references, when a head revision of the vault lists them and the tags match
+        (an older revision's message, another vault's, or one of a deleted conversation is left out)."""
+        rows = await self._pool.fetch(
+            "SELECT DISTINCT ON (m.id) m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title,"
+            " c.head_revision, rm.position, coalesce(m.created_at, c.created_at) AS created_at"
+            " FROM archive_message m JOIN archive_revision_message rm ON rm.message_id = m.id"
+            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
+            " WHERE m.id = ANY($2::uuid[]) AND m.vault_id = $1 AND c.vault_id = $1 AND c.tags @> $3::text[]"
+            " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
+            " ORDER BY m.id, rm.position",
+            vault.id,
+            list(message_ids),
+            tags_all,
+            tags_any,
+        )
+        return {
+            r["id"]: (
+                MessageHit(
+                    r["conversation_id"],
+                    r["head_revision"],
+                    r["id"],
+                    r["title"],
+                    r["role"],
+                    r["text"],
+                    0.0,
+                    r["position"],
+                ),
+                r["created_at"],
+            )
+            for r in rows
+        }
+
+    async def locate(self, vault: VaultAccess, message_id: str) -> str:
+        """The conversation a message of the vault belongs to."""
+        found = await self._pool.fetchval(
+            "SELECT conversation_id::text FROM archive_message WHERE id = $1 AND vault_id = $2", message_id, vault.id
+        )
+        if found is None:
+            raise NotFound(f"no message {message_id} in vault '{vault.name}'", field="message_id")
+        return str(found)
+
+    async def around(
+        self, vault: VaultAccess, conversation_id: str, revision: int, message_id: str, before: int, after: int
+    ) -> tuple[int, list[MessageRecord]] | None:
+        """(position of the message, the messages of the active timeline around it) at a revision; None when
+        the revision does not list the message on its active timeline."""
+        position = await self._pool.fetchval(
+            "SELECT position FROM archive_revision_message WHERE conversation_id = $1 AND vault_id = $2"
+            " AND revision = $3 AND message_id = $4",
+            conversation_id,
+            vault.id,
+            revision,
+            message_id,
+        )
+        if position is None:
+            return None
+        rows = await self._pool.fetch(
+            f"({_MESSAGE} WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3 AND rm.active"
+            " AND rm.position < $4 ORDER BY rm.position DESC LIMIT $5)"
+            f" UNION ALL ({_MESSAGE} WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3"
+            " AND (rm.active OR rm.position = $4) AND rm.position >= $4 ORDER BY rm.position LIMIT $6)",
+            conversation_id,
+            vault.id,
+            revision,
+            position,
+            before,
+            after + 1,
+        )
+        return int(position), sorted((_message(r) for r in rows), key=lambda m: m.position)
+
+    async def page(
+        self, vault: VaultAccess, conversation_id: str, revision: int, *, graph: bool, after: int, limit: int
+    ) -> list[MessageRecord]:
+        rows = await self._pool.fetch(
+            f"{_MESSAGE} WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3"
+            " AND rm.position > $4 AND ($5 OR rm.active) ORDER BY rm.position LIMIT $6",
+            conversation_id,
+            vault.id,
+            revision,
+            after,
+            graph,
+            limit,
+        )
+        return [_message(r) for r in rows]
+
+    async def pinned(self, vault: VaultAccess, conversation_id: str, revision: int) -> tuple[ConversationRecord, int]:
+        """The conversation and the revision a read pins (its head for 0); NotFound for another vault's."""
+        row = await self._pool.fetchrow(_SUMMARY + " WHERE c.id = $1 AND c.vault_id = $2", conversation_id, vault.id)
+        if row is None:
+            raise NotFound(f"no conversation {conversation_id} in vault '{vault.name}'", field="conversation_id")
+        record = _summary(row)
+        if revision == 0:
+            return record, record.head_revision
+        exists = await self._pool.fetchval(
+            "SELECT 1 FROM archive_revision WHERE conversation_id = $1 AND vault_id = $2 AND number = $3",
+            conversation_id,
+            vault.id,
+            revision,
+        )
+        if not exists:
+            raise NotFound(f"conversation {conversation_id} has no revision {revision}", field="revision")
+        return record, revision
+
+    async def count_messages(self, vault: VaultAccess, conversation_id: str, revision: int, graph: bool) -> int:
+        return int(
+            await self._pool.fetchval(
+                "SELECT count(*) FROM archive_revision_message WHERE conversation_id = $1 AND vault_id = $2"
+                " AND revision = $3 AND ($4 OR active)",
+                conversation_id,
+                vault.id,
+                revision,
+                graph,
+            )
+        )
+
+    async def by_titles(self, vault: VaultAccess, titles: list[str], per_title: int) -> list[ConversationRecord]:
+        rows = await self._pool.fetch(
+            _SUMMARY + " WHERE c.vault_id = $1 AND c.title = ANY($2::text[]) ORDER BY c.updated_at DESC, c.id DESC"
+            " LIMIT $3",
+            vault.id,
+            titles,
+            per_title * len(titles),
+        )
+        return [_summary(r) for r in rows]
+
+    async def stats(self, vault: VaultAccess) -> ArchiveStats:
+        row = await self._pool.fetchrow(
+            """
+            SELECT (SELECT count(*) FROM archive_conversation WHERE vault_id = $1) AS conversations,
+                   (SELECT count(*) FROM archive_revision WHERE vault_id = $1) AS revisions,
+                   (SELECT count(*) FROM archive_message WHERE vault_id = $1 AND text <> '') AS messages,
+                   (SELECT count(*) FROM archive_message_index WHERE vault_id = $1 AND state = 'indexed') AS indexed,
+                   (SELECT count(*) FROM archive_message_index WHERE vault_id = $1 AND state = 'failed') AS failed,
+                   (SELECT count(*) FROM archive_import WHERE vault_id = $1) AS imports,
+                   (SELECT count(*) FROM archive_import WHERE vault_id = $1 AND state IN ('queued', 'running'))
+                       AS imports_running,
+                   (SELECT model FROM archive_message_index WHERE vault_id = $1 AND state = 'indexed'
+                    ORDER BY updated_at DESC LIMIT 1) AS model
+            """,
+            vault.id,
+        )
+        errors = await self._pool.fetch(
+            "SELECT DISTINCT coalesce(last_error, '') AS error FROM archive_message_index"
+            " WHERE vault_id = $1 AND state = 'failed' LIMIT 5",
+            vault.id,
+        )
+        return ArchiveStats(
+            conversations=int(row["conversations"]),
+            revisions=int(row["revisions"]),
+            messages=int(row["messages"]),
+            indexed=int(row["indexed"]),
+            pending=max(0, int(row["messages"]) - int(row["indexed"]) - int(row["failed"])),
+            failed=int(row["failed"]),
+            imports=int(row["imports"]),
+            imports_running=int(row["imports_running"]),
+            index_model=row["model"] or "",
+            last_errors=[r["error"] for r in errors],
+        )

@@ -1,0 +1,390 @@
+"""The archive's reads for agents: hybrid message search (vector and full-text candidates as a union,
+fused like recall), the context around a hit, several conversations at once within a byte budget,
+titles, and counts. Every cursor is signed, bound to the caller and expires (domain/signed_cursor)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound, Unavailable
+from memvault_core.identity import Identity
+from memvault_vault.accounts.service import AccountService
+from memvault_vault.archive.reading_store import ArchiveReadStore
+from memvault_vault.archive.records import (
+    ArchiveStats,
+    BatchPage,
+    BatchResult,
+    ConversationRecord,
+    MessageHit,
+    MessageRecord,
+    Oversized,
+    SearchPage,
+)
+from memvault_vault.domain import archive as rules
+from memvault_vault.domain import archive_reads as reads
+from memvault_vault.domain import cursor as fingerprints
+from memvault_vault.domain import fusion
+from memvault_vault.domain.memory import Status
+from memvault_vault.domain.signed_cursor import CursorSigner
+from memvault_vault.index_client import IndexClient
+
+log = logging.getLogger("memvault_vault.archive")
+
+HYBRID = "hybrid"
+KEYWORD_ONLY = "keyword-only"
+
+
+def _caller(identity: Identity) -> str:
+    return CursorSigner.caller_of(identity.subject, identity.client)
+
+
+def _message_size(m: MessageRecord) -> int:
+    return reads.size(reads.message_item(m.id, m.position, m.role, m.content_type, m.text, m.created_at)) + 1
+
+
+class ArchiveReads:
+    def __init__(
+        self, store: ArchiveReadStore, accounts: AccountService, index: IndexClient | None, cursors: CursorSigner
+    ) -> None:
+        self._store = store
+        self._accounts = accounts
+        self._index = index
+        self._cursors = cursors
+
+    # --- search ------------------------------------------------------------------------------------
+
+    async def search(
+        self,
+        identity: Identity,
+        vault_name: str,
+        query: str,
+        *,
+        tags_all: list[str],
+        tags_any: list[str],
+        limit: int,
+        max_bytes: int,
+        page: str,
+    ) -> SearchPage:
+        """A page of hits over head revisions, best first, within `max_bytes`; the cursor holds the query."""
+        if limit < 0:
+            raise InvalidArgument("limit must not be negative", field="limit")
+        if limit > rules.MAX_SEARCH_RESULTS:
+            raise LimitExceeded(f"limit is at most {rules.MAX_SEARCH_RESULTS}", field="limit")
+        limit = limit or rules.DEFAULT_SEARCH_RESULTS
+        budget = reads.budget(max_bytes)
+        vault = await self._accounts.access(identity, vault_name)
+        offset = 0
+        if page:
+            position = self._cursors.open(page, "archive-search", _caller(identity), fingerprints.fingerprint(vault.id))
+            assert position is not None
+            stored_query, stored_offset = position.get("q"), position.get("o")
+            stored_all, stored_any = position.get("ta"), position.get("ty")
+            if not isinstance(stored_query, str) or not isinstance(stored_offset, int) or stored_offset < 0:
+                raise InvalidArgument("cursor is not one this server issued; omit it to start again", field="cursor")
+            offset = stored_offset
+            if query.strip() and query.strip() != stored_query:
+                raise InvalidArgument(
+                    "cursor continues another query; send the cursor alone, or the new query alone", field="cursor"
+                )
+            if (tags_all or tags_any) and (rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)) != (
+                stored_all,
+                stored_any,
+            ):
+                raise InvalidArgument("cursor continues other tag filters; send the cursor alone", field="cursor")
+            query, tags_all, tags_any = stored_query, list(stored_all or []), list(stored_any or [])
+        query = query.strip()
+        if not query:
+            raise InvalidArgument("query is empty", field="query")
+        if len(query) > rules.MAX_QUERY_CHARS:
+            raise LimitExceeded(f"query is longer than {rules.MAX_QUERY_CHARS} characters", field="query")
+        tags_all, tags_any = rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)
+
+        ranked, mode = await self._rank(vault, query, tags_all, tags_any)
+        warnings = (
+            ["semantic search is unavailable right now; only messages sharing words with the query were searched"]
+            if mode == KEYWORD_ONLY
+            else []
+        )
+        window = ranked[offset : offset + limit]
+        more_after = offset + len(window) < len(ranked)
+        cursor_reserve = 600 + len(query.encode()) * 2 + sum(len(t) for t in tags_all + tags_any) * 2
+        used = reads.ENVELOPE_BYTES + reads.size(warnings) + cursor_reserve
+        hits: list[MessageHit] = []
+        for hit in window:
+            cost = reads.size(
+                reads.hit_item(
+                    hit.conversation_id,
+                    hit.title,
+                    hit.revision,
+                    hit.message_id,
+                    hit.position,
+                    hit.role,
+                    rules.snippet(hit.text, query),
+                    hit.score,
+                )
+            )
+            if used + cost + 1 > budget and hits:
+                more_after = True
+                break
+            hits.append(hit)
+            used += cost + 1
+        next_cursor = ""
+        if more_after:
+            next_cursor = self._cursors.seal(
+                "archive-search",
+                _caller(identity),
+                fingerprints.fingerprint(vault.id),
+                {"q": query, "o": offset + len(hits), "ta": tags_all, "ty": tags_any},
+            )
+        return SearchPage(query, hits, next_cursor, mode, warnings, used - cursor_reserve + len(next_cursor), budget)
+
+    async def _rank(
+        self, vault: Any, query: str, tags_all: list[str], tags_any: list[str]
+    ) -> tuple[list[MessageHit], str]:
+        keyword = await self._store.keyword_candidates(vault, query, tags_all, tags_any, reads.SEARCH_CANDIDATES)
+        ranks = {message_id: rank for message_id, rank, _ in keyword}
+        # Keyword hits the indexer has not reached yet (a fresh import) are scored from their text.
+        pending = [(message_id, text) for message_id, _, text in keyword if text][: fusion.PENDING_TO_SCORE]
+        cosines: dict[str, float] = {}
+        mode = KEYWORD_ONLY
+        if self._index is not None:
+            try:
+                cosines = await self._index.search(
+                    vault.id,
+                    query,
+                    limit=reads.SEARCH_CANDIDATES,
+                    score_ids=[i for i in ranks if i not in dict(pending)],
+                    pending=pending,
+                    messages=True,
+                )
+                mode = HYBRID
+            except Unavailable as error:
+                log.warning("archive search fell back to keyword-only", extra={"reason": error.message})
+        # The union of both lists, filtered to head revisions and the tags, then fused as recall fuses.
+        found = await self._store.hits(vault, [*ranks, *(i for i in cosines if i not in ranks)], tags_all, tags_any)
+        candidates = [
+            fusion.Found(message_id, Status.ACTIVE, created_at, ranks.get(message_id, 0.0))
+            for message_id, (_, created_at) in found.items()
+        ]
+        fused = fusion.fuse(candidates, cosines, cosine_weight=fusion.COSINE_WEIGHT if mode == HYBRID else 0.0)
+        ranked = []
+        for candidate, score in fused:
+            hit = found[candidate.id][0]
+            ranked.append(
+                MessageHit(
+                    hit.conversation_id,
+                    hit.revision,
+                    hit.message_id,
+                    hit.title,
+                    hit.role,
+                    hit.text,
+                    score,
+                    hit.position,
+                )
+            )
+        return ranked, mode
+
+    # --- context, batches, titles, counts ----------------------------------------------------------
+
+    async def context(
+        self,
+        identity: Identity,
+        vault_name: str,
+        message_id: str,
+        *,
+        conversation_id: str,
+        revision: int,
+        before: int,
+        after: int,
+    ) -> tuple[ConversationRecord, int, int, list[MessageRecord]]:
+        """(conversation, revision, position of the message, messages around it on the active timeline)."""
+        message_id = rules.parse_conversation_id(message_id, "message_id")
+        for name, value in (("before", before), ("after", after)):
+            if value < 0 or value > reads.MAX_CONTEXT_MESSAGES:
+                raise InvalidArgument(f"{name} must be 0 to {reads.MAX_CONTEXT_MESSAGES}", field=name)
+        if revision < 0:
+            raise InvalidArgument("revision must be 0 (the head) or a revision number", field="revision")
+        vault = await self._accounts.access(identity, vault_name)
+        owner = await self._store.locate(vault, message_id)
+        if conversation_id and rules.parse_conversation_id(conversation_id) != owner:
+            raise NotFound(f"conversation {conversation_id} has no message {message_id}", field="message_id")
+        record, pinned = await self._store.pinned(vault, owner, revision)
+        found = await self._store.around(vault, owner, pinned, message_id, before, after)
+        if found is None:
+            raise NotFound(
+                f"revision {pinned} of conversation {owner} does not hold message {message_id}; read the revision"
+                " the search hit names",
+                field="message_id",
+            )
+        position, messages = found
+        return record, pinned, position, messages
+
+    async def batch(
+        self,
+        identity: Identity,
+        vault_name: str,
+        requests: list[tuple[str, int, bool]],
+        *,
+        max_bytes: int,
+        page: str,
+    ) -> BatchPage:
+        """Whole messages of 1-20 conversations, one of each in turn, within `max_bytes`; the cursor keeps
+        every revision pinned. A message larger than any page is named (id, position, bytes), never cut."""
+        budget = reads.budget(max_bytes)
+        if page and requests:
+            raise InvalidArgument("send either requests (a first call) or the cursor (a continuation), not both")
+        if not page and not requests:
+            raise InvalidArgument("send 1-20 requests, or the cursor of the previous page", field="requests")
+        if len(requests) > reads.MAX_BATCH_CONVERSATIONS:
+            raise LimitExceeded(f"at most {reads.MAX_BATCH_CONVERSATIONS} conversations per read", field="requests")
+        vault = await self._accounts.access(identity, vault_name)
+        results: dict[int, BatchResult] = {}
+        # state per request: [index, conversation id, revision, graph, after position, total]
+        state: list[list[Any]] = []
+        if page:
+            position = self._cursors.open(page, "archive-batch", _caller(identity), fingerprints.fingerprint(vault.id))
+            assert position is not None
+            raw = position.get("s")
+            if not isinstance(raw, list) or not all(isinstance(s, list) and len(s) == 6 for s in raw):
+                raise InvalidArgument("cursor is not one this server issued; omit it to start again", field="cursor")
+            state = raw
+        else:
+            for index, (conversation_id, revision, graph) in enumerate(requests):
+                try:
+                    conversation_id = rules.parse_conversation_id(conversation_id)
+                    if revision < 0:
+                        raise InvalidArgument("revision must be 0 (the head) or a revision number", field="revision")
+                    record, pinned = await self._store.pinned(vault, conversation_id, revision)
+                except (InvalidArgument, NotFound) as error:
+                    results[index] = BatchResult(index, conversation_id, error=error.message, complete=True)
+                    continue
+                total = await self._store.count_messages(vault, conversation_id, pinned, graph)
+                state.append([index, conversation_id, pinned, graph, -1, total])
+                results[index] = BatchResult(index, conversation_id, pinned, record.title, message_count=total)
+
+        cursor_reserve = 200 + 130 * len(state)
+        used = reads.ENVELOPE_BYTES + cursor_reserve + sum(reads.size(_result_header(r)) for r in results.values())
+        queues: dict[int, list[MessageRecord]] = {}
+        admitted: dict[int, list[MessageRecord]] = {}
+        oversized: dict[int, list[Oversized]] = {}
+        open_states = [s for s in state if s[4] != _DONE]
+        full = False
+        while open_states and not full:
+            for s in list(open_states):
+                index = s[0]
+                if index not in results:
+                    # A continuation touching this request: its title now, or that it was deleted meanwhile.
+                    try:
+                        record, _ = await self._store.pinned(vault, s[1], s[2])
+                    except NotFound as error:
+                        results[index] = BatchResult(index, s[1], s[2], error=error.message, complete=True)
+                        used += reads.size(_result_header(results[index]))
+                        s[4] = _DONE
+                        open_states.remove(s)
+                        continue
+                    results[index] = BatchResult(index, s[1], s[2], record.title, message_count=s[5])
+                    used += reads.size(_result_header(results[index]))
+                queue = queues.setdefault(index, [])
+                if not queue:
+                    queue.extend(
+                        await self._store.page(vault, s[1], s[2], graph=s[3], after=s[4], limit=reads.BATCH_FETCH)
+                    )
+                    if not queue:
+                        s[4] = _DONE
+                        open_states.remove(s)
+                        continue
+                message = queue[0]
+                cost = _message_size(message)
+                if cost > budget - reads.ENVELOPE_BYTES - 400:
+                    # Larger than any page could hold: named, never cut, and passed over.
+                    note = Oversized(message.id, message.position, len(message.text.encode()))
+                    note_cost = reads.size(
+                        {"message_id": note.message_id, "position": note.position, "bytes": note.bytes}
+                    )
+                    if used + note_cost > budget:
+                        full = True
+                        break
+                    oversized.setdefault(index, []).append(note)
+                    used += note_cost + 1
+                elif used + cost > budget:
+                    full = True
+                    break
+                else:
+                    admitted.setdefault(index, []).append(message)
+                    used += cost
+                queue.pop(0)
+                s[4] = message.position
+        # A conversation is complete once nothing follows its last read message.
+        for s in state:
+            if (
+                s[4] != _DONE
+                and not queues.get(s[0])
+                and not await self._store.page(vault, s[1], s[2], graph=s[3], after=s[4], limit=1)
+            ):
+                s[4] = _DONE
+        out: list[BatchResult] = []
+        for index in sorted(results):
+            base = results[index]
+            pinned_state = next((x for x in state if x[0] == index), None)
+            out.append(
+                BatchResult(
+                    index,
+                    base.conversation_id,
+                    base.revision,
+                    base.title,
+                    admitted.get(index, []),
+                    oversized.get(index, []),
+                    complete=pinned_state is None or pinned_state[4] == _DONE,
+                    error=base.error,
+                    message_count=base.message_count,
+                )
+            )
+        remaining = [s for s in state if s[4] != _DONE]
+        next_cursor = (
+            self._cursors.seal("archive-batch", _caller(identity), fingerprints.fingerprint(vault.id), {"s": remaining})
+            if remaining
+            else ""
+        )
+        completed = sum(1 for r in out if r.complete)
+        return BatchPage(out, next_cursor, used - cursor_reserve + len(next_cursor), budget, completed, len(remaining))
+
+    async def resolve(
+        self, identity: Identity, vault_name: str, titles: list[str]
+    ) -> dict[str, list[ConversationRecord]]:
+        if not titles:
+            raise InvalidArgument("titles: give 1-20 exact titles", field="titles")
+        if len(titles) > reads.MAX_RESOLVE_TITLES:
+            raise LimitExceeded(f"at most {reads.MAX_RESOLVE_TITLES} titles", field="titles")
+        for title in titles:
+            if not title or len(title) > rules.MAX_TITLE_CHARS:
+                raise InvalidArgument(f"each title must be 1-{rules.MAX_TITLE_CHARS} characters", field="titles")
+        vault = await self._accounts.access(identity, vault_name)
+        found = await self._store.by_titles(vault, list(dict.fromkeys(titles)), reads.RESOLVE_PER_TITLE)
+        by_title: dict[str, list[ConversationRecord]] = {t: [] for t in titles}
+        for record in found:
+            if record.title is not None:
+                by_title[record.title].append(record)
+        return by_title
+
+    async def stats(self, identity: Identity, vault_name: str) -> ArchiveStats:
+        vault = await self._accounts.access(identity, vault_name)
+        return await self._store.stats(vault)
+
+
+_DONE = 2**31 - 1
+"""The after-position of a request that has nothing more to read."""
+
+
+def _result_header(result: BatchResult) -> dict[str, Any]:
+    return {
+        "request_index": result.request_index,
+        "conversation_id": result.conversation_id,
+        "revision": result.revision,
+        "title": result.title,
+        "message_count": result.message_count,
+        "complete": False,
+        "error": result.error or None,
+        "messages": [],
+        "oversized": [],
+    }

@@ -1,0 +1,1 @@
+ALTER TABLE source_change DROP COLUMN IF EXISTS old_value;

@@ -99,6 +99,28 @@ async def test_archive_upload_numbers_the_wire_cannot_hold_are_refused(start_gat
     )
 
 
+async def test_archive_write_revisions_the_wire_cannot_hold_are_refused(start_gateway: StartGateway) -> None:
+    """Found by the schema fuzzer: a base_revision, revision or tags_version above int32 was a 500."""
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    conversation = f"/api/v1/vaults/{vault}/conversations/some-id"
+    big = 2**33
+    bound = f"must be at most {limits.MAX_INT32}"
+    message = [{"role": "user", "text": "hi"}]
+    for path, body in (
+        ("append", {"base_revision": big, "messages": message}),
+        ("replace", {"base_revision": big, "messages": message}),
+        ("messages/edit", {"base_revision": big, "edits": [{"node_id": "n", "text": "t"}]}),
+        ("restore", {"revision": 1, "base_revision": big}),
+    ):
+        refused(await browser.api("POST", f"{conversation}/{path}", json=body), "base_revision", bound)
+    refused(await browser.api("PUT", f"{conversation}/tags", json={"tags_version": big, "tags": []}), "tags_version")
+    writes = [{"kind": "append", "conversation_id": "c", "base_revision": big, "messages": message}]
+    refused(await browser.api("POST", f"/api/v1/vaults/{vault}/archive/commit", json={"writes": writes}), bound)
+    pack = {"conversations": [{"conversation_id": "c", "revision": big}]}
+    refused(await browser.api("POST", f"/api/v1/vaults/{vault}/archive/packs", json=pack), "revision")
+
+
 async def test_values_are_not_read_loosely(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     browser, vault = await owner_with_vault(gateway)

@@ -24,6 +24,7 @@ from memvault_vault.domain.memory import (
     validate_page_size,
     validate_query,
 )
+from memvault_vault.domain.signed_cursor import CursorSigner
 
 pytestmark = pytest.mark.unit
 
@@ -182,6 +183,15 @@ def test_metadata_postgres_cannot_store_is_refused_before_the_write(metadata: st
     with pytest.raises(InvalidArgument, match=said) as refused:
         parse_metadata(metadata)
     assert refused.value.field == "metadata"
+
+
+@pytest.mark.parametrize("cursor", ["\u00fc1\u0010\u5640.d\U000a77d9", "abc.d\u00e9f", "\u00e9.\u00e9"])
+def test_an_archive_cursor_with_characters_we_never_issue_is_refused_not_a_crash(cursor: str) -> None:
+    """Found by the /api/v1 fuzzer: archive search with such a cursor failed with INTERNAL."""
+    signer = CursorSigner(b"k" * 32)
+    with pytest.raises(InvalidArgument, match="not one this server issued") as refused:
+        signer.open(cursor, "archive-search", "caller", None)
+    assert refused.value.field == "cursor"
 
 
 def test_metadata_with_control_characters_other_than_nul_is_kept() -> None:

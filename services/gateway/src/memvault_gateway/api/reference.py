@@ -5,8 +5,9 @@ FastAPI describes each route's parameters and bodies from its code. The problem 
 signature, so they are added here by what a route can meet: every route can be refused as
 unauthenticated (401) or forbidden (403: scope, role, or a missing CSRF token), can name an
 argument the vault refuses (400) or fail validation here (422), and answers 503 while the vault
-is away; a route with a path parameter, or that names a vault in its query or body, answers 404 for
-a vault, memory, grant or person that is not there or not the caller's; a route that changes state can meet a conflict (409) and a body over
+is away; a route with a path parameter, that names a vault in its query or body, or that deletes (it
+names what to delete, e.g. `DELETE /api/v1/clients?client_id=`), answers 404 for a vault, memory,
+grant, client or person that is not there or not the caller's; a route that changes state can meet a conflict (409) and a body over
 `max_request_bytes` (413). /api/v1 has no rate limits, so it never answers 429.
 """
 
@@ -43,7 +44,7 @@ _MEANINGS = {
     " answer carries a `WWW-Authenticate` challenge.",
     403: "Signed in, but not allowed: the token lacks the scope, the person lacks the role, or a change"
     " came without the session's `X-CSRF-Token`.",
-    404: "No such vault, memory, grant, batch or person open to the caller (the same answer whether it is"
+    404: "No such vault, memory, grant, batch, client, source or person open to the caller (the same answer whether it is"
     " missing or someone else's).",
     409: "The change conflicts with the current state (a name taken, a stale `expected_version`, ...).",
     413: "The body is larger than `max_request_bytes`, or a list in it is longer than the vault takes.",
@@ -55,7 +56,7 @@ _MEANINGS = {
 def problem_statuses(method: str, path: str, names_vault: bool = False) -> list[int]:
     """The problem answers an operation can give (see the module's docstring)."""
     statuses = {400, 401, 403, 422, 503}
-    if "{" in path or names_vault:
+    if "{" in path or names_vault or method == "DELETE":
         statuses.add(404)
     if method in _STATE_CHANGING:
         statuses |= {409, 413}

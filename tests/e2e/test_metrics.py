@@ -82,7 +82,13 @@ async def test_each_service_serves_its_series_after_real_traffic(fresh_stack: St
         vault = await scrape(ports["vault"])
         return vault if values(vault, "memvault_index_pending") == [0.0] else None
 
+    async def acknowledged() -> bool:
+        # The indexer acknowledges an event after the vault has marked it indexed, and samples
+        # JetStream every half second: its gauge follows the vault's a moment later.
+        return values(await scrape(ports["indexer"]), "memvault_indexer_events_pending") == [0.0]
+
     vault = await eventually(indexed, deadline=120)
+    await eventually(acknowledged, deadline=30)
     gateway, mcp, indexer = [await scrape(ports[name]) for name in ("gateway", "mcp", "indexer")]
 
     # gateway: latency by route template, errors, its database pool

@@ -125,6 +125,8 @@ refuse "scheduled backups that keep none" "keep" -f "$minimal" --set backup.enab
 refuse "an HTTPRoute without a parent Gateway" "parentRefs" -f "$minimal" --set httpRoute.enabled=true
 refuse "a log level that does not exist" "log.level" -f "$minimal" --set log.level=TRACE
 refuse "a public URL without TLS" "publicUrl" -f "$minimal" --set gateway.publicUrl=http://memvault.home.arpa
+refuse "a ServiceMonitor without metrics" "metrics.enabled" -f "$minimal" --set metrics.serviceMonitor.enabled=true
+refuse "a metrics port that is a service's own" "metrics.port" -f "$minimal" --set metrics.enabled=true --set metrics.port=8080
 
 step "assertions on the rendered output and the values schema"
 # The scheduled backup renders where it is on (high availability: a claim; external: an NFS volume)
@@ -135,6 +137,13 @@ for kube in $KUBE_VERSIONS; do
   done
   ! grep -q '^  name: mv-memvault-backup$' "$WORK/rendered/minimal-$kube.yaml" || fail "minimal ($kube): backup is on by default"
   grep -q '^  name: mv-memvault-retention$' "$WORK/rendered/minimal-$kube.yaml" || fail "minimal ($kube): no retention CronJob"
+  # Metrics and their ServiceMonitor, alerts and dashboard: off by default, all on in high availability.
+  ! grep -q 'MEMVAULT_METRICS__\|^kind: ServiceMonitor\|^kind: PrometheusRule\|grafana_dashboard' "$WORK/rendered/minimal-$kube.yaml" \
+    || fail "minimal ($kube): metrics are on by default"
+  for kind in ServiceMonitor PrometheusRule; do
+    grep -q "^kind: $kind$" "$WORK/rendered/high-availability-$kube.yaml" || fail "high-availability ($kube): no $kind"
+  done
+  grep -q 'grafana_dashboard: "1"' "$WORK/rendered/high-availability-$kube.yaml" || fail "high-availability ($kube): no dashboard"
 done
 # Canary: the minimal render with a root container and a literal DSN must be caught.
 "$VENV/bin/python" - "$WORK/rendered/minimal-${KUBE_VERSIONS##* }.yaml" "$WORK/canary-rendered.yaml" <<'PY'
@@ -150,6 +159,20 @@ PY
 canary=$("$VENV/bin/python" scripts/chart_check.py rendered "$WORK/canary-rendered.yaml" || true)
 grep -q "runs as uid 0" <<<"$canary" && grep -q "MEMVAULT_POSTGRES__DSN is not read from a Secret" <<<"$canary" \
   || fail "the rendered-output assertions missed a root container or an inline DSN"
+# Canary: an alert on a series no service exports, and a ServiceMonitor on another port, must be caught.
+"$VENV/bin/python" - "$WORK/rendered/high-availability-${KUBE_VERSIONS##* }.yaml" "$WORK/canary-metrics.yaml" <<'PY'
+import sys, yaml
+documents = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+for document in documents:
+    if document["kind"] == "PrometheusRule":
+        document["spec"]["groups"][0]["rules"][0]["expr"] = "memvault_index_lag_secs > 600"
+    if document["kind"] == "ServiceMonitor":
+        document["spec"]["endpoints"][0]["port"] = "http"
+yaml.safe_dump_all(documents, open(sys.argv[2], "w"))
+PY
+canary=$("$VENV/bin/python" scripts/chart_check.py rendered "$WORK/canary-metrics.yaml" || true)
+grep -q "queries \['memvault_index_lag_secs'\]" <<<"$canary" && grep -q "ServiceMonitor .* scrapes" <<<"$canary" \
+  || fail "the metrics assertions missed an unknown series or a wrong scrape port"
 "$VENV/bin/python" scripts/chart_check.py rendered "$WORK"/rendered/*.yaml || fail "rendered-output assertions"
 # The chart's list of maintenance commands (_helpers.tpl) against each image's real subcommands, read
 # from its argparse --help in this checkout's venv, with a canary: a listed command that is gone.

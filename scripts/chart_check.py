@@ -44,6 +44,28 @@ ALLOWED_SOURCES: dict[str, set[str] | None] = {
     "indexer": {"vault", "maintenance"},
 }
 GRPC_COMPONENTS = {"vault", "indexer"}
+# Every series the services export (memvault_core.metrics, memvault_vault.metrics,
+# memvault_indexer.metrics, memvault_mcp.middleware); tests/test_metric_names.py keeps this in step.
+# Alerts and dashboard panels may query only these.
+EXPORTED_METRICS = {
+    "memvault_grpc_server_handling_seconds",
+    "memvault_http_request_duration_seconds",
+    "memvault_errors",
+    "memvault_db_pool_connections",
+    "memvault_tool_call_seconds",
+    "memvault_outbox_depth",
+    "memvault_outbox_oldest_age_seconds",
+    "memvault_index_pending",
+    "memvault_index_lag_seconds",
+    "memvault_index_failed",
+    "memvault_embedding_seconds",
+    "memvault_embedded_texts",
+    "memvault_indexer_events_pending",
+    "memvault_dead_letters",
+}
+SERIES_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
+ALERTS = {"MemvaultIndexLag", "MemvaultOutboxStuck", "MemvaultDeadLetters", "MemvaultErrorRate"}
+OPERATIONS_DOC = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
 HELPERS = Path(__file__).resolve().parents[1] / "charts" / "memvault" / "templates" / "_helpers.tpl"
 # The commands of each image that the chart never schedules: serving, one-off or destructive ones.
 # Every other subcommand of `memvault-<component> --help` must be allowed as a CronJob in HELPERS, so
@@ -218,10 +240,16 @@ def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
-def allowed_components(policy: Manifest, release_labels: dict[str, str]) -> set[str] | None:
-    """Components of this release a policy lets in; None when any source may connect."""
+def allowed_components(
+    policy: Manifest, release_labels: dict[str, str], metrics_ports: frozenset[int] = frozenset()
+) -> set[str] | None:
+    """Components of this release a policy lets in; None when any source may connect. A rule that
+    opens only the metrics port is left out (Prometheus scrapes it from elsewhere)."""
     allowed: set[str] = set()
     for rule in dig(policy, ("spec", "ingress")) or []:
+        ports = {p.get("port") for p in rule.get("ports") or []}
+        if ports and ports <= metrics_ports:
+            continue
         peers = rule.get("from")
         if not peers:
             return None
@@ -266,6 +294,15 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
             kind = "grpc" if component in GRPC_COMPONENTS else "httpGet"
             checks.check(kind in (container.get(probe) or {}), f"{file_name}: {component} has no {kind} {probe}")
 
+    metrics_ports = frozenset(
+        int(port["containerPort"])
+        for deployment in deployments.values()
+        for container in dig(deployment, ("spec", "template", "spec", "containers")) or []
+        for port in container.get("ports") or []
+        if port.get("name") == "metrics"
+    )
+    check_metrics(checks, file_name, kinds, deployments)
+
     policies = kinds.get("NetworkPolicy", [])
     if policies:
         for component, deployment in deployments.items():
@@ -274,7 +311,7 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
             covering = [p for p in policies if selects(dig(p, ("spec", "podSelector")) or {}, pod_labels)]
             checks.check(bool(covering), f"{file_name}: no NetworkPolicy selects {component}")
             for policy in covering:
-                allowed = allowed_components(policy, release)
+                allowed = allowed_components(policy, release, metrics_ports)
                 expected = ALLOWED_SOURCES[component]
                 if expected is None:
                     continue
@@ -383,6 +420,130 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
         if label(job, "app.kubernetes.io/component") == "migrate":
             hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")
             checks.check("pre-upgrade" in hook, f"{file_name}: migration Job does not run before upgrades")
+
+
+def metric_names(expression: str) -> set[str]:
+    """The memvault series an expression queries, without histogram and counter suffixes."""
+    names = set()
+    for name in re.findall(r"\bmemvault_[a-z_]+", expression):
+        for suffix in SERIES_SUFFIXES:
+            if name.endswith(suffix) and name[: -len(suffix)] in EXPORTED_METRICS:
+                name = name[: -len(suffix)]
+        names.add(name)
+    return names
+
+
+def balanced(expression: str) -> bool:
+    depth = 0
+    for character in expression:
+        depth += {"(": 1, ")": -1, "{": 1, "}": -1, "[": 1, "]": -1}.get(character, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def doc_anchors() -> set[str]:
+    """GitHub's anchors of docs/operations.md's headings."""
+    headings = re.findall(r"^#+ (.+)$", OPERATIONS_DOC.read_text(), re.MULTILINE)
+    return {re.sub(r"[^a-z0-9 _-]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def check_metrics(
+    checks: Checks, file_name: str, kinds: dict[str, list[Manifest]], deployments: dict[str, Manifest]
+) -> None:
+    """Metrics served on a port of their own by all four services or none; the ServiceMonitor scrapes
+    exactly those; alerts and dashboard panels query only series the services export."""
+    served: dict[str, dict[str, Any]] = {}
+    for component, deployment in deployments.items():
+        container = (dig(deployment, ("spec", "template", "spec", "containers")) or [{}])[0]
+        ports = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+        env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+        if "metrics" in ports or "MEMVAULT_METRICS__ENABLED" in env:
+            served[component] = {"port": ports.get("metrics"), "env": env}
+    monitors = kinds.get("ServiceMonitor", [])
+    rules = kinds.get("PrometheusRule", [])
+    dashboards = [
+        c for c in kinds.get("ConfigMap", []) if "grafana_dashboard" in (dig(c, ("metadata", "labels")) or {})
+    ]
+    if not served:
+        checks.check(not (monitors or rules), f"{file_name}: a ServiceMonitor or PrometheusRule without metrics")
+        return
+    checks.check(set(served) == set(deployments), f"{file_name}: metrics served by {sorted(served)} only")
+    paths = set()
+    for component, found in served.items():
+        env = found["env"]
+        checks.check(env.get("MEMVAULT_METRICS__ENABLED") == "true", f"{file_name}: {component} metrics not enabled")
+        checks.check(
+            env.get("MEMVAULT_METRICS__PORT") == str(found["port"]),
+            f"{file_name}: {component} serves metrics on {env.get('MEMVAULT_METRICS__PORT')}, its port says {found['port']}",
+        )
+        checks.check(env.get("MEMVAULT_METRICS__HOST") == "0.0.0.0", f"{file_name}: {component} metrics on loopback")
+        checks.check(
+            found["port"] not in (8080, 8090, 50051, 50052), f"{file_name}: {component} metrics on its own port"
+        )
+        paths.add(env.get("MEMVAULT_METRICS__PATH"))
+    services = {label(s, "app.kubernetes.io/component"): s for s in kinds.get("Service", [])}
+    for component in served:
+        ports = {p.get("name"): p for p in dig(services.get(component, {}), ("spec", "ports")) or []}
+        checks.check(
+            ports.get("metrics", {}).get("targetPort") == "metrics",
+            f"{file_name}: Service {component} has no metrics port",
+        )
+    for monitor in monitors:
+        name = monitor["metadata"]["name"]
+        endpoints = dig(monitor, ("spec", "endpoints")) or []
+        checks.check(
+            [e.get("port") for e in endpoints] == ["metrics"], f"{file_name}: ServiceMonitor {name} scrapes {endpoints}"
+        )
+        checks.check(
+            {e.get("path") for e in endpoints} <= paths, f"{file_name}: ServiceMonitor {name} scrapes another path"
+        )
+        selector = dig(monitor, ("spec", "selector")) or {}
+        scraped = {c for c, s in services.items() if selects(selector, dig(s, ("metadata", "labels")) or {})}
+        checks.check(scraped == set(served), f"{file_name}: ServiceMonitor {name} selects {sorted(scraped)}")
+    anchors = doc_anchors()
+    for rule in rules:
+        alerts = [r for group in dig(rule, ("spec", "groups")) or [] for r in group.get("rules") or []]
+        checks.check(
+            {a.get("alert") for a in alerts} == ALERTS, f"{file_name}: alerts are {[a.get('alert') for a in alerts]}"
+        )
+        for alert in alerts:
+            where = f"{file_name}: alert {alert.get('alert')}"
+            expression = str(alert.get("expr", ""))
+            unknown = metric_names(expression) - EXPORTED_METRICS
+            checks.check(
+                not unknown and bool(metric_names(expression)), f"{where} queries {sorted(unknown) or 'nothing'}"
+            )
+            checks.check(balanced(expression), f"{where}: unbalanced brackets")
+            checks.check(dig(alert, ("labels", "severity")) in ("warning", "critical"), f"{where}: no severity")
+            checks.check(bool(alert.get("for")), f"{where}: fires on one sample (no `for`)")
+            annotations = alert.get("annotations") or {}
+            checks.check(bool(annotations.get("summary") and annotations.get("description")), f"{where}: no summary")
+            anchor = str(annotations.get("runbook", "")).partition("#")[2]
+            checks.check(anchor in anchors, f"{where}: runbook #{anchor} is no heading of docs/operations.md")
+    for config_map in dashboards:
+        data = config_map.get("data") or {}
+        checks.check(len(data) == 1 and next(iter(data)).endswith(".json"), f"{file_name}: dashboard keys {list(data)}")
+        for key, text in data.items():
+            try:
+                dashboard = json.loads(text)
+            except ValueError as error:
+                checks.check(False, f"{file_name}: dashboard {key} is not JSON ({error})")
+                continue
+            checks.check(
+                bool(dashboard.get("uid")) and bool(dashboard.get("panels")),
+                f"{file_name}: dashboard has no uid or panels",
+            )
+            ids = [p.get("id") for p in dashboard.get("panels", [])]
+            checks.check(len(ids) == len(set(ids)), f"{file_name}: dashboard panel ids repeat")
+            for panel in dashboard.get("panels", []):
+                for target in panel.get("targets") or []:
+                    expression = str(target.get("expr", ""))
+                    unknown = metric_names(expression) - EXPORTED_METRICS
+                    checks.check(
+                        not unknown and bool(metric_names(expression)) and balanced(expression),
+                        f"{file_name}: panel {panel.get('title')!r} queries {sorted(unknown) or expression!r}",
+                    )
 
 
 def check_schema(path: str) -> int:

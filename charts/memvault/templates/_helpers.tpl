@@ -293,6 +293,13 @@ topologySpreadConstraints:
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
 {{- end }}
+{{- $m := .Values.metrics }}
+{{- if and (or $m.serviceMonitor.enabled $m.prometheusRule.enabled) (not $m.enabled) }}
+{{- fail "metrics.serviceMonitor and metrics.prometheusRule need metrics.enabled=true (the services serve nothing to scrape otherwise)" }}
+{{- end }}
+{{- if has (int $m.port) (list 8080 8090 50051 50052) }}
+{{- fail (printf "metrics.port %d is a service's own port (8080, 8090, 50051, 50052); choose another, e.g. 9464" (int $m.port)) }}
+{{- end }}
 {{- /* The maintenance commands a CronJob may run, by image: `make chart-check` checks them against each
      image's `--help` (scripts/chart_check.py, which lists the commands never scheduled). */}}
 {{- $commands := dict "vault" (list "migrate" "retention" "backup" "sources" "archive") "indexer" (list "reconcile" "reindex" "reembed") }}
@@ -301,5 +308,37 @@ topologySpreadConstraints:
 {{- if not (has (first $job.args) $available) }}
 {{- fail (printf "maintenance.cronJobs.%s: %q is not a maintenance command of memvault-%s (available: %s)" $name (first $job.args) $job.component (join ", " $available | default "none")) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Prometheus metrics (docs/operations.md, "Metrics and alerts"): the settings each service
+reads, and its `metrics` port on the container and the Service. Never the gateway's public port. */}}
+{{- define "memvault.env.metrics" -}}
+{{- if .Values.metrics.enabled }}
+- name: MEMVAULT_METRICS__ENABLED
+  value: "true"
+- name: MEMVAULT_METRICS__HOST
+  value: "0.0.0.0"
+- name: MEMVAULT_METRICS__PORT
+  value: {{ .Values.metrics.port | quote }}
+- name: MEMVAULT_METRICS__PATH
+  value: {{ .Values.metrics.path | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "memvault.metrics.containerPort" -}}
+{{- if .Values.metrics.enabled }}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+{{- end }}
+{{- end }}
+
+{{- define "memvault.metrics.servicePort" -}}
+{{- if .Values.metrics.enabled }}
+- name: metrics
+  port: {{ .Values.metrics.port }}
+  targetPort: metrics
+  protocol: TCP
 {{- end }}
 {{- end }}

@@ -84,6 +84,43 @@ async def test_numbers_the_wire_cannot_hold_are_refused_naming_the_bound(start_g
     assert at_edge.status_code == 200, at_edge.text
 
 
+async def test_archive_upload_numbers_the_wire_cannot_hold_are_refused(start_gateway: StartGateway) -> None:
+    """Found by the schema fuzzer (tests/e2e/test_api_fuzz.py): an import's size above int64 was a 500."""
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    imports = f"/api/v1/vaults/{vault}/archive/imports"
+    refused(
+        await browser.api("POST", imports, json={"size": 983820488554346440724, "sha256": "0" * 64}),
+        f"size must be between 1 and {INT64}",
+    )
+    refused(
+        await browser.api("PUT", f"{imports}/some-import/parts/{2**40}", content=b"part"),
+        f"part must be between 0 and {limits.MAX_INT32}",
+    )
+
+
+async def test_archive_write_revisions_the_wire_cannot_hold_are_refused(start_gateway: StartGateway) -> None:
+    """Found by the schema fuzzer: a base_revision, revision or tags_version above int32 was a 500."""
+    gateway = await start_gateway()
+    browser, vault = await owner_with_vault(gateway)
+    conversation = f"/api/v1/vaults/{vault}/conversations/some-id"
+    big = 2**33
+    bound = f"must be at most {limits.MAX_INT32}"
+    message = [{"role": "user", "text": "hi"}]
+    for path, body in (
+        ("append", {"base_revision": big, "messages": message}),
+        ("replace", {"base_revision": big, "messages": message}),
+        ("messages/edit", {"base_revision": big, "edits": [{"node_id": "n", "text": "t"}]}),
+        ("restore", {"revision": 1, "base_revision": big}),
+    ):
+        refused(await browser.api("POST", f"{conversation}/{path}", json=body), "base_revision", bound)
+    refused(await browser.api("PUT", f"{conversation}/tags", json={"tags_version": big, "tags": []}), "tags_version")
+    writes = [{"kind": "append", "conversation_id": "c", "base_revision": big, "messages": message}]
+    refused(await browser.api("POST", f"/api/v1/vaults/{vault}/archive/commit", json={"writes": writes}), bound)
+    pack = {"conversations": [{"conversation_id": "c", "revision": big}]}
+    refused(await browser.api("POST", f"/api/v1/vaults/{vault}/archive/packs", json=pack), "revision")
+
+
 async def test_values_are_not_read_loosely(start_gateway: StartGateway) -> None:
     gateway = await start_gateway()
     browser, vault = await owner_with_vault(gateway)

@@ -11,7 +11,7 @@ from mcp_helpers import Service
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_core import wire
+from memvault_core import limits, wire
 
 ID = "8d0e6f0a-0000-4000-8000-000000000001"
 CREATED = wire.to_timestamp(datetime(2026, 11, 30, 12, 0, tzinfo=UTC))
@@ -216,3 +216,15 @@ async def test_explain_memory_shows_the_memory_in_full_with_history_and_relation
     assert answer["missing"] == ["m9"]
     [source] = answer["sources"]
     assert source["source_id"] == "s1" and source["kind"] == "json_file" and source["error"] == "gone"
+
+
+async def test_archive_read_refuses_positions_and_revisions_past_int32_before_calling_the_vault(
+    service: Service,
+) -> None:
+    """Found by the MCP tool fuzzer: after_position above int32 crashed the tool ("Error executing tool")."""
+    async with service.agent() as agent:
+        position = await agent.error("archive_read", mode="conversation", conversation_id="c1", after_position=2**57)
+        revision = await agent.error("archive_read", mode="conversation", conversation_id="c1", revision=2**31)
+    assert "after_position" in position and str(limits.MAX_INT32 - 1) in position
+    assert "revision" in revision and str(limits.MAX_INT32) in revision
+    assert service.vault.calls == []

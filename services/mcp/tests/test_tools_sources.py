@@ -6,6 +6,7 @@ import pytest
 from mcp_helpers import Service
 
 from memvault.vault.v1 import sources_pb2 as spb
+from memvault_core import limits
 from memvault_core.errors import InvalidArgument
 
 pytestmark = pytest.mark.unit
@@ -91,3 +92,13 @@ async def test_each_sources_action_reaches_its_call(service: Service) -> None:
     assert "needs change_id" in no_id
     assert service.vault.requests("ResolveSourceChange")[0].accept is True
     assert health["errors"] == 1 and health["pending_changes"] == 2
+
+
+async def test_track_source_refuses_an_interval_past_its_bound_before_calling_the_vault(service: Service) -> None:
+    """Found by the MCP tool fuzzer: an interval above int32 crashed the tool ("Error executing tool")."""
+    async with service.agent() as agent:
+        refused = await agent.error(
+            "track_source", memory_id=MEMORY, kind="json_file", location="/data/x.json", interval_seconds=2**40
+        )
+    assert "interval_seconds" in refused and str(limits.MAX_SOURCE_INTERVAL_SECONDS) in refused
+    assert service.vault.calls == []

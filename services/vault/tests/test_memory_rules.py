@@ -17,12 +17,14 @@ from memvault_vault.domain.memory import (
     content_hash,
     initial_status,
     parse_memory_id,
+    parse_metadata,
     review_after,
     validate_bulk,
     validate_draft,
     validate_page_size,
     validate_query,
 )
+from memvault_vault.domain.signed_cursor import CursorSigner
 
 pytestmark = pytest.mark.unit
 
@@ -164,6 +166,36 @@ def test_an_edited_cursor_is_refused_as_not_ours_whatever_was_changed() -> None:
     no_request = base64.urlsafe_b64encode(json.dumps({"k": "list", "p": {}}).encode()).decode()
     with pytest.raises(InvalidArgument, match="not one this call returned"):
         cursor.decode(no_request, "list", request)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        ('{"note": "a\\u0000b"}', "NUL"),
+        ('{"a\\u0000": 1}', "NUL"),
+        ('{"deep": [{"x": ["\\u0000"]}]}', "NUL"),
+        ('{"ratio": NaN}', "not valid JSON"),
+        ('{"ratio": -Infinity}', "not valid JSON"),
+    ],
+)
+def test_metadata_postgres_cannot_store_is_refused_before_the_write(metadata: str, said: str) -> None:
+    """Found by the MCP tool fuzzer: remember with such metadata failed inside Postgres (INTERNAL)."""
+    with pytest.raises(InvalidArgument, match=said) as refused:
+        parse_metadata(metadata)
+    assert refused.value.field == "metadata"
+
+
+@pytest.mark.parametrize("cursor", ["\u00fc1\u0010\u5640.d\U000a77d9", "abc.d\u00e9f", "\u00e9.\u00e9"])
+def test_an_archive_cursor_with_characters_we_never_issue_is_refused_not_a_crash(cursor: str) -> None:
+    """Found by the /api/v1 fuzzer: archive search with such a cursor failed with INTERNAL."""
+    signer = CursorSigner(b"k" * 32)
+    with pytest.raises(InvalidArgument, match="not one this server issued") as refused:
+        signer.open(cursor, "archive-search", "caller", None)
+    assert refused.value.field == "cursor"
+
+
+def test_metadata_with_control_characters_other_than_nul_is_kept() -> None:
+    assert parse_metadata('{"tab": "a\\tb", "vt": "\\u000b"}') == {"tab": "a\tb", "vt": "\u000b"}
 
 
 def test_a_memory_filter_is_checked_before_any_sql() -> None:

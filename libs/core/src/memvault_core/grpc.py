@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor
 
-from memvault_core import limits
+from memvault_core import limits, metrics
 from memvault_core.errors import ERROR_KINDS, InvalidArgument, LimitExceeded, MemvaultError, Unavailable
 from memvault_core.identity import GRPC_METADATA_KEY
 
@@ -53,8 +54,17 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Maps MemvaultError to gRPC status; anything else is logged and reported as INTERNAL, unless
     `translate` (a service's own knowledge, e.g. a lost database) turns it into a MemvaultError."""
 
-    def __init__(self, translate: Callable[[Exception], MemvaultError | None] | None = None) -> None:
+    def __init__(
+        self, translate: Callable[[Exception], MemvaultError | None] | None = None, service: str = "grpc"
+    ) -> None:
         self._translate = translate
+        self._service = service
+
+    def _observe(self, method: str, code: grpc.StatusCode, started: float) -> None:
+        """Time the call by its declared method (only handled methods reach here) and status."""
+        metrics.GRPC_SECONDS.labels(self._service, method, code.name).observe(time.perf_counter() - started)
+        if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
+            metrics.ERRORS.labels(self._service, "grpc").inc()
 
     async def intercept_service(
         self,
@@ -69,15 +79,18 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             streaming = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                started = time.perf_counter()
                 try:
                     self._refuse_nul(request)
                     async for response in streaming(request, context):
                         yield response
+                    self._observe(method, grpc.StatusCode.OK, started)
                     return
                 except asyncio.CancelledError:
+                    self._observe(method, grpc.StatusCode.CANCELLED, started)
                     raise
                 except Exception as error:
-                    await self._abort(error, context, method)
+                    await self._abort(error, context, method, started)
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream,
@@ -88,12 +101,16 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             receiving = handler.stream_unary
 
             async def stream_unary(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+                started = time.perf_counter()
                 try:
-                    return await receiving(requests, context)
+                    response = await receiving(requests, context)
                 except asyncio.CancelledError:
+                    self._observe(method, grpc.StatusCode.CANCELLED, started)
                     raise
                 except Exception as error:
-                    await self._abort(error, context, method)
+                    await self._abort(error, context, method, started)
+                self._observe(method, grpc.StatusCode.OK, started)
+                return response
 
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary,
@@ -105,13 +122,17 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         inner: Handler = handler.unary_unary
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
             try:
                 self._refuse_nul(request)
-                return await inner(request, context)
+                response = await inner(request, context)
             except asyncio.CancelledError:
+                self._observe(method, grpc.StatusCode.CANCELLED, started)
                 raise
             except Exception as error:
-                await self._abort(error, context, method)
+                await self._abort(error, context, method, started)
+            self._observe(method, grpc.StatusCode.OK, started)
+            return response
 
         return grpc.unary_unary_rpc_method_handler(
             unary,
@@ -127,7 +148,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 field=field,
             )
 
-    async def _abort(self, error: Exception, context: grpc.aio.ServicerContext, method: str) -> None:
+    async def _abort(self, error: Exception, context: grpc.aio.ServicerContext, method: str, started: float) -> None:
         if isinstance(error, MemvaultError):
             status, message, trailers = _status_of(error)
         else:
@@ -137,6 +158,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             else:
                 log.exception("unhandled error in %s", method)
                 status, message, trailers = grpc.StatusCode.INTERNAL, "internal error; see the vault log", ()
+        self._observe(method, status, started)
         context.set_trailing_metadata(trailers)
         await context.abort(status, message)
 
@@ -200,11 +222,14 @@ def error_from_rpc(error: grpc.aio.AioRpcError, service: str = "vault") -> Memva
 
 
 def build_server(
-    listen: str, translate_error: Callable[[Exception], MemvaultError | None] | None = None
+    listen: str,
+    translate_error: Callable[[Exception], MemvaultError | None] | None = None,
+    service: str = "grpc",
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
-    """A server with tracing, error mapping, size limits and the gRPC health service."""
+    """A server with tracing, metrics (labelled `service`), error mapping, size limits and the gRPC
+    health service."""
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorInterceptor(translate_error)],  # type: ignore[no-untyped-call]
+        interceptors=[aio_server_interceptor(), ErrorInterceptor(translate_error, service)],  # type: ignore[no-untyped-call]
         options=_CHANNEL_OPTIONS,
     )
     health_servicer = health.aio.HealthServicer()

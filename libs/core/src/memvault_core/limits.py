@@ -66,6 +66,9 @@ MAX_RETENTION_DAYS: Final = 36_500
 MAX_INT64: Final = 2**63 - 1
 """Largest version, audit entry id or other 64-bit number a call accepts (int64 on the wire)."""
 
+MAX_INT32: Final = 2**31 - 1
+"""Largest revision, message position or other 32-bit number a call accepts (int32 on the wire)."""
+
 MIN_CONFIDENCE: Final = 0.001
 """Smallest confidence a memory can state (1 is the largest; 0 or none means not stated). Answers show
 confidence to three decimals, and the database keeps it as a 4-byte float."""

@@ -16,6 +16,7 @@ import uvicorn
 
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
+from memvault_core.metrics import serve_metrics
 from memvault_core.postgres import address
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
@@ -75,7 +76,12 @@ async def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=10,
     )
     log.info("serving", extra={"public_url": settings.gateway.public_url, "dev_mode": settings.gateway.dev_mode})
-    await uvicorn.Server(config).serve()
+    metrics_server = serve_metrics("gateway", settings.metrics)
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        if metrics_server is not None:
+            metrics_server.stop()
 
 
 class NotMigratedError(Exception):

@@ -22,6 +22,7 @@ from starlette.routing import Match
 
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
+from memvault_core.metrics import HttpMetrics, track_pool
 from memvault_core.validation import describe
 from memvault_gateway import dashboard
 from memvault_gateway.api import (
@@ -99,6 +100,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         vault = VaultClient(gateway_settings.vault_address, signer)
         gw = Gateway(settings=settings, store=store, vault=vault, signer=signer, upstream=upstream, outbound=outbound)
         app.state.gateway = gw
+        track_pool("gateway", store.pool)
         app.state.vault_health = health_pb2_grpc.HealthStub(vault.channel)
         try:
             # Migrations ran before this app was built (`memvault-gateway serve`, and `migrate` in the
@@ -119,6 +121,7 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
 
     app.add_middleware(sessions.NewSessionCookie)
     app.add_middleware(body_limit.BodyLimit)
+    app.add_middleware(HttpMetrics, service="gateway")  # outermost: it times every answer, 413s too
 
     @app.exception_handler(MemvaultError)
     async def memvault_error(request: Request, error: MemvaultError) -> Response:

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
+from memvault_core.metrics import MetricsSettings
 from memvault_core.settings import IdentitySettings, LogSettings, PostgresSettings, ServiceSettings
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -251,6 +252,7 @@ class Settings(ServiceSettings):
     postgres: PostgresSettings = PostgresSettings()
     identity: IdentitySettings
     log: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
 
 class MigrateSettings(ServiceSettings):

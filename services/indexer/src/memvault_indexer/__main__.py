@@ -15,6 +15,7 @@ from memvault_core.errors import Unavailable
 from memvault_core.grpc import build_server, client_channel, error_from_rpc, serve_until_stopped
 from memvault_core.identity import GRPC_METADATA_KEY, IdentitySigner
 from memvault_core.logging import setup_logging
+from memvault_core.metrics import serve_metrics
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_indexer.consumer import EventConsumer
@@ -45,7 +46,8 @@ async def serve(settings: Settings) -> None:
     # An empty collection (a new model's, a lost store) is filled at start: searches wait for it from the first.
     indexer.filling = await store.count() == 0
     backend = "qdrant-server" if settings.qdrant.url else "qdrant-edge"
-    server, health = build_server(settings.indexer.listen)
+    server, health = build_server(settings.indexer.listen, service="indexer")
+    metrics_server = serve_metrics("indexer", settings.metrics)
     servicer = IndexServicer(indexer, backend, signer)
     index_pb2_grpc.add_IndexServiceServicer_to_server(servicer, server)
     consumer = asyncio.create_task(
@@ -54,6 +56,7 @@ async def serve(settings: Settings) -> None:
             indexer,
             batch_size=settings.indexer.batch_size,
             max_attempts=settings.indexer.max_attempts,
+            sample_seconds=settings.metrics.sample_seconds if metrics_server is not None else None,
         ).run()
     )
     rebuild = asyncio.create_task(_rebuild_if_empty(indexer))
@@ -69,6 +72,8 @@ async def serve(settings: Settings) -> None:
         await servicer.jobs.close()
         await feed.close()
         await store.close()
+        if metrics_server is not None:
+            metrics_server.stop()
 
 
 async def _rebuild_if_empty(indexer: Indexer) -> None:

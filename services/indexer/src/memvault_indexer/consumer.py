@@ -31,6 +31,7 @@ from memvault_core.events import ensure_streams
 from memvault_core.nats_callbacks import NatsCallbacks
 from memvault_core.settings import NatsSettings
 from memvault_core.supervise import run_forever
+from memvault_indexer import metrics
 from memvault_indexer.indexing import Indexer
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,17 @@ def _parse(message: Msg) -> tuple[str, str]:
 
 
 class EventConsumer:
-    def __init__(self, settings: NatsSettings, indexer: Indexer, *, batch_size: int, max_attempts: int) -> None:
+    def __init__(
+        self,
+        settings: NatsSettings,
+        indexer: Indexer,
+        *,
+        batch_size: int,
+        max_attempts: int,
+        sample_seconds: float | None = None,
+    ) -> None:
         self._settings = settings
+        self._sample_seconds = sample_seconds
         self._indexer = indexer
         self._batch = batch_size
         self._max_attempts = max_attempts
@@ -87,7 +97,11 @@ class EventConsumer:
             )
             log.info("consuming events", extra={"stream": self._settings.stream})
             last_message = time.monotonic()
+            last_sample = float("-inf")
             while True:
+                if self._sample_seconds is not None and time.monotonic() - last_sample >= self._sample_seconds:
+                    await self._sample(js)
+                    last_sample = time.monotonic()
                 try:
                     messages = await subscription.fetch(self._batch, timeout=1.0)
                 except (nats.errors.TimeoutError, TimeoutError):
@@ -100,6 +114,16 @@ class EventConsumer:
         finally:
             with contextlib.suppress(Exception):
                 await nc.close()
+
+    async def _sample(self, js: JetStreamContext) -> None:
+        """Set the gauges of what JetStream holds for the indexer; a failed look is tried next time."""
+        try:
+            consumer = await js.consumer_info(self._settings.stream, DURABLE)
+            metrics.EVENTS_PENDING.set((consumer.num_pending or 0) + (consumer.num_ack_pending or 0))
+            dead = await js.stream_info(self._settings.dead_letter_stream)
+            metrics.DEAD_LETTERS.set(dead.state.messages)
+        except (nats.errors.Error, TimeoutError) as error:
+            log.debug("metrics sample failed", extra={"error": type(error).__name__})
 
     async def _widen(self, js: JetStreamContext, subject: str, config: ConsumerConfig) -> None:
         """A durable consumer made before the archive's events existed listens to memory events only;

@@ -20,6 +20,7 @@ import numpy as np
 from memvault_core.errors import Unavailable
 from memvault_indexer.embedder import Embedder
 from memvault_indexer.feed import Document, VaultFeed
+from memvault_indexer.metrics import timed_embedding
 from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters, VectorStore
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class Indexer:
         running = {t: self._running[t] for t in texts if t not in found and t in self._running}
         missing = list(dict.fromkeys(t for t in texts if t not in found and t not in running))
         if missing:
-            work = asyncio.ensure_future(asyncio.to_thread(self.embedder.embed, missing))
+            work = asyncio.ensure_future(asyncio.to_thread(timed_embedding, self.embedder.embed, missing))
             for text in missing:
                 self._running[text] = work
             work.add_done_callback(lambda done, batch=missing: self._keep(batch, done))  # type: ignore[misc]

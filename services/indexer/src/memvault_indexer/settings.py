@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from memvault_core.metrics import MetricsSettings
 from memvault_core.settings import IdentitySettings, LogSettings, NatsSettings, ServiceSettings
 from memvault_indexer.embedder import EmbedderSettings
 from memvault_indexer.store import VectorStoreSettings
@@ -31,3 +32,4 @@ class Settings(ServiceSettings):
     nats: NatsSettings = NatsSettings()
     identity: IdentitySettings
     log: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()

@@ -16,6 +16,7 @@ import uvicorn
 
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
+from memvault_core.metrics import serve_metrics
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_core.vault_client import VaultClient
@@ -37,10 +38,13 @@ async def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=10,
     )
     log.info("serving", extra={"host": settings.mcp.host, "port": settings.mcp.port})
+    metrics_server = serve_metrics("mcp", settings.metrics)
     try:
         await uvicorn.Server(config).serve()
     finally:
         await client.close()
+        if metrics_server is not None:
+            metrics_server.stop()
 
 
 def _stdio(args: argparse.Namespace) -> None:

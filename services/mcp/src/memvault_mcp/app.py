@@ -14,8 +14,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
 from memvault_core.identity import IdentitySigner
+from memvault_core.metrics import HttpMetrics
 from memvault_core.vault_client import VaultClient
-from memvault_mcp.middleware import ArgumentsMiddleware, GatewayTraceMiddleware, IdentityMiddleware, ScopeMiddleware
+from memvault_mcp.middleware import (
+    ArgumentsMiddleware,
+    GatewayTraceMiddleware,
+    IdentityMiddleware,
+    ScopeMiddleware,
+    ToolMetricsMiddleware,
+)
 from memvault_mcp.tools import build_tools
 from memvault_mcp.tools.registry import ToolContext
 
@@ -41,7 +48,7 @@ def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
         instructions=INSTRUCTIONS,
         version=version("memvault-mcp"),
         tools=tools,
-        middleware=[ScopeMiddleware(tools, signer), ArgumentsMiddleware(tools)],
+        middleware=[ToolMetricsMiddleware(tools), ScopeMiddleware(tools, signer), ArgumentsMiddleware(tools)],
     )
     # Ahead of the SDK's OpenTelemetry middleware (first in the chain): see GatewayTraceMiddleware.
     server.middleware.insert(0, GatewayTraceMiddleware())
@@ -59,4 +66,6 @@ def build_app(client: VaultClient, signer: IdentitySigner) -> ASGIApp:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     # One span per request; spans for each ASGI message would cost time on every call and say nothing.
-    return OpenTelemetryMiddleware(IdentityMiddleware(app, signer), exclude_spans=["receive", "send"])
+    return OpenTelemetryMiddleware(
+        HttpMetrics(IdentityMiddleware(app, signer), "mcp"), exclude_spans=["receive", "send"]
+    )

@@ -1,20 +1,70 @@
-"""MCP-level and HTTP-level guards in front of the tools."""
+"""MCP-level and HTTP-level guards in front of the tools, and the tools' metrics."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.tools.base import Tool
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
+from prometheus_client import Histogram
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memvault_core.errors import MemvaultError, PermissionDenied
 from memvault_core.identity import HTTP_HEADER, Identity, IdentitySigner, missing_scope_message
+from memvault_core.metrics import ERRORS, LATENCY_BUCKETS, NAMESPACE, REGISTRY, UNKNOWN
 from memvault_core.validation import describe
+
+TOOL_SECONDS = Histogram(
+    "tool_call_seconds",
+    "Time an MCP tool call took, by tool and outcome: `ok`, `tool_error` (refused or failed with a message for"
+    " the agent) or `internal_error`.",
+    ["tool", "outcome"],
+    namespace=NAMESPACE,
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+
+
+class ToolMetricsMiddleware(ServerMiddleware[Any]):
+    """Time every tools/call by the tool's name (a name no tool has is `unknown`) and its outcome."""
+
+    def __init__(self, tools: list[Tool]) -> None:
+        self._names = {tool.name for tool in tools}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        name = (ctx.params or {}).get("name")
+        label = name if isinstance(name, str) and name in self._names else UNKNOWN
+        started = time.perf_counter()
+        outcome = "internal_error"
+        try:
+            result = await call_next(ctx)
+            outcome = _outcome(label, result)
+            return result
+        except MCPError:
+            outcome = "tool_error"  # a JSON-RPC error the caller reads (an unknown tool, bad params)
+            raise
+        finally:
+            TOOL_SECONDS.labels(label, outcome).observe(time.perf_counter() - started)
+            if outcome == "internal_error":
+                ERRORS.labels("mcp", "tool").inc()
+
+
+def _outcome(name: str, result: HandlerResult) -> str:
+    """`ok`, `tool_error`, or `internal_error`: the SDK answers a tool that crashed (anything but a
+    ToolError) with the bare "Error executing tool <name>", keeping the exception's text to itself."""
+    if not isinstance(result, CallToolResult) or not result.is_error:
+        return "ok"
+    text = result.content[0].text if result.content and isinstance(result.content[0], TextContent) else ""
+    return "internal_error" if text.strip() == f"Error executing tool {name}" else "tool_error"
+
 
 # The W3C trace context keys an MCP client may put in a request's `_meta` (SEP-414): the default
 # propagators' carriers, trace context and baggage.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from memvault_core.metrics import MetricsSettings
 from memvault_core.settings import IdentitySettings, LogSettings, ServiceSettings
 
 
@@ -20,3 +21,4 @@ class Settings(ServiceSettings):
     mcp: McpGroup = McpGroup()
     identity: IdentitySettings
     log: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()

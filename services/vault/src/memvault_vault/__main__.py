@@ -30,6 +30,7 @@ from memvault.vault.v1 import (
 from memvault_core.grpc import build_server, serve_until_stopped
 from memvault_core.identity import IdentitySigner
 from memvault_core.logging import setup_logging
+from memvault_core.metrics import serve_metrics
 from memvault_core.postgres import address, database_error, is_connection_failure, report_readiness
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
@@ -38,6 +39,7 @@ from memvault_vault.archive import commands as archive_commands
 from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
 from memvault_vault.index_client import IndexClient
+from memvault_vault.metrics import VaultMetrics
 from memvault_vault.outbox.relay import OutboxRelay
 from memvault_vault.retention.records import RetentionPlan
 from memvault_vault.retention.service import run_periodically
@@ -105,7 +107,7 @@ async def serve(settings: Settings) -> None:
             if settings.vault.indexer_address
             else None
         )
-        server, health = build_server(settings.vault.listen, translate_error=database_error(dsn))
+        server, health = build_server(settings.vault.listen, translate_error=database_error(dsn), service="vault")
         services = VaultServices.build(
             database,
             index,
@@ -128,6 +130,9 @@ async def serve(settings: Settings) -> None:
         )
         archive_pb2_grpc.add_ArchiveServiceServicer_to_server(ArchiveServicer(services.archive, signer), server)
         background = [asyncio.create_task(services.archive.run_imports())]
+        metrics_server = serve_metrics("vault", settings.metrics)
+        if metrics_server is not None:
+            background.append(asyncio.create_task(VaultMetrics(database).run(settings.metrics.sample_seconds)))
         if settings.vault.relay:
             background.append(
                 asyncio.create_task(
@@ -168,6 +173,8 @@ async def serve(settings: Settings) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if metrics_server is not None:
+            metrics_server.stop()
         if index is not None:
             await index.close()
     finally:

@@ -7,6 +7,7 @@ from typing import Annotated
 from croniter import croniter
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
+from memvault_core.metrics import MetricsSettings
 from memvault_core.settings import (
     IdentitySettings,
     LogSettings,
@@ -82,6 +83,7 @@ class Settings(ServiceSettings):
     nats: NatsSettings = NatsSettings()
     identity: IdentitySettings
     log: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
 
 class MigrateSettings(ServiceSettings):

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from memvault.vault.v1 import archive_pb2 as pb
+from memvault_core import limits
 from memvault_core.errors import InvalidArgument, LimitExceeded
+from memvault_core.validation import Between
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
 
 router = APIRouter(prefix="/api/v1")
@@ -21,7 +23,7 @@ MAX_PART_BYTES = 3 * 1024 * 1024
 class ImportIn(BaseModel):
     format: str = Field("chatgpt", max_length=20, description="chatgpt or claude")
     filename: str = Field("", max_length=200)
-    size: int = Field(ge=1)
+    size: Annotated[int, Between(1, limits.MAX_INT64)]
     sha256: str = Field(min_length=64, max_length=64)
 
 
@@ -59,7 +61,12 @@ async def start_import(vault: Vault, body: ImportIn, caller: Caller, gw: Gateway
 
 @router.put("/vaults/{vault}/archive/imports/{import_id}/parts/{part}")
 async def upload_part(
-    vault: Vault, import_id: str, part: int, request: Request, caller: Caller, gw: GatewayDep
+    vault: Vault,
+    import_id: str,
+    part: Annotated[int, Path(), Between(0, limits.MAX_INT32)],
+    request: Request,
+    caller: Caller,
+    gw: GatewayDep,
 ) -> dict[str, Any]:
     """One part of the file as the raw request body (application/octet-stream), parts in order from 0."""
     data = await request.body()

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core import limits
 from memvault_core import vault_client as rpc
 from memvault_core.archive_answers import fit_receipts, pack_json, receipt_json
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
@@ -57,34 +58,34 @@ class CreateIn(WriteOptions):
 
 
 class ReviseIn(WriteOptions):
-    base_revision: int = Field(ge=1)
+    base_revision: int = Field(ge=1, le=limits.MAX_INT32)
     messages: list[MessageIn] = Field(min_length=1, max_length=500)
 
 
 class UpsertIn(WriteOptions):
-    base_revision: int = Field(ge=1)
+    base_revision: int = Field(ge=1, le=limits.MAX_INT32)
     messages: list[KeyedIn] = Field(min_length=1, max_length=100)
 
 
 class EditsIn(WriteOptions):
-    base_revision: int = Field(ge=1)
+    base_revision: int = Field(ge=1, le=limits.MAX_INT32)
     edits: list[EditIn] = Field(min_length=1, max_length=100)
 
 
 class RestoreIn(WriteOptions):
-    revision: int = Field(ge=1)
-    base_revision: int = Field(ge=1)
+    revision: int = Field(ge=1, le=limits.MAX_INT32)
+    base_revision: int = Field(ge=1, le=limits.MAX_INT32)
 
 
 class TagsIn(Strict):
     tags: list[str] = Field(max_length=20)
-    tags_version: int = Field(ge=1)
+    tags_version: int = Field(ge=1, le=limits.MAX_INT32)
 
 
 class BatchWriteIn(Strict):
     conversation_id: str = Field(max_length=64)
     kind: Literal["append", "replace"]
-    base_revision: int = Field(ge=1)
+    base_revision: int = Field(ge=1, le=limits.MAX_INT32)
     messages: list[MessageIn] = Field(min_length=1, max_length=500)
 
 
@@ -104,7 +105,7 @@ class EmptyIn(Strict):
 
 class PackConversationIn(Strict):
     conversation_id: str = Field(max_length=64)
-    revision: int = Field(0, ge=0, description="0: the head, pinned now.")
+    revision: int = Field(0, ge=0, le=limits.MAX_INT32, description="0: the head, pinned now.")
     tail: int = Field(0, ge=0, le=200, description="0: the whole active timeline; n: its last n messages.")
 
 

@@ -5,8 +5,9 @@ FastAPI describes each route's parameters and bodies from its code. The problem 
 signature, so they are added here by what a route can meet: every route can be refused as
 unauthenticated (401) or forbidden (403: scope, role, or a missing CSRF token), can name an
 argument the vault refuses (400) or fail validation here (422), and answers 503 while the vault
-is away; a route with a path parameter answers 404 for a vault, memory, grant or person that is not
-there or not the caller's; a route that changes state can meet a conflict (409) and a body over
+is away; a route with a path parameter, that names a vault in its query or body, or that deletes (it
+names what to delete, e.g. `DELETE /api/v1/clients?client_id=`), answers 404 for a vault, memory,
+grant, client or person that is not there or not the caller's; a route that changes state can meet a conflict (409) and a body over
 `max_request_bytes` (413). /api/v1 has no rate limits, so it never answers 429.
 """
 
@@ -43,7 +44,7 @@ _MEANINGS = {
     " answer carries a `WWW-Authenticate` challenge.",
     403: "Signed in, but not allowed: the token lacks the scope, the person lacks the role, or a change"
     " came without the session's `X-CSRF-Token`.",
-    404: "No such vault, memory, grant, batch or person open to the caller (the same answer whether it is"
+    404: "No such vault, memory, grant, batch, client, source or person open to the caller (the same answer whether it is"
     " missing or someone else's).",
     409: "The change conflicts with the current state (a name taken, a stale `expected_version`, ...).",
     413: "The body is larger than `max_request_bytes`, or a list in it is longer than the vault takes.",
@@ -52,10 +53,10 @@ _MEANINGS = {
 }
 
 
-def problem_statuses(method: str, path: str) -> list[int]:
+def problem_statuses(method: str, path: str, names_vault: bool = False) -> list[int]:
     """The problem answers an operation can give (see the module's docstring)."""
     statuses = {400, 401, 403, 422, 503}
-    if "{" in path:
+    if "{" in path or names_vault or method == "DELETE":
         statuses.add(404)
     if method in _STATE_CHANGING:
         statuses |= {409, 413}
@@ -72,16 +73,38 @@ def _refs(node: Any) -> set[str]:
     return set()
 
 
+def _names_vault(operation: dict[str, Any], schemas: dict[str, Any]) -> bool:
+    """Whether the operation takes a vault's name in its query or in its JSON body."""
+    if any(p.get("name") == "vault" and p.get("in") == "query" for p in operation.get("parameters", [])):
+        return True
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    seen: set[str] = set()
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and (name := ref.rsplit("/", 1)[-1]) not in seen:
+                seen.add(name)
+                pending.append(schemas.get(name, {}))
+            if "vault" in node.get("properties", {}):
+                return True
+            for combined in ("anyOf", "oneOf", "allOf"):
+                pending.extend(node.get(combined, []))
+    return False
+
+
 def openapi_document(app: FastAPI) -> dict[str, Any]:
     """The /api/v1 part of `app`'s OpenAPI, with the problem answers of each operation."""
     full = copy.deepcopy(app.openapi())
     paths = {path: item for path, item in full["paths"].items() if path.startswith(PREFIX)}
+    schemas = full.get("components", {}).get("schemas", {})
     for path, item in paths.items():
         for method, operation in item.items():
             responses = operation.setdefault("responses", {})
             # FastAPI's own 422 schema is pydantic's; this gateway answers 422 as a problem.
             responses.pop("422", None)
-            for status in problem_statuses(method.upper(), path):
+            for status in problem_statuses(method.upper(), path, _names_vault(operation, schemas)):
                 responses[str(status)] = {
                     "description": _MEANINGS[status],
                     "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},

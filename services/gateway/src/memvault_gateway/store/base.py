@@ -11,6 +11,11 @@ class StoreBase:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The pool itself, for its use counters (`memvault_core.metrics.track_pool`)."""
+        return self._pool
+
     async def close(self) -> None:
         await self._pool.close()
 

@@ -13,7 +13,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from memvault.vault.v1 import archive_pb2 as pb
-from memvault_core import wire
+from memvault_core import limits, wire
 from memvault_core.vault_client import VaultClient
 from memvault_mcp.tools.archive_writing import PackIn, build_pack
 from memvault_mcp.tools.arguments import VaultArg
@@ -78,7 +78,7 @@ async def archive_search(
     tags: Annotated[list[str], Field(description="Only conversations with these tags.", max_length=20)] = [],  # noqa: B006
     tag_mode: Annotated[Literal["any", "all"], Field(description="Of the tags.")] = "any",
     cursor: Annotated[str, Field(description="next_cursor of the previous page.", max_length=4000)] = "",
-    max_bytes: Annotated[int, Field(description="4096-49152 (default 32768).", ge=0)] = 0,
+    max_bytes: Annotated[int, Field(description="4096-49152 (default 32768).", ge=0, le=49_152)] = 0,
     vault: VaultArg = "",
 ) -> dict[str, Any]:
     request = pb.SearchMessagesRequest(
@@ -128,9 +128,11 @@ async def archive_read(
         Field(description="What to read."),
     ],
     conversation_id: Annotated[str, Field(description="For conversation and revisions.", max_length=64)] = "",
-    revision: Annotated[int, Field(description="Pin a revision (0: the head).", ge=0)] = 0,
+    revision: Annotated[int, Field(description="Pin a revision (0: the head).", ge=0, le=limits.MAX_INT32)] = 0,
     graph: Annotated[bool, Field(description="Every branch.")] = False,
-    after_position: Annotated[int, Field(description="After this position (-1: start).", ge=-1)] = -1,
+    after_position: Annotated[
+        int, Field(description="After this position (-1: start).", ge=-1, le=limits.MAX_INT32 - 1)
+    ] = -1,
     limit: Annotated[int, Field(description="Per page; context: either side.", ge=0, le=200)] = 0,
     cursor: Annotated[str, Field(description="next_cursor of the previous page.", max_length=4000)] = "",
     tags: Annotated[list[str], Field(description="list: only with all these tags.", max_length=20)] = [],  # noqa: B006
@@ -139,7 +141,7 @@ async def archive_read(
     conversations: Annotated[
         list[str], Field(description="batch: ids (id@3 pins revision 3); resolve: titles.", max_length=20)
     ] = [],  # noqa: B006
-    max_bytes: Annotated[int, Field(description="4096-49152 (default 32768).", ge=0)] = 0,
+    max_bytes: Annotated[int, Field(description="4096-49152 (default 32768).", ge=0, le=49_152)] = 0,
     pack: PackIn | None = None,
     vault: VaultArg = "",
 ) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvault.vault.v1 import archive_pb2 as pb
+from memvault_core import limits
 from memvault_core.archive_answers import fit_receipts, pack_json, receipt_json
 from memvault_core.vault_client import VaultClient
 from memvault_mcp.tools.arguments import VaultArg
@@ -34,7 +35,7 @@ class WriteIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     conversation_id: str = Field(max_length=64)
     op: Literal["append", "replace"]
-    base_revision: int = Field(ge=1)
+    base_revision: int = Field(ge=1, le=limits.MAX_INT32)
     messages: list[MessageIn] = Field(min_length=1, max_length=500)
 
 
@@ -93,13 +94,13 @@ async def archive_write(
         "create", "append", "replace", "upsert", "edit", "commit", "restore", "tags", "copy", "delete", "empty"
     ],
     conversation_id: Annotated[str, Field(max_length=64)] = "",
-    base_revision: Annotated[int, Field(ge=0)] = 0,
+    base_revision: Annotated[int, Field(ge=0, le=limits.MAX_INT32)] = 0,
     messages: Annotated[list[MessageIn], Field(max_length=500)] = [],  # noqa: B006
     writes: Annotated[list[WriteIn], Field(max_length=20)] = [],  # noqa: B006
     title: Annotated[str, Field(max_length=500)] = "",
     tags: Annotated[list[str], Field(max_length=20)] = [],  # noqa: B006
-    tags_version: Annotated[int, Field(ge=0)] = 0,
-    revision: Annotated[int, Field(ge=0)] = 0,
+    tags_version: Annotated[int, Field(ge=0, le=limits.MAX_INT32)] = 0,
+    revision: Annotated[int, Field(ge=0, le=limits.MAX_INT32)] = 0,
     conversation_ids: Annotated[list[str], Field(max_length=20)] = [],  # noqa: B006
     target_vault: Annotated[str, Field(max_length=63)] = "",
     confirm: Annotated[str, Field(max_length=64)] = "",

@@ -90,7 +90,9 @@ async def track_source(
     selector: Annotated[str, Field(description="e.g. /campaign/budget")] = "",
     statement_template: Annotated[str, Field(description="e.g. 'The budget is {{value}}.'")] = "",
     mode: Literal["auto", "review", ""] = "",
-    interval_seconds: Annotated[StrictInt, Field(ge=0, description="0: 300")] = 0,
+    interval_seconds: Annotated[
+        StrictInt, Field(ge=0, le=limits.MAX_SOURCE_INTERVAL_SECONDS, description="0: 300")
+    ] = 0,
     vault: ShortVaultArg = "",
 ) -> dict[str, Any]:
     request = spb.TrackSourceRequest(

@@ -497,9 +497,33 @@ def parse_metadata(text: str) -> dict[str, Any] | None:
     if len(text.encode()) > limits.MAX_METADATA_BYTES:
         raise InvalidArgument(f"metadata is larger than {limits.MAX_METADATA_BYTES} bytes of JSON", field="metadata")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except ValueError:
         raise InvalidArgument("metadata is not valid JSON", field="metadata") from None
     if not isinstance(value, dict):
         raise InvalidArgument("metadata must be a JSON object", field="metadata")
+    if _holds_nul(value):
+        # Postgres's jsonb cannot hold \u0000 (the insert would fail after the checks).
+        raise InvalidArgument("metadata must not contain NUL characters (\\u0000); remove them", field="metadata")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON (Python's reader takes them; Postgres's jsonb does not)."""
+    raise ValueError(name)
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a key or string anywhere in a parsed JSON value contains NUL."""
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return True
+        elif isinstance(node, dict):
+            pending.extend(node.keys())
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False

@@ -59,7 +59,14 @@ class CursorSigner:
         if not cursor:
             return None
         payload, _, signature = cursor.partition(".")
-        if not payload or not signature or not hmac.compare_digest(self._sign(payload), signature):
+        # compare_digest takes ASCII text only; a cursor with other characters was never ours (found by
+        # the /api/v1 fuzzer: it was a TypeError, so INTERNAL).
+        if (
+            not payload
+            or not signature
+            or not cursor.isascii()
+            or not hmac.compare_digest(self._sign(payload).encode(), signature.encode())
+        ):
             raise InvalidArgument(
                 "cursor is not one this server issued (it was changed or made up); omit it to start again",
                 field="cursor",

@@ -15,6 +15,10 @@ class IndexAdminStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
 
+    async def failed_total(self) -> int:
+        """Failed index jobs in every vault (the events the indexer gave up on, its dead letters)."""
+        return int(await self._pool.fetchval("SELECT count(*) FROM index_state WHERE state = 'failed'"))
+
     async def failures(self, vault: VaultAccess, limit: int) -> tuple[list[IndexFailure], int]:
         rows = await self._pool.fetch(
             "SELECT memory_id::text, coalesce(last_error, '') AS error, attempts, updated_at,"

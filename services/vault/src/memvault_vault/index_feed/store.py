@@ -14,6 +14,19 @@ class IndexFeedStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
 
+    async def lag(self) -> tuple[int, float]:
+        """Memories, in every vault, whose current text the index does not hold yet (failed ones
+        not counted), and the age in seconds of the oldest such text (from its last change)."""
+        row = await self._pool.fetchrow(
+            """
+            SELECT count(*) AS pending, coalesce(extract(epoch FROM now() - min(m.updated_at)), 0) AS age
+            FROM index_pending p JOIN memory m ON m.id = p.memory_id
+            LEFT JOIN index_state s ON s.memory_id = p.memory_id AND s.state = 'failed'
+            WHERE s.memory_id IS NULL
+            """
+        )
+        return int(row["pending"]), float(row["age"])
+
     async def unindexed_for_compare(self, vault: VaultAccess, limit: int) -> tuple[list[tuple[str, str]], int]:
         """(id, text) of the newest memories a duplicate check compares with whose text the index does not hold
         yet, and how many such memories there are (failed ones not counted: they are reported elsewhere)."""

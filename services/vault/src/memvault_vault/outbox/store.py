@@ -50,6 +50,15 @@ async def mark_published(conn: asyncpg.Connection, event_ids: Sequence[str]) -> 
     await conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY($1::uuid[])", list(event_ids))
 
 
+async def backlog(pool: asyncpg.Pool) -> tuple[int, float]:
+    """Events not yet published, and the age in seconds of the oldest (0 when there is none)."""
+    row = await pool.fetchrow(
+        "SELECT count(*) AS depth, coalesce(extract(epoch FROM now() - min(created_at)), 0) AS age"
+        " FROM outbox WHERE published_at IS NULL"
+    )
+    return int(row["depth"]), float(row["age"])
+
+
 async def prune_published(conn: asyncpg.Connection, keep_seconds: float, limit: int = 5000) -> int:
     """Delete up to `limit` events published more than `keep_seconds` ago (NATS has them; JetStream's
     duplicate window is minutes); how many went."""

@@ -9,7 +9,7 @@ its own, both stacks up side by side. Each round:
    or cooler machine): the bundled model alone, in a process of its own, on the indexer's default
    2 threads (texts/s and CPU per text: the yardstick the import is compared with, taken right
    before it); then `--imports` memories through `bulk_remember` over MCP, 500 per call, one client
-   (`--in-flight` calls at a time, default 1: each call sent when the one before has answered),
+   (`--in-flight` calls at a time, default 2, as memvault's own importers send them),
    until every one is searchable (memories/s, and CPU milliseconds per memory by process); then a
    wait until the indexer has built its vector index after the burst, so that no build runs during
    the next measurement, of either stack;
@@ -39,7 +39,7 @@ from typing import Any
 from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import SERVICES, Stack
 from tests.bench import corpus, report
-from tests.bench.run import until_indexed, until_vector_index_built
+from tests.bench.run import IN_FLIGHT, bulk_remember_all, until_indexed, until_vector_index_built
 from tests.e2e.e2e_helpers import call, mcp_session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,8 +215,7 @@ async def measure_recall(sides: list[Side], round_no: int, args: argparse.Namesp
 async def seed(side: Side, args: argparse.Namespace) -> None:
     texts = corpus.memories(args.seed, seed=11)
     async with mcp_session(side.stack.mcp_url) as client:
-        for offset in range(0, len(texts), PER_CALL):
-            await call(client, "bulk_remember", items=[{"content": t} for t in texts[offset : offset + PER_CALL]])
+        await bulk_remember_all(client, texts)
     side.imported = len(texts)
     await until_indexed(side.stack, side.imported)
     await until_vector_index_built(side.stack)
@@ -343,7 +342,10 @@ def main() -> None:
     parser.add_argument("--imports", type=int, default=3000, help="memories imported per measurement (3,000)")
     parser.add_argument("--recalls", type=int, default=200, help="recalls per measurement (default 200)")
     parser.add_argument(
-        "--in-flight", type=int, default=1, help="bulk_remember calls the import keeps in flight (default 1)"
+        "--in-flight",
+        type=int,
+        default=IN_FLIGHT,
+        help=f"bulk_remember calls the import keeps in flight (default {IN_FLIGHT})",
     )
     parser.add_argument("--model-texts", type=int, default=1000, help="texts the model alone embeds (1,000)")
     parser.add_argument("--max-minutes", type=float, default=30, help="start no new round after this long")

@@ -26,9 +26,9 @@ from pathlib import Path
 from memvault_devstack.postgres import create_database, drop_database
 from memvault_devstack.stack import SERVICES, Stack
 from tests.bench import corpus
-from tests.bench.ab import PER_CALL, StackMeter
-from tests.bench.run import until_indexed
-from tests.e2e.e2e_helpers import call, mcp_session
+from tests.bench.ab import StackMeter
+from tests.bench.run import bulk_remember_all, until_indexed
+from tests.e2e.e2e_helpers import mcp_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,8 +81,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await asyncio.to_thread(stack.start)
         texts = corpus.memories(args.seed + args.imports, seed=11)
         async with mcp_session(stack.mcp_url) as client:
-            for offset in range(0, args.seed, PER_CALL):
-                await call(client, "bulk_remember", items=[{"content": t} for t in texts[offset : offset + PER_CALL]])
+            await bulk_remember_all(client, texts[: args.seed])
             await until_indexed(stack, args.seed)
             recorders = {
                 name: subprocess.Popen(  # noqa: ASYNC220 - started once, before the timed part
@@ -109,10 +108,7 @@ async def main_async(args: argparse.Namespace) -> None:
             meter = StackMeter(stack, database)
             meter.start()
             start = time.perf_counter()
-            for offset in range(args.seed, len(texts), PER_CALL):
-                began = time.perf_counter()
-                await call(client, "bulk_remember", items=[{"content": t} for t in texts[offset : offset + PER_CALL]])
-                print(f"call {(offset - args.seed) // PER_CALL}: {time.perf_counter() - began:.2f} s", flush=True)
+            await bulk_remember_all(client, texts[args.seed :])  # IN_FLIGHT calls at a time, as importers do
             imported = time.perf_counter() - start
             await until_indexed(stack, len(texts))
             searchable = time.perf_counter() - start

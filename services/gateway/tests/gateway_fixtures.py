@@ -108,7 +108,8 @@ async def mcp_url(vault_address: str) -> AsyncIterator[str]:
 
 @pytest_asyncio.fixture
 async def start_gateway(gateway_dsn: str, vault_address: str, mcp_url: str) -> AsyncIterator[StartGateway]:
-    """Start a gateway: `await start_gateway(gateway={...}, oauth={...}, ...)` overrides setting groups."""
+    """Start a gateway: `await start_gateway(gateway={...}, oauth={...}, ...)` overrides setting groups
+    (`postgres=PostgresSettings(...)` another way to its database)."""
     running: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []
 
     async def start(**groups: dict[str, Any]) -> RunningGateway:
@@ -124,7 +125,7 @@ async def start_gateway(gateway_dsn: str, vault_address: str, mcp_url: str) -> A
         settings = Settings(
             gateway=GatewayGroup(**gateway_fields),
             identity=IdentitySettings(secret=SECRET),  # type: ignore[arg-type]
-            postgres=PostgresSettings(dsn=gateway_dsn, pool_max_size=4),
+            postgres=groups.pop("postgres", PostgresSettings(dsn=gateway_dsn, pool_max_size=4)),
             **groups,  # type: ignore[arg-type]
         )
         server, task = await serve_asgi(create_app(settings, IdentitySigner(SECRET)), port)

@@ -23,6 +23,7 @@ from starlette.routing import Match
 from memvault_core.errors import MemvaultError
 from memvault_core.identity import IdentitySigner
 from memvault_core.metrics import HttpMetrics, track_pool
+from memvault_core.postgres import is_connection_failure
 from memvault_core.validation import describe
 from memvault_gateway import dashboard
 from memvault_gateway.api import (
@@ -55,6 +56,9 @@ log = logging.getLogger("memvault_gateway")
 PURGE_EVERY_SECONDS = 3600
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+RETRY_AFTER_SECONDS = 5
+"""What a 503 answer's Retry-After says: a restarting database or vault is usually back by then."""
 
 _STATUS_OF_ERROR = {
     "not_found": 404,
@@ -128,7 +132,31 @@ def create_app(settings: Settings, signer: IdentitySigner) -> FastAPI:
         status = _STATUS_OF_ERROR.get(error.kind, 500)
         if status == 500:
             log.error("vault call failed", extra={"error": error.kind})
-        return problem(status, error.kind.replace("_", " ").capitalize(), error.message)
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+        return problem(status, error.kind.replace("_", " ").capitalize(), error.message, headers=headers)
+
+    async def database_gone(request: Request, error: Exception) -> Response:
+        """The gateway's own database went away (stopped, restarting, connections dropped) before or
+        during a request: 503 with Retry-After, as for an unreachable vault, not a 500."""
+        if not is_connection_failure(error):
+            raise error  # any other failure stays what it was
+        log.warning("database unreachable", extra={"error": type(error).__name__, "path": request.url.path})
+        return problem(
+            503,
+            "Service unavailable",
+            f"the gateway cannot reach its database right now; try again in {RETRY_AFTER_SECONDS} seconds",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
+    # What `memvault_core.postgres.is_connection_failure` recognises (OSError covers refused and reset sockets).
+    for failure in (
+        OSError,
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.OperatorInterventionError,
+        asyncpg.TooManyConnectionsError,
+    ):
+        app.add_exception_handler(failure, database_gone)
 
     @app.exception_handler(asyncpg.CharacterNotInRepertoireError)
     async def nul_in_text(request: Request, error: asyncpg.CharacterNotInRepertoireError) -> Response:

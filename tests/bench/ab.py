@@ -172,7 +172,7 @@ async def measure_import(side: Side, round_no: int, args: argparse.Namespace) ->
         f"round {round_no} {side.label}: model {row['model']:.0f} texts/s, import {row['import_rate']:.0f} "
         f"memories/s ({row['import_rate'] / row['model']:.0%} of the model; CPU "
         f"{sum(row['import_cpu'].values()):.1f} ms/memory, the model alone {row['model_cpu']:.1f} ms/text; "
-        f"{exact_only} of {len(texts) // PER_CALL} calls exact-only: the indexer missed the deadline twice)",
+        f"{exact_only} of {len(texts) // PER_CALL} calls checked exact-only because the indexer missed its deadline)",
         flush=True,
     )
     return row

@@ -176,6 +176,10 @@ async def time_pages(
         ("forgotten texts", f"{base}/exclusions"),
         ("account", f"{stack.gateway_url}/account"),
     ]  # fmt: skip
+    if args.only:
+        pages = [(name, url) for name, url in pages if any(word in name for word in args.only)]
+        if not pages:
+            raise SystemExit(f"--only {' '.join(args.only)} matches no page")
     results: list[tuple[str, list[float]]] = []
     async with httpx.AsyncClient(timeout=60) as http:
         await sign_in(http, link)
@@ -251,9 +255,19 @@ def main() -> None:
     parser.add_argument("--versions", type=int, default=100, help="versions of the busiest memory (100)")
     parser.add_argument("--audit-entries", type=int, default=1_000_000, help="audit log entries (1,000,000)")
     parser.add_argument("--calls", type=int, default=40, help="timed requests per page (40)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="WORD",
+        help="time only the pages whose name holds one of these words (e.g. 'review'); the results are printed,"
+        " not written to docs/benchmarks.md (its table lists every page)",
+    )
     args = parser.parse_args()
     body = asyncio.run(pages_bench(args))
     print(body)
+    if args.only:
+        return
     command = "make bench" if len(sys.argv) == 1 else f"python -m tests.bench.pages {' '.join(sys.argv[1:])}"
     report.write_section("pages", body, command)
     print(f"\nwritten to {report.BENCHMARKS.relative_to(ROOT)}", file=sys.stderr)

@@ -63,6 +63,28 @@ async def test_review_mode_queues_agent_writes_and_auto_mode_stores_them_active(
     assert queue.total == 2
 
 
+async def test_review_queue_shows_each_proposal_its_own_relations(owner: Caller, fake_index: FakeIndex) -> None:
+    # The queue reads every proposal's related memories in one statement: each must get its own, no other's.
+    await set_mode(owner, "auto")
+    old = await remember(owner, SPEED)
+    keyed = await remember(owner, "The office printer is on the second floor.", key="office.printer")
+    base = await remember(owner, "The router sits in the hallway cupboard.")
+    await set_mode(owner, "review")
+    fake_index.set(SPEED, SPEED_NEW, 0.96)
+    similar = await remember(owner, SPEED_NEW)
+    same_key = await remember(owner, "The office printer moved to the third floor.", key="office.printer")
+    depending = await remember(owner, "Wi-Fi is weak in the bedroom.", depends_on=[base.result.memory_id])
+    alone = await remember(owner, "Prefers tea to coffee.")
+    queue = await owner.stub.ListReviewQueue(vpb.ListReviewQueueRequest(vault=owner.vault), metadata=owner.metadata())
+    shown = {i.memory.id: [(r.relation, r.memory.id) for r in i.related] for i in queue.items}
+    assert shown == {
+        similar.result.memory_id: [("similar", old.result.memory_id)],
+        same_key.result.memory_id: [("same_key", keyed.result.memory_id)],
+        depending.result.memory_id: [("depends_on", base.result.memory_id)],
+        alone.result.memory_id: [],
+    }
+
+
 async def test_approve_reject_and_approve_and_replace(owner: Caller, fake_index: FakeIndex, database: Database) -> None:
     await set_mode(owner, "auto")
     old = await remember(owner, SPEED)

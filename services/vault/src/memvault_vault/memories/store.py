@@ -394,45 +394,73 @@ class MemoryStore:
     async def related(self, vault: VaultAccess, memory: Memory, limit: int) -> list[tuple[str, Memory]]:
         """Memories linked to this one, each with how: depends_on, dependent, similar, similar_from,
         supersedes, superseded_by, same_key."""
+        return (await self.related_many(vault, [memory], limit))[memory.id]
+
+    async def related_many(
+        self, vault: VaultAccess, memories: Sequence[Memory], limit: int
+    ) -> dict[str, list[tuple[str, Memory]]]:
+        """`related` for each of these memories (up to `limit` links each), by memory id, in one statement."""
+        if not memories:
+            return {}
+        ids = [memory.id for memory in memories]
         rows = await self._pool.fetch(
             """
-            SELECT 'depends_on' AS relation, m.* FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($3::uuid[])
-            UNION ALL
-            SELECT 'dependent', m.* FROM memory m WHERE m.vault_id = $1 AND m.depends_on @> ARRAY[$2::uuid]
-            UNION ALL
-            SELECT 'similar', m.* FROM memory m WHERE m.vault_id = $1 AND m.id = ANY($4::uuid[])
-            UNION ALL
-            SELECT 'similar_from', m.* FROM memory m WHERE m.vault_id = $1 AND m.similar_to @> ARRAY[$2::uuid]
-            UNION ALL
-            SELECT 'supersedes', m.* FROM memory m WHERE m.vault_id = $1 AND m.superseded_by = $2::uuid
-            UNION ALL
-            SELECT 'superseded_by', m.* FROM memory m WHERE m.vault_id = $1 AND m.id = $5::uuid
-            UNION ALL
-            SELECT 'same_key', m.* FROM memory m
-            WHERE m.vault_id = $1 AND $6::text IS NOT NULL AND m.key = $6 AND m.scope IS NOT DISTINCT FROM $7
-              AND m.id <> $2::uuid AND m.status IN ('active', 'proposed')
-            LIMIT $8
+            WITH p AS (SELECT id, depends_on, similar_to, superseded_by, key, scope FROM memory
+                       WHERE vault_id = $1 AND id = ANY($2::uuid[])),
+            r AS (
+                SELECT p.id AS related_of, 1 AS branch, 'depends_on' AS relation, m.*
+                FROM p JOIN memory m ON m.vault_id = $1 AND m.id = ANY(p.depends_on)
+                UNION ALL
+                SELECT p.id, 2, 'dependent', m.*
+                FROM p CROSS JOIN LATERAL (
+                    SELECT * FROM memory WHERE vault_id = $1 AND depends_on @> ARRAY[p.id]) m
+                UNION ALL
+                SELECT p.id, 3, 'similar', m.*
+                FROM p JOIN memory m ON m.vault_id = $1 AND m.id = ANY(p.similar_to)
+                UNION ALL
+                SELECT p.id, 4, 'similar_from', m.*
+                FROM p CROSS JOIN LATERAL (
+                    SELECT * FROM memory WHERE vault_id = $1 AND similar_to @> ARRAY[p.id]) m
+                UNION ALL
+                SELECT p.id, 5, 'supersedes', m.*
+                FROM memory m JOIN p ON m.superseded_by = p.id
+                WHERE m.vault_id = $1 AND m.superseded_by = ANY($2::uuid[])
+                UNION ALL
+                SELECT p.id, 6, 'superseded_by', m.*
+                FROM p JOIN memory m ON m.vault_id = $1 AND m.id = p.superseded_by
+                UNION ALL
+                SELECT p.id, 7, 'same_key', m.*
+                FROM p JOIN memory m ON m.vault_id = $1 AND p.key IS NOT NULL AND m.key = p.key
+                    AND m.scope IS NOT DISTINCT FROM p.scope AND m.id <> p.id AND m.status IN ('active', 'proposed')
+            )
+            SELECT * FROM (
+                SELECT r.*, row_number() OVER (PARTITION BY r.related_of ORDER BY r.branch, r.created_at, r.id) AS n
+                FROM r
+            ) numbered
+            WHERE n <= $3
+            ORDER BY related_of, n
             """,
             vault.id,
-            memory.id,
-            list(memory.depends_on),
-            list(memory.similar_to),
-            memory.superseded_by,
-            memory.key,
-            memory.scope,
+            ids,
             limit,
         )
-        seen: set[tuple[str, str]] = set()
-        related: list[tuple[str, Memory]] = []
+        seen: dict[str, set[tuple[str, str]]] = {memory_id: set() for memory_id in ids}
+        related: dict[str, list[tuple[str, Memory]]] = {memory_id: [] for memory_id in ids}
         for row in rows:
-            relation = row["relation"]
-            if (relation, str(row["id"])) not in seen:
-                seen.add((relation, str(row["id"])))
-                related.append((relation, memory_from_row(row, vault.name)))
-        if memory.supersedes and ("supersedes", memory.supersedes) not in seen:
-            target = await self.get_memory(vault, memory.supersedes)
-            if target is not None:
-                related.append(("supersedes", target))
+            of, relation, other = str(row["related_of"]), row["relation"], str(row["id"])
+            if (relation, other) not in seen[of]:
+                seen[of].add((relation, other))
+                related[of].append((relation, memory_from_row(row, vault.name)))
+        # What a memory replaces that does not (yet) point back at it, read in one more statement.
+        missing = {
+            memory.id: memory.supersedes
+            for memory in memories
+            if memory.supersedes and ("supersedes", memory.supersedes) not in seen[memory.id]
+        }
+        targets = await self.memories(vault, list(missing.values()))
+        for memory_id, target in missing.items():
+            if target in targets:
+                related[memory_id].append(("supersedes", targets[target]))
         return related
 
 

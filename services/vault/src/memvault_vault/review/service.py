@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -100,10 +99,8 @@ class ReviewService:
         position = cursor.decode(page_cursor, "review", request)
         after = cursor.keyset_of(position)
         memories, total = await self._store.review_queue(vault, limit + 1, after)
-        # Each proposal's related memories, read side by side (a page is up to 100 lookups).
-        found = await asyncio.gather(
-            *(self._memories.related(vault, memory, limits.MAX_LIST_RESULTS) for memory in memories[:limit])
-        )
+        # Every proposal's related memories in one statement (a page is up to 100 proposals).
+        found = await self._memories.related_many(vault, memories[:limit], limits.MAX_LIST_RESULTS)
         items = [
             (
                 memory,
@@ -113,7 +110,8 @@ class ReviewService:
                     if relation in ("similar", "similar_from", "supersedes", "same_key", "depends_on")
                 ],
             )
-            for memory, related in zip(memories[:limit], found, strict=True)
+            for memory in memories[:limit]
+            for related in [found[memory.id]]
         ]
         next_cursor = ""
         if len(memories) > limit and items:

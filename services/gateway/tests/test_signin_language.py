@@ -49,9 +49,7 @@ async def test_the_sign_in_page_follows_accept_language_and_the_switchers_cookie
         "/login", data={"username": username, "password": "x", "csrf_token": "forged"}, headers=INDONESIAN
     )
     assert expired.status_code == 403 and "Formulir masuk sudah kedaluwarsa; coba lagi." in expired.text
-    refused = await browser.http.post(
-        "/login", data={"username": username, "password": "x", "csrf_token": "forged"}
-    )
+    refused = await browser.http.post("/login", data={"username": username, "password": "x", "csrf_token": "forged"})
     assert refused.status_code == 403 and "The sign-in form expired; try again." in refused.text
 
     # The switcher's remembered choice wins over what the browser asks for, both ways.
@@ -104,5 +102,8 @@ async def test_the_setup_page_and_its_answers_follow_the_language(start_gateway:
     assert unknown.status_code == 404 and "<h1>Tautan tidak berlaku</h1>" in unknown.text
     assert "Tautan penyiapan ini tidak dikenal di sini" in unknown.text
     english_unknown = await browser.http.get("/setup/mvsetup_unknown")
-    assert "<h1>Link not valid</h1>" in english_unknown.text and "This setup link is not known here" in english_unknown.text
+    assert (
+        "<h1>Link not valid</h1>" in english_unknown.text
+        and "This setup link is not known here" in english_unknown.text
+    )
     await browser.close()

@@ -31,9 +31,7 @@ router = APIRouter()
 
 ACCOUNT_PATH = account.ACCOUNT_PATH
 PATH = ACCOUNT_PATH + "/email"
-TURNED_OFF = N_(
-    "Email sign-in is turned off here (MEMVAULT_SMTP__HOST is not set), so there is no address to set."
-)
+TURNED_OFF = N_("Email sign-in is turned off here (MEMVAULT_SMTP__HOST is not set), so there is no address to set.")
 NOT_VALID = N_("This confirmation link was used already or has expired; ask for a new one on your account page.")
 
 

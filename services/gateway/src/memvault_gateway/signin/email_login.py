@@ -150,13 +150,18 @@ async def ask_for_link(request: Request, gw: Gateway = Depends(gateway)) -> Resp
 
 def _confirm_page(name: str, token: str, csrf: str, words: pages.Words) -> Response:
     _ = words
-    whom = escape(_("This link signs you in as %(name)s. It works once.")) % {"name": f"<strong>{escape(name)}</strong>"}
+    whom = escape(_("This link signs you in as %(name)s. It works once.")) % {
+        "name": f"<strong>{escape(name)}</strong>"
+    }
     body = (
         f"<p>{whom}</p>"
         f"<form method=post action='{PATH}/{escape(token)}'>"
         f"<input type=hidden name='csrf_token' value='{escape(csrf)}'>"
         + ("<button class=primary type=submit autofocus>" + escape(_("Sign in")) + "</button></form>")
-        + ("<p class=muted>" + escape(_("Not you, or you did not ask for this link? Close this page; nothing happens.")))
+        + (
+            "<p class=muted>"
+            + escape(_("Not you, or you did not ask for this link? Close this page; nothing happens."))
+        )
         + "</p>"
     )
     return pages.page(_("Sign in to memvault"), body, language=words.language)

@@ -179,14 +179,21 @@ async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) ->
     if not sessions.same_origin(gw, request):
         return pages.message(N_("Request refused"), sessions.CROSS_SITE, 403, words=words)
     if not sessions.login_csrf_ok(gw, request, csrf):
-        return pages.message(N_("Request refused"), N_("The form expired; open the setup link again."), 403, words=words)
+        return pages.message(
+            N_("Request refused"), N_("The form expired; open the setup link again."), 403, words=words
+        )
     password = str(form.get("password") or "")
     problem = credentials.password_problem(password)
     if problem is None and password != str(form.get("password_again") or ""):
         problem = PASSWORDS_DIFFER
     if problem:
         return pages.setup(
-            username=user.username or user.subject, token=token, csrf=csrf, error=words(problem), status=400, words=words
+            username=user.username or user.subject,
+            token=token,
+            csrf=csrf,
+            error=words(problem),
+            status=400,
+            words=words,
         )
     password_hash = await asyncio.to_thread(credentials.hash_password, password)
     user = await gw.store.use_setup_link(token_hash, password_hash)

@@ -52,6 +52,11 @@ async def test_the_sign_in_page_follows_accept_language_and_the_switchers_cookie
     refused = await browser.http.post("/login", data={"username": username, "password": "x", "csrf_token": "forged"})
     assert refused.status_code == 403 and "The sign-in form expired; try again." in refused.text
 
+    # Single sign-on's answers too (here it is not set up).
+    sso = await browser.http.get("/login/oidc/callback", headers=INDONESIAN)
+    assert sso.status_code == 404 and "<h1>Tidak tersedia</h1>" in sso.text
+    assert "Single sign-on is not set up on this gateway." in (await browser.http.get("/login/oidc/callback")).text
+
     # The switcher's remembered choice wins over what the browser asks for, both ways.
     chosen = Browser(gateway)
     chosen.http.cookies.set(i18n.LANGUAGE_COOKIE, "id")

@@ -106,3 +106,33 @@ async def test_sign_out_from_a_tab_opened_before_signing_in_again(
     await old_tab.get_by_role("link", name="Open it again").click()
     await old_tab.get_by_role("button", name="Sign out").click()
     await expect(old_tab.locator(".notice")).to_have_text("You are signed out.")
+
+
+async def test_a_browser_asking_for_indonesian_sets_up_and_signs_in_in_indonesian(
+    oauth_stack: OAuthStack, browser_pages: PageShots
+) -> None:
+    """Chromium set to Indonesian (Accept-Language: id-ID): the setup and sign-in pages speak it too."""
+    stack = await oauth_stack()
+    base = stack.gateway_url
+    page = await browser_pages.new(locale="id-ID")
+    await page.goto(await asyncio.to_thread(setup_link, stack))
+    await expect(page.get_by_role("heading")).to_have_text("Siapkan akun memvault Anda")
+    assert await page.locator("html").get_attribute("lang") == "id"
+    await page.get_by_label("Kata sandi").fill(PASSWORD)
+    await page.get_by_label("Ulangi").fill(PASSWORD)
+    await page.get_by_role("button", name="Simpan kata sandi dan masuk").click()
+    await expect(page.get_by_text("Masuk sebagai")).to_be_visible()
+
+    await page.get_by_role("button", name="Keluar").click()
+    await expect(page.get_by_role("heading")).to_have_text("Masuk ke memvault")
+    await expect(page.locator(".notice")).to_have_text("Anda sudah keluar.")
+    await page.get_by_label("Nama pengguna").fill("owner")
+    await page.get_by_label("Kata sandi").fill(PASSWORD + "x")
+    await page.get_by_role("button", name="Masuk", exact=True).click()
+    await expect(page.locator(".error")).to_have_text("Nama pengguna atau kata sandi salah.")
+    await expect(page.get_by_label("Kata sandi")).to_be_focused()
+    await browser_pages.shot(page, "indonesian-wrong-password")
+    await page.get_by_label("Kata sandi").fill(PASSWORD)
+    await page.get_by_role("button", name="Masuk", exact=True).click()
+    await expect(page.get_by_text("Masuk sebagai")).to_contain_text("owner")
+    assert page.url.startswith(base)

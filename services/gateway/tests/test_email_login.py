@@ -18,6 +18,7 @@ from memvault_devstack.migrations import roll_back_one
 from memvault_devstack.postgres import create_database, drop_database, psql, with_database
 from memvault_gateway.__main__ import EmailTaken, main, set_email, setup_link
 from memvault_gateway.auth import credentials
+from memvault_gateway.dashboard import i18n
 from memvault_gateway.settings import MigrateSettings, SmtpGroup
 from memvault_gateway.signin import email_login
 from memvault_gateway.store import MIGRATIONS
@@ -472,6 +473,45 @@ async def test_the_email_part_of_the_account_page_speaks_the_dashboards_language
         "/account/email", data={"email": "someone@example.test", "csrf_token": csrf}, headers=indonesian
     )
     assert sent.status_code == 200 and "Tautan untuk mengonfirmasi someone@example.test" in sent.text
+
+
+async def test_the_email_link_pages_speak_the_browsers_language(start_gateway: StartGateway, mailbox: Mailbox) -> None:
+    gateway = await start_gateway(smtp=smtp_for(mailbox))
+    indonesian = {"accept-language": "id"}
+    # The confirmation link, opened on a phone whose browser asks for Indonesian.
+    browser, username, csrf = await signed_in_on_account(gateway)
+    address = f"{username}.id@example.test"
+    asked = await browser.http.post("/account/email", data={"email": address, "csrf_token": csrf})
+    assert asked.status_code == 200
+    link = mailbox.link_in(await mailbox.wait_for(address), "/account/email/").removeprefix(gateway.url)
+    phone = Browser(gateway, address="127.0.0.9")
+    shown = await phone.http.get(link, headers=indonesian)
+    assert shown.status_code == 200 and "<html lang=id>" in shown.text
+    assert "<h1>Konfirmasi alamat Anda</h1>" in shown.text
+    assert f"Kirim tautan masuk memvault untuk <strong>{username}</strong> ke <strong>{address}</strong>?" in shown.text
+    assert ">Konfirmasi</button>" in shown.text and "Confirm" not in shown.text
+    english = await Browser(gateway, address="127.0.0.10").http.get(link)
+    assert "<h1>Confirm your address</h1>" in english.text and ">Confirm</button>" in english.text
+    # The switcher's cookie, remembered from the dashboard, wins over the browser's English.
+    phone.http.cookies.set(i18n.LANGUAGE_COOKIE, "id")
+    done = await phone.http.post(link, data={"csrf_token": csrf_of(shown.text)}, headers={"accept-language": "en"})
+    assert done.status_code == 200 and f"Tautan masuk kini dikirim ke {address}." in done.text
+    spent = await phone.http.get(link)
+    assert spent.status_code == 404 and "<h1>Tautan tidak berlaku</h1>" in spent.text
+
+    # Email sign-in: the answer, the link's page and a spent link.
+    stranger = Browser(gateway, address="127.0.0.11")
+    stranger.http.cookies.set(i18n.LANGUAGE_COOKIE, "id")
+    answer = await ask_for_link(stranger, address)
+    assert answer.status_code == 200 and "<h1>Periksa email Anda</h1>" in answer.text
+    assert "dalam 15 menit" in answer.text
+    sign_in, _ = await link_for(mailbox, gateway, address, count=2)  # the first was the confirmation
+    page = await stranger.http.get(sign_in)
+    assert page.status_code == 200 and "<h1>Masuk ke memvault</h1>" in page.text
+    assert f"Tautan ini memasukkan Anda sebagai <strong>{username}</strong>." in page.text
+    assert (await stranger.http.post(sign_in, data={"csrf_token": csrf_of(page.text)})).status_code == 303
+    again = await phone.http.get(sign_in)
+    assert again.status_code == 404 and "Tautan masuk ini sudah dipakai" in again.text
 
 
 async def test_asking_for_another_accounts_address_mails_nothing_and_says_nothing(

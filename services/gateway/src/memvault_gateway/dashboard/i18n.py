@@ -2,7 +2,9 @@
 
 English is the source language; each other language is a `locale/<code>/LC_MESSAGES/messages.po`,
 compiled in memory when the gateway starts (the .po file is the only copy kept in the repository).
-API and MCP texts stay English; only the dashboard's own words are translated.
+API and MCP texts stay English; the dashboard's own words are translated, and so are the gateway's
+sign-in, setup and email-link pages (`web.pages`, `signin`), through `words_of`: the same choice
+and the same catalogue.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 from babel.support import Translations
 from fastapi import Request
+
+from memvault_gateway.web import pages
 
 LANGUAGES = {"en": "English", "id": "Bahasa Indonesia"}
 """Code -> the language's own name, as the switcher shows it."""
@@ -70,3 +74,14 @@ def language_of(request: Request) -> str:
         if code in LANGUAGES:
             return code
     return DEFAULT_LANGUAGE
+
+
+def words_of(request: Request) -> pages.Words:
+    """The language `request` is answered in and its catalogue, for the pages `web.pages` draws."""
+    return words_of_language(language_of(request))
+
+
+def words_of_language(language: str) -> pages.Words:
+    """`language` and its catalogue (an unknown code: English)."""
+    language = language if language in LANGUAGES else DEFAULT_LANGUAGE
+    return pages.Words(language, translations(language))

@@ -19,6 +19,7 @@ from memvault_core.errors import MemvaultError
 from memvault_gateway.auth import credentials, people, sessions
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.dashboard.account import LINK_SENT, NOT_AN_ADDRESS, TOO_MANY_FOR_ADDRESS, TOO_MANY_FROM_HERE
+from memvault_gateway.dashboard.i18n import N_, words_of
 from memvault_gateway.signin import account, email_login, mail
 from memvault_gateway.store import EmailTaken, User
 from memvault_gateway.web import pages
@@ -30,8 +31,8 @@ router = APIRouter()
 
 ACCOUNT_PATH = account.ACCOUNT_PATH
 PATH = ACCOUNT_PATH + "/email"
-TURNED_OFF = "Email sign-in is turned off here (MEMVAULT_SMTP__HOST is not set), so there is no address to set."
-NOT_VALID = "This confirmation link was used already or has expired; ask for a new one on your account page."
+TURNED_OFF = N_("Email sign-in is turned off here (MEMVAULT_SMTP__HOST is not set), so there is no address to set.")
+NOT_VALID = N_("This confirmation link was used already or has expired; ask for a new one on your account page.")
 
 
 async def _audit(gw: Gateway, user: User, email_set: bool) -> None:
@@ -76,7 +77,7 @@ async def change(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
     if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
         return sessions.form_refused(gw, request, page=ACCOUNT_PATH)
     if not gw.settings.smtp.enabled:
-        return pages.message("Email sign-in is off", TURNED_OFF, 404)
+        return pages.message(email_login.TURNED_OFF_TITLE, TURNED_OFF, 404, words=words_of(request))
     typed = str(form.get("email") or "").strip()
     if not typed:
         await gw.store.set_email(session.user.id, None)
@@ -109,20 +110,26 @@ async def change(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
 @router.get(PATH + "/{token}", dependencies=[Depends(limited("email-sign-in"))])
 async def open_confirmation(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Which address for whom, and the button that confirms it (a GET changes nothing)."""
+    words = _ = words_of(request)
     if not gw.settings.smtp.enabled:
-        return pages.message("Email sign-in is off", TURNED_OFF, 404)
+        return pages.message(email_login.TURNED_OFF_TITLE, TURNED_OFF, 404, words=words)
     found = await gw.store.email_link_user(credentials.token_hash(token), "confirm") if len(token) < 200 else None
     user, address = found if found is not None else (None, None)
     if user is None or address is None:
-        return pages.message("Link not valid", NOT_VALID, 404)
+        return pages.message(email_login.LINK_NOT_VALID, NOT_VALID, 404, words=words)
     csrf = sessions.login_csrf(gw, request)
+    question = escape(
+        _("Send memvault sign-in links for %(name)s to %(address)s? Whoever reads this mailbox can then sign in.")
+    ) % {
+        "name": f"<strong>{escape(user.display_name or user.username or user.subject)}</strong>",
+        "address": f"<strong>{escape(address)}</strong>",
+    }
     body = (
-        f"<p>Send memvault sign-in links for <strong>{escape(user.display_name or user.username or user.subject)}"
-        f"</strong> to <strong>{escape(address)}</strong>? Whoever reads this mailbox can then sign in.</p>"
+        f"<p>{question}</p>"
         f"<form method=post action='{PATH}/{escape(token)}'><input type=hidden name='csrf_token' value='{escape(csrf)}'>"
-        "<button class=primary type=submit autofocus>Confirm</button></form>"
+        + ("<button class=primary type=submit autofocus>" + escape(_("Confirm")) + "</button></form>")
     )
-    response = pages.page("Confirm your address", body)
+    response = pages.page(_("Confirm your address"), body, language=words.language)
     sessions.keep_login_csrf(gw, response, csrf)
     return response
 
@@ -130,17 +137,27 @@ async def open_confirmation(token: str, request: Request, gw: Gateway = Depends(
 @router.post(PATH + "/{token}", dependencies=[Depends(limited("email-sign-in"))])
 async def confirm(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Spend the link and make its address the account's."""
+    words = words_of(request)
     if not gw.settings.smtp.enabled:
-        return pages.message("Email sign-in is off", TURNED_OFF, 404)
+        return pages.message(email_login.TURNED_OFF_TITLE, TURNED_OFF, 404, words=words)
     form = await request.form()
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "The form expired or came from another site; open the link again.", 403)
+        return pages.message(
+            email_login.REFUSED,
+            N_("The form expired or came from another site; open the link again."),
+            403,
+            words=words,
+        )
     try:
         confirmed = await gw.store.use_email_confirmation(credentials.token_hash(token)) if len(token) < 200 else None
     except EmailTaken:
-        return pages.message("Address taken", "Another account uses this address by now; nothing changed.", 409)
+        return pages.message(
+            N_("Address taken"), N_("Another account uses this address by now; nothing changed."), 409, words=words
+        )
     if confirmed is None:
-        return pages.message("Link not valid", NOT_VALID, 404)
+        return pages.message(email_login.LINK_NOT_VALID, NOT_VALID, 404, words=words)
     user, address = confirmed
     await _audit(gw, user, email_set=True)
-    return pages.message("Address confirmed", f"Sign-in links now go to {address}.")
+    return pages.message(
+        N_("Address confirmed"), N_("Sign-in links now go to %(address)s."), words=words, values={"address": address}
+    )

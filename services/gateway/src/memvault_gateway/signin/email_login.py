@@ -27,8 +27,9 @@ from memvault_core.errors import MemvaultError
 from memvault_gateway.auth import credentials, people, sessions
 from memvault_gateway.auth.sessions import CROSS_SITE
 from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.dashboard.i18n import N_, words_of
 from memvault_gateway.signin import mail
-from memvault_gateway.signin.login import _login_page
+from memvault_gateway.signin.login import EXPIRED, _login_page
 from memvault_gateway.web import pages
 from memvault_gateway.web.http import safe_next
 from memvault_gateway.web.throttle import limited, peer_of
@@ -40,19 +41,24 @@ router = APIRouter()
 LINK_PREFIX = "mvmail_"
 LIFETIME = timedelta(minutes=15)
 PATH = "/login/email"
-SENT = (
+SENT = N_(
     "If that address belongs to an account here, a sign-in link is on its way. It works once, within"
-    f" {LIFETIME.seconds // 60} minutes; open it in this browser to continue where you were."
+    " %(minutes)s minutes; open it in this browser to continue where you were."
 )
-TURNED_OFF = "Email sign-in is turned off here; sign in another way, or ask the operator to set MEMVAULT_SMTP__HOST."
-NOT_VALID = "This sign-in link was used already or has expired; ask for a new one on the sign-in page."
+TURNED_OFF = N_(
+    "Email sign-in is turned off here; sign in another way, or ask the operator to set MEMVAULT_SMTP__HOST."
+)
+NOT_VALID = N_("This sign-in link was used already or has expired; ask for a new one on the sign-in page.")
+REFUSED = N_("Request refused")
+LINK_NOT_VALID = N_("Link not valid")
+TURNED_OFF_TITLE = N_("Email sign-in is off")
 
 # Links being looked up and mailed after their answer went out; kept so they are not collected mid-way.
 _sending: set[asyncio.Task[None]] = set()
 
 
-def _turned_off() -> Response:
-    return pages.message("Email sign-in is off", TURNED_OFF, 404)
+def _turned_off(request: Request) -> Response:
+    return pages.message(TURNED_OFF_TITLE, TURNED_OFF, 404, words=words_of(request))
 
 
 def send_later(work: Coroutine[Any, Any, None]) -> None:
@@ -106,53 +112,73 @@ async def _mail_link_safely(gw: Gateway, address: str, next_path: str) -> None:
 async def ask_for_link(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Mail a sign-in link to the address, if it is an account's; the answer is the same either way."""
     if not gw.settings.smtp.enabled:
-        return _turned_off()
+        return _turned_off(request)
     form = await request.form()
     next_path = safe_next(str(form.get("next") or ""))
     if not sessions.same_origin(gw, request):
         return await _login_page(gw, request, next_path, CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return await _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
+        return await _login_page(gw, request, next_path, EXPIRED, 403)
     address = people.normalized_email(str(form.get("email") or ""))
     if address is None:
         return await _login_page(
-            gw, request, next_path, "That is not an email address; type it as you@example.org.", 400
+            gw, request, next_path, N_("That is not an email address; type it as you@example.org."), 400
         )
-    for rule, key, whose in (
-        ("email-link", peer_of(request), "from here"),
-        ("email-link-address", address, "for this address"),
+    for rule, key, whose, error in (
+        (
+            "email-link",
+            peer_of(request),
+            "from here",
+            N_("Too many sign-in links were asked for from here; try again in %(minutes)s minutes."),
+        ),
+        (
+            "email-link-address",
+            address,
+            "for this address",
+            N_("Too many sign-in links were asked for for this address; try again in %(minutes)s minutes."),
+        ),
     ):
         if not await gw.throttle.allow(rule, key):
             wait = await gw.throttle.retry_after(rule, key)
             log.warning("sign-in link refused", extra={"reason": f"too many links asked for {whose}"})
-            error = f"Too many sign-in links were asked for {whose}; try again in {wait // 60 + 1} minutes."
-            return await _login_page(gw, request, next_path, error, 429)
+            return await _login_page(gw, request, next_path, error, 429, values={"minutes": wait // 60 + 1})
     send_later(_mail_link_safely(gw, address, next_path))
-    return pages.message("Check your email", SENT)
+    return pages.message(
+        N_("Check your email"), SENT, words=words_of(request), values={"minutes": LIFETIME.seconds // 60}
+    )
 
 
-def _confirm_page(name: str, token: str, csrf: str) -> Response:
+def _confirm_page(name: str, token: str, csrf: str, words: pages.Words) -> Response:
+    _ = words
+    whom = escape(_("This link signs you in as %(name)s. It works once.")) % {
+        "name": f"<strong>{escape(name)}</strong>"
+    }
     body = (
-        f"<p>This link signs you in as <strong>{escape(name)}</strong>. It works once.</p>"
+        f"<p>{whom}</p>"
         f"<form method=post action='{PATH}/{escape(token)}'>"
         f"<input type=hidden name='csrf_token' value='{escape(csrf)}'>"
-        "<button class=primary type=submit autofocus>Sign in</button></form>"
-        "<p class=muted>Not you, or you did not ask for this link? Close this page; nothing happens.</p>"
+        + ("<button class=primary type=submit autofocus>" + escape(_("Sign in")) + "</button></form>")
+        + (
+            "<p class=muted>"
+            + escape(_("Not you, or you did not ask for this link? Close this page; nothing happens."))
+        )
+        + "</p>"
     )
-    return pages.page("Sign in to memvault", body)
+    return pages.page(_("Sign in to memvault"), body, language=words.language)
 
 
 @router.get(PATH + "/{token}", dependencies=[Depends(limited("email-sign-in"))])
 async def open_link(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Who the link signs in, and the button that does it (a GET spends nothing)."""
     if not gw.settings.smtp.enabled:
-        return _turned_off()
+        return _turned_off(request)
+    words = words_of(request)
     found = await gw.store.email_link_user(credentials.token_hash(token)) if len(token) < 200 else None
     if found is None:
-        return pages.message("Link not valid", NOT_VALID, 404)
+        return pages.message(LINK_NOT_VALID, NOT_VALID, 404, words=words)
     user = found[0]
     csrf = sessions.login_csrf(gw, request)
-    response = _confirm_page(user.display_name or user.username or user.subject, token, csrf)
+    response = _confirm_page(user.display_name or user.username or user.subject, token, csrf, words)
     sessions.keep_login_csrf(gw, response, csrf)
     return response
 
@@ -161,15 +187,16 @@ async def open_link(token: str, request: Request, gw: Gateway = Depends(gateway)
 async def use_link(token: str, request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Spend the link, sign in, and continue where the sign-in was asked for."""
     if not gw.settings.smtp.enabled:
-        return _turned_off()
+        return _turned_off(request)
+    words = words_of(request)
     form = await request.form()
     if not sessions.same_origin(gw, request):
-        return pages.message("Request refused", CROSS_SITE, 403)
+        return pages.message(REFUSED, CROSS_SITE, 403, words=words)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "The form expired; open the link from your mail again.", 403)
+        return pages.message(REFUSED, N_("The form expired; open the link from your mail again."), 403, words=words)
     spent = await gw.store.use_email_link(credentials.token_hash(token)) if len(token) < 200 else None
     if spent is None:
-        return pages.message("Link not valid", NOT_VALID, 404)
+        return pages.message(LINK_NOT_VALID, NOT_VALID, 404, words=words)
     user, next_path = spent
     await people.ensure_vault_account(gw, user)
     await sessions.start_session(gw, request, user, "email")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
@@ -12,6 +13,7 @@ from fastapi.responses import RedirectResponse, Response
 from memvault_core.errors import MemvaultError
 from memvault_gateway.auth import credentials, people, sessions
 from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.dashboard.i18n import N_, words_of
 from memvault_gateway.signin import oidc
 from memvault_gateway.web import pages
 from memvault_gateway.web.http import HOME, client_address, safe_next
@@ -22,8 +24,16 @@ log = logging.getLogger("memvault_gateway")
 router = APIRouter()
 SIGNED_OUT = "signed-out"
 """Query parameter of the sign-in page after signing out: it then says so."""
-CONNECTING = "An app asked to connect to your memvault. Sign in, then choose what it may use."
+CONNECTING = N_("An app asked to connect to your memvault. Sign in, then choose what it may use.")
 """What the sign-in page says when an app sent the person here (before, nothing said why)."""
+EXPIRED = N_("The sign-in form expired; try again.")
+PASSWORDS_DIFFER = N_("the two passwords differ")
+FROM_AUTH = (
+    N_("This form was not sent from this site; open the page on this site and submit it from there."),
+    N_("use at least 12 characters (a few unrelated words work well)"),
+    N_("use at most 256 characters"),
+)
+"""`auth`'s English answers shown on these pages, for the catalogue (a test keeps them equal to auth's)."""
 
 
 async def _login_page(
@@ -35,7 +45,11 @@ async def _login_page(
     *,
     username: str = "",
     notice: str = "",
+    values: Mapping[str, object] | None = None,
 ) -> Response:
+    """The sign-in page in the request's language; `error` and `notice` are catalogue messages (`values`
+    fill the error's placeholders)."""
+    words = words_of(request)
     token = sessions.login_csrf(gw, request)
     if not notice and next_path.startswith("/authorize?"):
         notice = CONNECTING
@@ -43,14 +57,15 @@ async def _login_page(
     response = pages.login(
         next_path=next_path,
         csrf=token,
-        error=error,
-        notice=notice,
+        error=words(error, values) if error else "",
+        notice=words(notice) if notice else "",
         username=username,
         local_accounts=gw.settings.login.local_accounts,
         oidc_label=settings.button_label if settings.enabled else "",
         form_action=await oidc.sign_in_form_targets(gw),
         email_sign_in=gw.settings.smtp.enabled,
         status=status,
+        words=words,
     )
     sessions.keep_login_csrf(gw, response, token)
     return response
@@ -61,7 +76,7 @@ async def login_form(request: Request, gw: Gateway = Depends(gateway)) -> Respon
     next_path = safe_next(request.query_params.get("next"))
     if await sessions.current_session(gw, request) is not None:
         return RedirectResponse(next_path, status_code=302)
-    notice = "You are signed out." if SIGNED_OUT in request.query_params else ""
+    notice = N_("You are signed out.") if SIGNED_OUT in request.query_params else ""
     return await _login_page(gw, request, next_path, notice=notice)
 
 
@@ -72,9 +87,9 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
     if not sessions.same_origin(gw, request):
         return await _login_page(gw, request, next_path, sessions.CROSS_SITE, 403)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return await _login_page(gw, request, next_path, "The sign-in form expired; try again.", 403)
+        return await _login_page(gw, request, next_path, EXPIRED, 403)
     if not gw.settings.login.local_accounts:
-        return await _login_page(gw, request, next_path, "Password sign-in is turned off here.", 403)
+        return await _login_page(gw, request, next_path, N_("Password sign-in is turned off here."), 403)
     username = str(form.get("username") or "").strip().lower()
     password = str(form.get("password") or "")
     # Counted per user name and address: a stranger's wrong guesses lock the stranger out, not the owner.
@@ -86,9 +101,10 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
             gw,
             request,
             next_path,
-            f"Too many failed attempts for this user from here; try again in {wait // 60 + 1} minutes.",
+            N_("Too many failed attempts for this user from here; try again in %(minutes)s minutes."),
             429,
             username=username[:100],
+            values={"minutes": wait // 60 + 1},
         )
     user = await gw.store.user_by_username(username) if username and len(username) < 100 else None
     ok = await asyncio.to_thread(credentials.check_password, password[:1024], user.password_hash if user else None)
@@ -99,7 +115,9 @@ async def login(request: Request, gw: Gateway = Depends(gateway)) -> Response:  
             with contextlib.suppress(MemvaultError):
                 await gw.vault.ensure_account(user.subject, user.display_name)
                 await gw.vault.audit(user.subject, "session.refuse", target=username, details={"method": "password"})
-        return await _login_page(gw, request, next_path, "Wrong user name or password.", 401, username=username[:100])
+        return await _login_page(
+            gw, request, next_path, N_("Wrong user name or password."), 401, username=username[:100]
+        )
     await people.ensure_vault_account(gw, user)
     await sessions.start_session(gw, request, user, "password")
     return RedirectResponse(next_path, status_code=303)
@@ -117,23 +135,24 @@ async def logout(request: Request, gw: Gateway = Depends(gateway)) -> Response: 
 
 
 _NOT_VALID = {
-    "replaced": (
+    "replaced": N_(
         "This link was replaced by a newer one; the newest link is printed by `memvault-dev setup-link` "
         "(or `memvault-gateway setup-link`), or ask the administrator who sent you this one for it."
     ),
-    "used": "This setup link was used already: sign in with the password it set, or ask for a new link.",
-    "expired": "This setup link has expired; ask for a new one (`memvault-dev setup-link` under `make run`).",
-    "unknown": (
+    "used": N_("This setup link was used already: sign in with the password it set, or ask for a new link."),
+    "expired": N_("This setup link has expired; ask for a new one (`memvault-dev setup-link` under `make run`)."),
+    "unknown": N_(
         "This setup link is not known here: check that it was copied whole and that its address "
         "(host and port) is this memvault's."
     ),
 }
 
 
-async def _not_valid(gw: Gateway, token_hash: str | None) -> Response:
+async def _not_valid(gw: Gateway, request: Request, token_hash: str | None) -> Response:
     """Why a setup link cannot be used, so that a stale one points to where the newest is printed."""
     state = await gw.store.setup_link_state(token_hash) if token_hash else "unknown"
-    return pages.message("Link not valid", _NOT_VALID.get(state, _NOT_VALID["unknown"]), 404)
+    text = _NOT_VALID.get(state, _NOT_VALID["unknown"])
+    return pages.message(N_("Link not valid"), text, 404, words=words_of(request))
 
 
 @router.get("/setup/{token}")
@@ -141,9 +160,9 @@ async def setup_form(token: str, request: Request, gw: Gateway = Depends(gateway
     token_hash = credentials.token_hash(token) if len(token) < 200 else None
     user = await gw.store.setup_link_user(token_hash) if token_hash else None
     if user is None or token_hash is None:
-        return await _not_valid(gw, token_hash)
+        return await _not_valid(gw, request, token_hash)
     csrf = sessions.login_csrf(gw, request)
-    response = pages.setup(username=user.username or user.subject, token=token, csrf=csrf)
+    response = pages.setup(username=user.username or user.subject, token=token, csrf=csrf, words=words_of(request))
     sessions.keep_login_csrf(gw, response, csrf)
     return response
 
@@ -153,26 +172,33 @@ async def setup(token: str, request: Request, gw: Gateway = Depends(gateway)) ->
     form = await request.form()
     token_hash = credentials.token_hash(token) if len(token) < 200 else None
     user = await gw.store.setup_link_user(token_hash) if token_hash else None
+    words = words_of(request)
     if user is None or token_hash is None:
-        return await _not_valid(gw, token_hash)
+        return await _not_valid(gw, request, token_hash)
     csrf = str(form.get("csrf_token") or "")
     if not sessions.same_origin(gw, request):
-        return pages.message("Request refused", sessions.CROSS_SITE, 403)
+        return pages.message(N_("Request refused"), sessions.CROSS_SITE, 403, words=words)
     if not sessions.login_csrf_ok(gw, request, csrf):
-        return pages.message("Request refused", "The form expired; open the setup link again.", 403)
+        return pages.message(
+            N_("Request refused"), N_("The form expired; open the setup link again."), 403, words=words
+        )
     password = str(form.get("password") or "")
     problem = credentials.password_problem(password)
     if problem is None and password != str(form.get("password_again") or ""):
-        problem = "the two passwords differ"
+        problem = PASSWORDS_DIFFER
     if problem:
-        response = pages.setup(
-            username=user.username or user.subject, token=token, csrf=csrf, error=problem, status=400
+        return pages.setup(
+            username=user.username or user.subject,
+            token=token,
+            csrf=csrf,
+            error=words(problem),
+            status=400,
+            words=words,
         )
-        return response
     password_hash = await asyncio.to_thread(credentials.hash_password, password)
     user = await gw.store.use_setup_link(token_hash, password_hash)
     if user is None:
-        return await _not_valid(gw, token_hash)
+        return await _not_valid(gw, request, token_hash)
     await people.ensure_vault_account(gw, user)
     try:
         await gw.vault.audit(user.subject, "account.password_set", target=user.username or user.subject)

@@ -32,6 +32,7 @@ from joserfc.jwk import KeySet
 
 from memvault_gateway.auth import credentials, people, sessions
 from memvault_gateway.context import Gateway, gateway
+from memvault_gateway.dashboard.i18n import N_, words_of
 from memvault_gateway.web import pages
 from memvault_gateway.web.http import HOME, origin_of, safe_next
 
@@ -91,9 +92,13 @@ async def provider_metadata(gw: Gateway) -> dict[str, Any]:
     return metadata
 
 
+NOT_AVAILABLE = N_("Not available")
+NOT_SET_UP = N_("Single sign-on is not set up on this gateway.")
+
+
 def _back(next_path: str = HOME) -> tuple[str, str]:
     """The link from a failed single sign-on back to the sign-in page, keeping where the person was going."""
-    return ("/login" if next_path == HOME else f"/login?{urlencode({'next': next_path})}", "Back to sign in")
+    return ("/login" if next_path == HOME else f"/login?{urlencode({'next': next_path})}", N_("Back to sign in"))
 
 
 def _csp_origin(url: str) -> str | None:
@@ -150,21 +155,26 @@ def _check_id_token(gw: Gateway, metadata: dict[str, Any], id_token: str, nonce:
 @router.post("/login/oidc")
 async def start(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     """Send the browser to the identity provider."""
+    words = words_of(request)
     if not gw.settings.oidc.enabled:
-        return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
+        return pages.message(NOT_AVAILABLE, NOT_SET_UP, 404, words=words)
     form = await request.form()
     if not sessions.same_origin(gw, request):
-        return pages.message("Request refused", sessions.CROSS_SITE, 403, link=_back())
+        return pages.message(N_("Request refused"), sessions.CROSS_SITE, 403, link=_back(), words=words)
     if not sessions.login_csrf_ok(gw, request, str(form.get("csrf_token") or "")):
-        return pages.message("Request refused", "The sign-in form expired; try again.", 403, link=_back())
+        return pages.message(
+            N_("Request refused"), N_("The sign-in form expired; try again."), 403, link=_back(), words=words
+        )
     try:
         metadata = await provider_metadata(gw)
     except SignInFailed as error:
         return pages.message(
-            "Sign-in unavailable",
-            f"Single sign-on cannot be used right now: {error}. Try again in a moment.",
+            N_("Sign-in unavailable"),
+            N_("Single sign-on cannot be used right now: %(reason)s. Try again in a moment."),
             502,
             link=_back(safe_next(str(form.get("next") or ""))),
+            words=words,
+            values={"reason": str(error)},
         )
     state = secrets.token_urlsafe(32)
     nonce = secrets.token_urlsafe(32)
@@ -198,32 +208,42 @@ async def callback(request: Request, gw: Gateway = Depends(gateway)) -> Response
 
 async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
     settings = gw.settings.oidc
+    words = words_of(request)
     if not settings.enabled:
-        return pages.message("Not available", "Single sign-on is not set up on this gateway.", 404)
+        return pages.message(NOT_AVAILABLE, NOT_SET_UP, 404, words=words)
     state = request.query_params.get("state", "")
     started_here = request.cookies.get(sessions.oidc_state_cookie(gw), "")
     if not state or not hmac.compare_digest(started_here.encode(), state.encode()):
         return pages.message(
-            "Sign-in refused",
-            "This sign-in was not started in this browser, or it took too long. "
-            "Open the sign-in page here and start again.",
+            N_("Sign-in refused"),
+            N_(
+                "This sign-in was not started in this browser, or it took too long. "
+                "Open the sign-in page here and start again."
+            ),
             403,
             link=_back(),
+            words=words,
         )
     found = await gw.store.take_login_state(credentials.token_hash(state)) if state and len(state) < 200 else None
     if found is None:
         return pages.message(
-            "Sign-in expired", "This sign-in attempt is unknown or too old; start again.", 400, link=_back()
+            N_("Sign-in expired"),
+            N_("This sign-in attempt is unknown or too old; start again."),
+            400,
+            link=_back(),
+            words=words,
         )
     nonce, verifier, next_path = found
     if "error" in request.query_params or "code" not in request.query_params:
         code = request.query_params.get("error", "")
         said = f" ({code})" if _ERROR_CODE.fullmatch(code) else ""
         return pages.message(
-            "Not signed in",
-            f"The identity provider did not sign you in{said}. Start again if you meant to sign in.",
+            N_("Not signed in"),
+            N_("The identity provider did not sign you in%(said)s. Start again if you meant to sign in."),
             401,
             link=_back(next_path),
+            words=words,
+            values={"said": said},
         )
     try:
         metadata = await provider_metadata(gw)
@@ -253,10 +273,14 @@ async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
         claims = _check_id_token(gw, metadata, id_token, nonce)
     except SignInFailed as error:
         return pages.message(
-            "Sign-in failed",
-            f"memvault could not sign you in: {error}. Try again; if it keeps failing, the gateway's log says why.",
+            N_("Sign-in failed"),
+            N_(
+                "memvault could not sign you in: %(reason)s. Try again; if it keeps failing, the gateway's log says why."
+            ),
             401,
             link=_back(next_path),
+            words=words,
+            values={"reason": str(error)},
         )
 
     display = str(claims.get("name") or claims.get("preferred_username") or claims.get("email") or "")[:200]
@@ -265,7 +289,10 @@ async def _finish_sign_in(request: Request, gw: Gateway) -> Response:
     )
     if user is None:
         return pages.message(
-            "No account", "You signed in, but there is no memvault account for you; ask the administrator.", 403
+            N_("No account"),
+            N_("You signed in, but there is no memvault account for you; ask the administrator."),
+            403,
+            words=words,
         )
     await people.ensure_vault_account(gw, user)
     await sessions.start_session(gw, request, user, "oidc")

@@ -4,12 +4,18 @@ Every value is escaped; every page forbids framing and scripts. The referrer pol
 `same-origin`: a setup link's token never leaves in a Referer header for another site, while our
 own form posts carry their real Origin (under `no-referrer` browsers send `Origin: null`, which the
 CSRF check must refuse, so no form could be submitted).
+
+The sign-in, setup and message pages speak the dashboard's languages: their callers pass `Words`
+(`dashboard.i18n.words_of(request)`: the switcher's cookie, else Accept-Language), and every
+visible string goes through its gettext catalogue, marked `_()` so `pybabel extract` finds it.
+The consent page stays English.
 """
 
 from __future__ import annotations
 
+import gettext
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 
 from fastapi.responses import HTMLResponse
@@ -38,6 +44,22 @@ SCOPE_TEXT = {
 }
 
 
+@dataclass(frozen=True)
+class Words:
+    """The language a page is shown in and its gettext catalogue (English: the messages as written)."""
+
+    language: str = "en"
+    catalogue: gettext.NullTranslations = field(default_factory=gettext.NullTranslations)
+
+    def __call__(self, message: str, values: Mapping[str, object] | None = None) -> str:
+        """`message` in this language, its `%(name)s` placeholders filled from `values` when given."""
+        text = self.catalogue.gettext(message)
+        return text % dict(values) if values is not None else text
+
+
+ENGLISH = Words()
+
+
 def security_headers(
     *, style_src: str = "'unsafe-inline'", script_src: str = "", form_action: Iterable[str] = ()
 ) -> dict[str, str]:
@@ -60,19 +82,33 @@ def security_headers(
     }
 
 
-def page(title: str, body: str, status: int = 200, form_action: Iterable[str] = ()) -> HTMLResponse:
+def page(
+    title: str, body: str, status: int = 200, form_action: Iterable[str] = (), *, language: str = "en"
+) -> HTMLResponse:
+    """A whole page; `title` and `body` are already in `language` (its code goes in `<html lang>`)."""
     html = (
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
+        f"<!doctype html><html lang={escape(language)}><head><meta charset=utf-8><meta name=viewport "
         f"content='width=device-width,initial-scale=1'><title>{escape(title)} · memvault</title>"
         f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>"
     )
     return HTMLResponse(html, status_code=status, headers=security_headers(form_action=form_action))
 
 
-def message(title: str, text: str, status: int = 200, *, link: tuple[str, str] | None = None) -> HTMLResponse:
-    """A page that says one thing; `link` (address, words) offers the way on."""
-    onward = f"<p><a href='{escape(link[0])}'>{escape(link[1])}</a></p>" if link else ""
-    return page(title, f"<p>{escape(text)}</p>{onward}", status)
+def message(
+    title: str,
+    text: str,
+    status: int = 200,
+    *,
+    link: tuple[str, str] | None = None,
+    words: Words = ENGLISH,
+    values: Mapping[str, object] | None = None,
+) -> HTMLResponse:
+    """A page that says one thing; `link` (address, words) offers the way on.
+
+    `title`, `text` and the link's words are catalogue messages, shown in `words`' language;
+    `values` fill the text's `%(name)s` placeholders after it is translated."""
+    onward = f"<p><a href='{escape(link[0])}'>{escape(words(link[1]))}</a></p>" if link else ""
+    return page(words(title), f"<p>{escape(words(text, values))}</p>{onward}", status, language=words.language)
 
 
 def _hidden(fields: Mapping[str, str]) -> str:
@@ -91,10 +127,13 @@ def login(
     form_action: Iterable[str] = (),
     email_sign_in: bool = False,
     status: int = 200,
+    words: Words = ENGLISH,
 ) -> HTMLResponse:
     """The sign-in page; `username` refills the form after a failed attempt.
 
+    `error` and `notice` come already in `words`' language; the operator's `oidc_label` as configured.
     `form_action`: the identity provider's origin, where the single sign-on button's post redirects."""
+    _ = words
     parts = []
     if error:
         parts.append(f"<p class=error>{escape(error)}</p>")
@@ -106,11 +145,11 @@ def login(
         parts.append(
             "<form method=post action='/login'>"
             + _hidden({"next": next_path, "csrf_token": csrf})
-            + f"<label>User name <input type=text name=username value='{escape(username)}' autocomplete=username"
-            f" required{name_focus}></label>"
-            f"<label>Password <input type=password name=password autocomplete=current-password required"
-            f"{password_focus}></label>"
-            "<button class=primary type=submit>Sign in</button></form>"
+            + ("<label>" + escape(_("User name")))
+            + f" <input type=text name=username value='{escape(username)}' autocomplete=username required{name_focus}>"
+            + ("</label><label>" + escape(_("Password")))
+            + f" <input type=password name=password autocomplete=current-password required{password_focus}></label>"
+            + ("<button class=primary type=submit>" + escape(_("Sign in")) + "</button></form>")
         )
     if oidc_label:
         parts.append(
@@ -121,32 +160,41 @@ def login(
     if email_sign_in:
         parts.append(
             (
-                "<p class=muted>Or have a one-time sign-in link mailed to you:</p>"
+                "<p class=muted>" + escape(_("Or have a one-time sign-in link mailed to you:")) + "</p>"
                 if local_accounts or oidc_label
                 else ""
             )
             + "<form method=post action='/login/email'>"
             + _hidden({"next": next_path, "csrf_token": csrf})
-            + "<label>Email <input type=email name=email autocomplete=email maxlength=254 required></label>"
-            "<button type=submit>Email me a sign-in link</button></form>"
+            + ("<label>" + escape(_("Email")))
+            + " <input type=email name=email autocomplete=email maxlength=254 required></label>"
+            + ("<button type=submit>" + escape(_("Email me a sign-in link")) + "</button></form>")
         )
     if not parts or (not local_accounts and not oidc_label and not email_sign_in):
-        parts.append("<p>No sign-in method is enabled on this gateway; ask its operator.</p>")
-    return page("Sign in to memvault", "".join(parts), status, form_action=form_action)
+        parts.append("<p>" + escape(_("No sign-in method is enabled on this gateway; ask its operator.")) + "</p>")
+    return page(_("Sign in to memvault"), "".join(parts), status, form_action=form_action, language=words.language)
 
 
-def setup(*, username: str, token: str, csrf: str, error: str = "", status: int = 200) -> HTMLResponse:
+def setup(
+    *, username: str, token: str, csrf: str, error: str = "", status: int = 200, words: Words = ENGLISH
+) -> HTMLResponse:
+    """The setup link's page: choose a password. `error` comes already in `words`' language."""
+    _ = words
+    choose = escape(_("Choose a password for %(name)s. This link works once.")) % {
+        "name": f"<strong>{escape(username)}</strong>"
+    }
     body = (
         (f"<p class=error>{escape(error)}</p>" if error else "")
-        + f"<p>Choose a password for <strong>{escape(username)}</strong>. This link works once.</p>"
+        + f"<p>{choose}</p>"
         + f"<form method=post action='/setup/{escape(token)}'>"
         + _hidden({"csrf_token": csrf})
-        + "<label>Password <input type=password name=password autocomplete=new-password minlength=12 required"
-        " autofocus></label>"
-        "<label>Again <input type=password name=password_again autocomplete=new-password required></label>"
-        "<button class=primary type=submit>Set password and sign in</button></form>"
+        + ("<label>" + escape(_("Password")))
+        + " <input type=password name=password autocomplete=new-password minlength=12 required autofocus></label>"
+        + ("<label>" + escape(_("Again")))
+        + " <input type=password name=password_again autocomplete=new-password required></label>"
+        + ("<button class=primary type=submit>" + escape(_("Set password and sign in")) + "</button></form>")
     )
-    return page("Set up your memvault account", body, status)
+    return page(_("Set up your memvault account"), body, status, language=words.language)
 
 
 @dataclass(frozen=True)

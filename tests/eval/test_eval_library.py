@@ -121,11 +121,11 @@ def test_score_fusion_keeps_keyword_only_hits_and_weights_both_sides() -> None:
 
 @pytest.mark.unit
 def test_a_conversation_becomes_a_chatgpt_export_the_importer_reads_turn_by_turn(tmp_path: Path) -> None:
-    from memvault_vault.archive.chatgpt import load_export, parse_conversation
+    from memvault_vault.archive.chatgpt import parse_conversation
     from tests.eval.archive import chatgpt_export
 
     [conv] = locomo.load(write_sample(tmp_path))
-    raws = load_export(chatgpt_export(conv))
+    raws = json.loads(chatgpt_export(conv))  # the importer streams the same list; here it is small
     parsed = [parse_conversation(raw, index) for index, raw in enumerate(raws)]
     assert len(parsed) == len({t.session for t in conv.turns})
     messages = [m for p in parsed for m in p.messages]

@@ -39,8 +39,9 @@ async def choose_password(page: Page, link: str, password: str = PASSWORD) -> No
 
 
 async def sign_in(page: Page, base_url: str, username: str, password: str = PASSWORD) -> None:
-    """Sign in on /login with the form, as a person types it."""
+    """Sign in on /login with the form, as a person types it, in whichever language the page speaks."""
     await page.goto(f"{base_url}/login")
-    await page.get_by_label("User name").fill(username)
-    await page.get_by_label("Password").fill(password)
-    await page.get_by_role("button", name="Sign in").click()
+    form = page.locator("form:has(input[name=username])")
+    await form.locator("input[name=username]").fill(username)
+    await form.locator("input[name=password]").fill(password)
+    await form.locator("button[type=submit]").click()

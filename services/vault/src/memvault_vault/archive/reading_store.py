@@ -9,6 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from memvault_core.errors import NotFound
+from memvault_vault.archive import keyword_sql
 from memvault_vault.archive.records import ArchiveStats, ConversationRecord, MessageHit, MessageRecord
 from memvault_vault.archive.store import _SUMMARY, _summary
 from memvault_vault.database import Database, VaultAccess
@@ -42,47 +43,18 @@ class ArchiveReadStore:
     async def keyword_candidates(
         self, vault: VaultAccess, query: str, tags_all: list[str], tags_any: list[str], limit: int
     ) -> list[tuple[str, float, str | None]]:
-        """(message id, full-text rank, its text when the vector index does not hold it yet) of the best
-        messages of head revisions sharing a word with the query."""
-        rows = await self._pool.fetch(
-            # The query's words joined by OR: a message sharing some of a question's words is a candidate,
-            # ranked by how many and how close (ts_rank_cd).
-            "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank, CASE WHEN EXISTS (SELECT 1 FROM"
-            " archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed') THEN NULL"
-            " ELSE coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text) END AS pending"
-            " FROM (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q) AS w,"
-            " archive_message m"
-            " JOIN archive_revision_message rm ON rm.message_id = m.id"
-            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-            " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q AND c.tags @> $3::text[]"
-            " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
-            " GROUP BY m.id ORDER BY rank DESC, m.id LIMIT $5",
-            vault.id,
-            query,
-            tags_all,
-            tags_any,
-            limit,
-        )
+        """(message id, keyword rank, its text when the vector index does not hold it yet) of the best
+        messages of head revisions sharing a word with the query, ranked as recall ranks memories."""
+        rows = await self._pool.fetch(keyword_sql.KEYWORD_CANDIDATES, vault.id, query, tags_all, tags_any, limit)
         return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
 
     async def hits(
-        self, vault: VaultAccess, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]
-    ) -> dict[str, tuple[MessageHit, datetime]]:
-        """These messages as references, when a head revision of the vault lists them and the tags match
-        (an older revision's message, another vault's, or one of a deleted conversation is left out)."""
-        rows = await self._pool.fetch(
-            "SELECT DISTINCT ON (m.id) m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title,"
-            " c.head_revision, rm.position, coalesce(m.created_at, c.created_at) AS created_at"
-            " FROM archive_message m JOIN archive_revision_message rm ON rm.message_id = m.id"
-            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-            " WHERE m.id = ANY($2::uuid[]) AND m.vault_id = $1 AND c.vault_id = $1 AND c.tags @> $3::text[]"
-            " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
-            " ORDER BY m.id, rm.position",
-            vault.id,
-            list(message_ids),
-            tags_all,
-            tags_any,
-        )
+        self, vault: VaultAccess, query: str, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]
+    ) -> dict[str, tuple[MessageHit, datetime, float]]:
+        """These messages as references with their creation time and keyword rank for the query, when a
+        head revision of the vault lists them and the tags match (an older revision's message, another
+        vault's, or one of a deleted conversation is left out)."""
+        rows = await self._pool.fetch(keyword_sql.RANKED_HITS, vault.id, query, tags_all, tags_any, list(message_ids))
         return {
             r["id"]: (
                 MessageHit(
@@ -96,6 +68,7 @@ class ArchiveReadStore:
                     r["position"],
                 ),
                 r["created_at"],
+                float(r["rank"]),
             )
             for r in rows
         }

@@ -1,7 +1,7 @@
 """The Retry button of an archive import's progress page in Chromium, without JavaScript: a conversation that
 failed for a real Postgres error is imported on retry while the one committed before is not imported again;
-a stale Retry on an import that no longer failed is refused with the vault's reason; then Indonesian and
-axe-core with JavaScript on."""
+a stale Retry on an import that no longer failed is refused with the vault's reason; Indonesian and
+axe-core with JavaScript on; a failed message index job retried from the Archive page's totals."""
 
 from __future__ import annotations
 
@@ -106,6 +106,25 @@ async def test_retry_imports_the_failed_conversation_once_and_refuses_a_stale_re
     await stale.get_by_role("button", name="Retry").click()
     await expect(stale.locator("main")).to_contain_text("is done with no failed conversations")
     await browser_pages.shot(stale, "stale retry refused")
+
+    # A message the indexer gave up on (what its report writes): retried from the Archive page's totals.
+    conn = await asyncpg.connect(stack.postgres_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO archive_message_index (message_id, vault_id, content_hash, model, state, attempts, last_error)"
+            " SELECT m.id, m.vault_id, m.content_hash, 'test-model', 'failed', 3, 'the model answered 503'"
+            " FROM archive_message m WHERE m.text LIKE 'The spare key%'"
+        )
+    finally:
+        await conn.close()
+    await page.goto(f"{base}/dashboard/default/archive")
+    messages = page.locator(".archive-totals section").nth(1)
+    await expect(messages).to_contain_text("1 failed")
+    await messages.get_by_role("button", name="Retry failed messages (1)").click()
+    await expect(page.locator(".notice")).to_have_text("1 messages sent to the indexer again.")
+    await expect(page.locator(".archive-totals section").nth(1)).to_contain_text("0 failed")
+    await expect(page.get_by_role("button", name=re.compile("Retry failed messages"))).to_have_count(0)
+    await browser_pages.shot(page, "failed messages retried")
 
     conn = await asyncpg.connect(stack.postgres_dsn)
     try:

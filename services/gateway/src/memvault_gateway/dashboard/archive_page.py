@@ -26,6 +26,7 @@ REVISIONS_SHOWN = 50
 IMPORTS_SHOWN = 10
 FORMATS = ("chatgpt", "claude")
 DELETED = N_("Conversation deleted with %(revisions)d revisions and %(messages)d messages.")
+INDEX_RETRIED = N_("%(n)d messages sent to the indexer again.")
 RETRIED = N_(
     "The import was queued again: it resumes from its last checkpoint, then tries its failed conversations again."
 )
@@ -73,6 +74,7 @@ async def archive(
     tag: Annotated[str, Query(max_length=64)] = "",
     deleted_revisions: Annotated[int, Query(ge=-1)] = -1,
     deleted_messages: Annotated[int, Query(ge=0)] = 0,
+    index_retried: Annotated[int, Query(ge=-1)] = -1,
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
     stats = await _call(person, "GetArchiveStats", pb.GetArchiveStatsRequest(vault=vault))
@@ -85,6 +87,8 @@ async def archive(
     notice = ""
     if deleted_revisions >= 0:
         notice = person.gettext(DELETED) % {"revisions": deleted_revisions, "messages": deleted_messages}
+    elif index_retried >= 0:
+        notice = person.gettext(INDEX_RETRIED) % {"n": index_retried}
     return person.render(
         "archive.html",
         "archive",
@@ -168,6 +172,15 @@ async def retry_import(vault: str, import_id: str, request: Request, gw: Gateway
     await person.form()
     await api_archive.retry_import(gw, person.caller.identity(), vault, import_id)
     return redirect(f"{person.url('archive')}/imports/{import_id}?retried=1")
+
+
+@router.post(PREFIX + "/{vault}/archive/index/retry", response_model=None)
+async def retry_message_index(vault: str, request: Request, gw: GatewayDep) -> RedirectResponse:
+    """Send every failed message index job of the vault to the indexer again (owners)."""
+    person = await owner(request, gw, vault)
+    await person.form()
+    reply = await _call(person, "RetryMessageIndex", pb.RetryMessageIndexRequest(vault=vault))
+    return redirect(f"{person.url('archive')}?index_retried={reply.retried}")
 
 
 @router.get(PREFIX + "/{vault}/archive/c/{conversation_id}")

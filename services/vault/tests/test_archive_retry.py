@@ -1,7 +1,8 @@
 """Retrying the archive's failed jobs through gRPC, on real Postgres: a failed import resumes from its
 checkpoint and never imports a committed conversation twice; failed conversations are imported again
 (or fail again, with the new reason); failed message index jobs are listed and sent to the indexer
-again; an import or index job that did not fail, or another account's, is refused clearly."""
+again; an import whose checkpoint keeps stopping is marked failed after three tries (later imports go
+on) and finishes on retry; an import or index job that did not fail, or another account's, is refused clearly."""
 
 from __future__ import annotations
 
@@ -295,3 +296,43 @@ async def test_failed_message_index_jobs_are_listed_and_retried_by_id(
     # It is pending now, not failed: a second retry is refused.
     again = await refused(retrying(owner, failed_id))
     assert "did not fail (it is pending" in (again.details() or "")
+
+
+async def test_a_checkpoint_that_keeps_stopping_marks_the_import_failed_and_a_retry_finishes_it(
+    archive_stub: archive_pb2_grpc.ArchiveServiceStub,  # noqa: F811
+    database: Database,
+) -> None:
+    owner = await new_caller(database, archive_stub)
+    first = await upload(owner, dump([linear(f"stuck-{i}", f"stuck fact {i}") for i in range(3)]))
+    name = f"memvault_test_stuck_{uuid.uuid4().hex[:8]}"
+    pool = database.pool
+    # The checkpoint's own write fails (as a full disk would) however often it is tried.
+    await pool.execute(
+        f"""
+        CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.id = '{first.id}' AND NEW.state <> 'failed' AND NEW.next_index <> OLD.next_index THEN
+                RAISE EXCEPTION 'could not extend file: No space left on device';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER {name} BEFORE UPDATE ON archive_import FOR EACH ROW EXECUTE FUNCTION {name}();
+        """
+    )
+    try:
+        archive = service(database)
+        for _ in range(3):
+            with pytest.raises(Exception, match="No space left"):
+                await archive.process_checkpoint(first.id)
+        stuck = await status(owner, first.id)
+        assert stuck.state == "failed" and stuck.done == 0
+        assert "stopped on an unexpected error (RaiseError) 3 times in a row" in stuck.error
+        assert not await archive.process_checkpoint(first.id)  # no longer waiting: later imports go on
+    finally:
+        await pool.execute(f"DROP TRIGGER {name} ON archive_import; DROP FUNCTION {name}()")
+    await retry(owner, first.id)
+    await run_import(database, first.id)
+    done = await status(owner, first.id)
+    assert (done.state, done.imported, done.failed, done.error) == ("done", 3, 0, "")
+    vault = await pool.fetchval("SELECT vault_id FROM archive_import WHERE id = $1", first.id)
+    assert await pool.fetchval("SELECT count(*) FROM archive_revision WHERE vault_id = $1", vault) == 3

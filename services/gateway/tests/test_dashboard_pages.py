@@ -121,6 +121,7 @@ def pages() -> dict[str, dict[str, Any]]:
         "duplicates": 2,
         "failed": 1,
         "failures": [{"conversation_id": "broken", "error": HOSTILE}],
+        "retrying": 1,
         "duplicate_of": None,
         "error": None,
         "created_at": "2026-12-01 10:00",
@@ -372,7 +373,7 @@ def pages() -> dict[str, dict[str, Any]]:
             "imports": [archive_import],
             "formats": ("chatgpt", "claude"),
         },
-        "archive_import.html": {"job": archive_import},
+        "archive_import.html": {"job": archive_import, "retryable": True},
         "conversation.html": {
             "c": conversation,
             "revision": 1,

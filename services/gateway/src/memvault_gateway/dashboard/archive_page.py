@@ -26,6 +26,10 @@ REVISIONS_SHOWN = 50
 IMPORTS_SHOWN = 10
 FORMATS = ("chatgpt", "claude")
 DELETED = N_("Conversation deleted with %(revisions)d revisions and %(messages)d messages.")
+INDEX_RETRIED = N_("%(n)d messages sent to the indexer again.")
+RETRIED = N_(
+    "The import was queued again: it resumes from its last checkpoint, then tries its failed conversations again."
+)
 
 
 def _summary(c: pb.ConversationSummary) -> dict[str, Any]:
@@ -70,6 +74,7 @@ async def archive(
     tag: Annotated[str, Query(max_length=64)] = "",
     deleted_revisions: Annotated[int, Query(ge=-1)] = -1,
     deleted_messages: Annotated[int, Query(ge=0)] = 0,
+    index_retried: Annotated[int, Query(ge=-1)] = -1,
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
     stats = await _call(person, "GetArchiveStats", pb.GetArchiveStatsRequest(vault=vault))
@@ -82,6 +87,8 @@ async def archive(
     notice = ""
     if deleted_revisions >= 0:
         notice = person.gettext(DELETED) % {"revisions": deleted_revisions, "messages": deleted_messages}
+    elif index_retried >= 0:
+        notice = person.gettext(INDEX_RETRIED) % {"n": index_retried}
     return person.render(
         "archive.html",
         "archive",
@@ -138,10 +145,42 @@ async def upload(vault: str, request: Request, gw: GatewayDep) -> RedirectRespon
 
 
 @router.get(PREFIX + "/{vault}/archive/imports/{import_id}")
-async def import_progress(vault: str, import_id: str, request: Request, gw: GatewayDep) -> HTMLResponse:
+async def import_progress(
+    vault: str,
+    import_id: str,
+    request: Request,
+    gw: GatewayDep,
+    retried: Annotated[int, Query(ge=0, le=1)] = 0,
+) -> HTMLResponse:
     person = await owner(request, gw, vault)
     response = await _call(person, "GetImport", pb.GetImportRequest(vault=vault, import_id=import_id))
-    return person.render("archive_import.html", "archive", job=_import(getattr(response, "import")))
+    job = _import(getattr(response, "import"))
+    retryable = job["state"] == "failed" or (job["state"] == "done" and job["failed"] > 0)
+    return person.render(
+        "archive_import.html",
+        "archive",
+        job=job,
+        retryable=retryable,
+        notice=person.gettext(RETRIED) if retried else "",
+    )
+
+
+@router.post(PREFIX + "/{vault}/archive/imports/{import_id}/retry", response_model=None)
+async def retry_import(vault: str, import_id: str, request: Request, gw: GatewayDep) -> RedirectResponse:
+    """Retry a failed import (owners; the vault refuses an import that did not fail and says why)."""
+    person = await owner(request, gw, vault)
+    await person.form()
+    await api_archive.retry_import(gw, person.caller.identity(), vault, import_id)
+    return redirect(f"{person.url('archive')}/imports/{import_id}?retried=1")
+
+
+@router.post(PREFIX + "/{vault}/archive/index/retry", response_model=None)
+async def retry_message_index(vault: str, request: Request, gw: GatewayDep) -> RedirectResponse:
+    """Send every failed message index job of the vault to the indexer again (owners)."""
+    person = await owner(request, gw, vault)
+    await person.form()
+    reply = await _call(person, "RetryMessageIndex", pb.RetryMessageIndexRequest(vault=vault))
+    return redirect(f"{person.url('archive')}?index_retried={reply.retried}")
 
 
 @router.get(PREFIX + "/{vault}/archive/c/{conversation_id}")

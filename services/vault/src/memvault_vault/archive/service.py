@@ -15,6 +15,7 @@ from typing import Any
 from memvault_core.errors import InvalidArgument, LimitExceeded, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
+from memvault_vault.archive.operations import ArchiveOperations
 from memvault_vault.archive.packs import ContextPacks
 from memvault_vault.archive.reads import ArchiveReads
 from memvault_vault.archive.records import (
@@ -25,6 +26,7 @@ from memvault_vault.archive.records import (
     Receipt,
     RevisionRecord,
 )
+from memvault_vault.archive.retry_store import ArchiveRetryStore
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.archive.stream import ExportStream
 from memvault_vault.archive.write_store import ArchiveWriteStore
@@ -44,6 +46,9 @@ INDEXING = "full_text"
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 FORMATS = ("chatgpt", "claude")
+CHECKPOINT_STRIKES = 3
+"""An import whose checkpoint stops on an unexpected error this many times in a row is marked failed
+(so the imports after it go on); its owner retries it once the cause is fixed."""
 
 
 def _inputs(drafts: list[Draft]) -> list[rules.MessageInput]:
@@ -86,6 +91,11 @@ class ArchiveService:
         self._accounts = accounts
         self._stream: ExportStream | None = None
         """The import being worked through, kept open between its checkpoints."""
+        self._retries = ArchiveRetryStore(store._pool)  # the archive's one pool
+        self._strikes: tuple[str, int] = ("", 0)
+        """(import id, errors in a row) of the checkpoint that last stopped on an unexpected error."""
+        # Retrying failed imports and failed message index jobs (the owner's operations).
+        self.operations = ArchiveOperations(store, self._retries, accounts)
         # Without a configured secret (tests), cursors hold for this process only.
         self._cursors = cursors or CursorSigner(os.urandom(32))
         self._reads = reads
@@ -391,7 +401,22 @@ class ArchiveService:
                 return await self._store.raw_part(vault_id, import_id, part)
 
             self._stream = ExportStream(import_id, fetch)
-        return await self._store.checkpoint(import_id, vault, self._stream, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+        try:
+            busy = await self._store.checkpoint(import_id, vault, self._stream, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+        except Exception as error:
+            self._close_stream()
+            strikes = self._strikes[1] + 1 if self._strikes[0] == import_id else 1
+            self._strikes = (import_id, strikes)
+            if strikes >= CHECKPOINT_STRIKES:
+                self._strikes = ("", 0)
+                await self._retries.fail_import(
+                    import_id,
+                    f"the import job stopped on an unexpected error ({type(error).__name__}) {strikes} times in a"
+                    " row; retry the import once the cause is fixed: it resumes from its last checkpoint",
+                )
+            raise
+        self._strikes = ("", 0)
+        return busy
 
     def _close_stream(self) -> None:
         if self._stream is not None:

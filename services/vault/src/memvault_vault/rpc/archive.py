@@ -114,6 +114,7 @@ def import_status(record: ImportRecord) -> pb.ImportStatus:
         parts=record.parts,
         format=record.format,
         created_at=wire.to_timestamp(record.created_at),
+        retrying=record.retrying,
     )
 
 
@@ -347,6 +348,40 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     ) -> pb.ListImportsResponse:
         records = await self._archive.list_imports(self._identity(context), request.vault, request.limit)
         return pb.ListImportsResponse(imports=[import_status(r) for r in records])
+
+    async def RetryImport(
+        self, request: pb.RetryImportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryImportResponse:
+        record = await self._archive.operations.retry_import(self._identity(context), request.vault, request.import_id)
+        return pb.RetryImportResponse(**{"import": import_status(record)})
+
+    async def ListMessageIndexFailures(
+        self, request: pb.ListMessageIndexFailuresRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListMessageIndexFailuresResponse:
+        failures, total = await self._archive.operations.message_failures(
+            self._identity(context), request.vault, request.limit
+        )
+        return pb.ListMessageIndexFailuresResponse(
+            failures=[
+                pb.MessageIndexFailure(
+                    message_id=f.message_id,
+                    conversation_id=f.conversation_id,
+                    error=f.error,
+                    attempts=f.attempts,
+                    failed_at=wire.to_timestamp(f.failed_at),
+                )
+                for f in failures
+            ],
+            total=total,
+        )
+
+    async def RetryMessageIndex(
+        self, request: pb.RetryMessageIndexRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryMessageIndexResponse:
+        retried = await self._archive.operations.retry_messages(
+            self._identity(context), request.vault, list(request.message_ids)
+        )
+        return pb.RetryMessageIndexResponse(retried=retried)
 
     async def GetMessageContext(
         self, request: pb.GetMessageContextRequest, context: grpc.aio.ServicerContext

@@ -1051,6 +1051,7 @@ class ImportStatus(_message.Message):
     UPDATED_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    RETRYING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: _builtins.str
     """uploading, queued, running, done, failed or duplicate."""
@@ -1070,6 +1071,8 @@ class ImportStatus(_message.Message):
     updated: _builtins.int
     format: _builtins.str
     """chatgpt or claude."""
+    retrying: _builtins.int
+    """Failed conversations a retry asked for again that the job has not reached yet."""
     @_builtins.property
     def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportFailure]: ...
     @_builtins.property
@@ -1095,10 +1098,11 @@ class ImportStatus(_message.Message):
         updated: _builtins.int = ...,
         format: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        retrying: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "done", b"done", "duplicate_of", b"duplicate_of", "duplicates", b"duplicates", "error", b"error", "failed", b"failed", "failures", b"failures", "filename", b"filename", "format", b"format", "id", b"id", "imported", b"imported", "parts", b"parts", "remaining", b"remaining", "sha256", b"sha256", "size", b"size", "state", b"state", "total", b"total", "updated", b"updated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "done", b"done", "duplicate_of", b"duplicate_of", "duplicates", b"duplicates", "error", b"error", "failed", b"failed", "failures", b"failures", "filename", b"filename", "format", b"format", "id", b"id", "imported", b"imported", "parts", b"parts", "remaining", b"remaining", "retrying", b"retrying", "sha256", b"sha256", "size", b"size", "state", b"state", "total", b"total", "updated", b"updated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2354,3 +2358,164 @@ class BuildContextPackResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BuildContextPackResponse: _TypeAlias = BuildContextPackResponse  # noqa: Y015
+
+@_typing.final
+class RetryImportRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    IMPORT_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    import_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        import_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["import_id", b"import_id", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryImportRequest: _TypeAlias = RetryImportRequest  # noqa: Y015
+
+@_typing.final
+class RetryImportResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IMPORT_FIELD_NUMBER: _builtins.int
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["import", b"import"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["import", b"import"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryImportResponse: _TypeAlias = RetryImportResponse  # noqa: Y015
+
+@_typing.final
+class ListMessageIndexFailuresRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    """1 to 200; 0 means 50."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMessageIndexFailuresRequest: _TypeAlias = ListMessageIndexFailuresRequest  # noqa: Y015
+
+@_typing.final
+class MessageIndexFailure(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    FAILED_AT_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    conversation_id: _builtins.str
+    error: _builtins.str
+    attempts: _builtins.int
+    @_builtins.property
+    def failed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        error: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+        failed_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["failed_at", b"failed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "conversation_id", b"conversation_id", "error", b"error", "failed_at", b"failed_at", "message_id", b"message_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessageIndexFailure: _TypeAlias = MessageIndexFailure  # noqa: Y015
+
+@_typing.final
+class ListMessageIndexFailuresResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAILURES_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    total: _builtins.int
+    """Failed message index jobs of the vault in all."""
+    @_builtins.property
+    def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageIndexFailure]: ...
+    def __init__(
+        self,
+        *,
+        failures: _abc.Iterable[Global___MessageIndexFailure] | None = ...,
+        total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failures", b"failures", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMessageIndexFailuresResponse: _TypeAlias = ListMessageIndexFailuresResponse  # noqa: Y015
+
+@_typing.final
+class RetryMessageIndexRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 1000; empty retries every failed one of the vault."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        message_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message_ids", b"message_ids", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryMessageIndexRequest: _TypeAlias = RetryMessageIndexRequest  # noqa: Y015
+
+@_typing.final
+class RetryMessageIndexResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETRIED_FIELD_NUMBER: _builtins.int
+    retried: _builtins.int
+    def __init__(
+        self,
+        *,
+        retried: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["retried", b"retried"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryMessageIndexResponse: _TypeAlias = RetryMessageIndexResponse  # noqa: Y015

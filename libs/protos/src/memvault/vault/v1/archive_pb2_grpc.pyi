@@ -87,6 +87,11 @@ class ArchiveServiceStub:
     """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
     ListImports: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]
     """The vault's imports with their progress, newest first."""
+    GetVaultMap: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetVaultMapRequest, _archive_pb2.GetVaultMapResponse]
+    """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+    links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+    same answer, in the same order, for the same data.
+    """
 
 @_typing.type_check_only
 class ArchiveServiceAsyncStub(ArchiveServiceStub):
@@ -147,6 +152,11 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
     ListImports: _aio.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]  # type: ignore[assignment]
     """The vault's imports with their progress, newest first."""
+    GetVaultMap: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetVaultMapRequest, _archive_pb2.GetVaultMapResponse]  # type: ignore[assignment]
+    """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+    links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+    same answer, in the same order, for the same data.
+    """
 
 class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
     """ArchiveService keeps whole conversations with immutable revisions, and ChatGPT exports byte
@@ -354,5 +364,16 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.ListImportsResponse, _abc.Awaitable[_archive_pb2.ListImportsResponse]]:
         """The vault's imports with their progress, newest first."""
+
+    @_abc_1.abstractmethod
+    def GetVaultMap(
+        self,
+        request: _archive_pb2.GetVaultMapRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.GetVaultMapResponse, _abc.Awaitable[_archive_pb2.GetVaultMapResponse]]:
+        """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+        links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+        same answer, in the same order, for the same data.
+        """
 
 def add_ArchiveServiceServicer_to_server(servicer: ArchiveServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

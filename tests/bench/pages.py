@@ -158,10 +158,10 @@ async def seed(
             conversations,
         )
         await conn.execute(
-            "WITH m AS (SELECT id, row_number() OVER (ORDER BY created_at, id) AS n FROM memory"
-            "           WHERE vault_id = $1 AND status = 'active')"
-            " UPDATE memory SET similar_to = ARRAY[(SELECT id FROM m AS o WHERE o.n = m.n + 1)]"
-            " FROM m WHERE memory.id = m.id AND m.n % 20 = 0",
+            "WITH m AS (SELECT id, lead(id) OVER w AS next, row_number() OVER w AS n FROM memory"
+            "           WHERE vault_id = $1 AND status = 'active' WINDOW w AS (ORDER BY created_at, id))"
+            " UPDATE memory SET similar_to = ARRAY[m.next]"
+            " FROM m WHERE memory.id = m.id AND m.n % 20 = 0 AND m.next IS NOT NULL",
             vault_id,
         )
         seeded_archive = time.perf_counter() - started

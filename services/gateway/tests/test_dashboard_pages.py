@@ -406,7 +406,10 @@ def pages() -> dict[str, dict[str, Any]]:
 
 def vault_map_context() -> dict[str, Any]:
     answer = apb.GetVaultMapResponse(
-        groups=[apb.VaultMapGroup(tag="home", memories=9, conversations=3), apb.VaultMapGroup(tag="", memories=1)],
+        groups=[
+            apb.VaultMapGroup(tag="home", memories=9, conversations=3, own_memories=7, own_conversations=3),
+            apb.VaultMapGroup(tag="", memories=1, own_memories=1),
+        ],
         items=[
             apb.VaultMapItem(kind="memory", id="m1", label=HOSTILE, group="home", tags=["home"], sources=1),
             apb.VaultMapItem(kind="memory", id="m2", label="plain", group="home", tags=["home"]),

@@ -17,8 +17,13 @@ TAGS = ["home", "work", "cat", "travel", "books", "music", "garden"]
 def answer(seed: int = 0) -> pb.GetVaultMapResponse:
     """A map answer with 7 tags, an untagged group, 5 memories and 2 conversations per tag, and links."""
     rng = random.Random(seed)
-    groups = [pb.VaultMapGroup(tag=t, memories=40 - n * 5, conversations=10 - n) for n, t in enumerate(TAGS)]
-    groups.append(pb.VaultMapGroup(tag="", memories=3, conversations=1))
+    groups = [
+        pb.VaultMapGroup(
+            tag=t, memories=40 - n * 5, conversations=10 - n, own_memories=30 - n * 4, own_conversations=9 - n
+        )
+        for n, t in enumerate(TAGS)
+    ]
+    groups.append(pb.VaultMapGroup(tag="", memories=3, conversations=1, own_memories=3, own_conversations=1))
     items = []
     for t in [*TAGS, ""]:
         for n in range(5):

@@ -148,11 +148,12 @@ async def test_the_map_groups_by_the_most_specific_tag_with_the_stored_links(
     c = [row["id"] for row in data["conversations"]]
     found = await get_map(owner, max_tags=3)
     # home: 4 memories + 1 conversation; cat: 2 + 1; work: 1 + 1 (the superseded one is not counted); rare: 1.
-    assert [(g.tag, g.memories, g.conversations) for g in found.groups] == [
-        ("home", 4, 1),
-        ("cat", 2, 1),
-        ("work", 1, 1),
-        ("", 2, 1),
+    # Of them, their own (no smaller drawn tag): home keeps 2 memories, the cat ones go to cat.
+    assert [(g.tag, g.memories, g.conversations, g.own_memories, g.own_conversations) for g in found.groups] == [
+        ("home", 4, 1, 2, 0),
+        ("cat", 2, 1, 2, 1),
+        ("work", 1, 1, 1, 1),
+        ("", 2, 1, 2, 1),
     ]
     assert (found.memories, found.conversations, found.other_tags) == (7, 3, 1)
     placed = [(i.group, i.kind, i.id) for i in found.items]

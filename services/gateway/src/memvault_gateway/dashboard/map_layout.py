@@ -44,17 +44,19 @@ class Box:
     height: int
     memories: int
     conversations: int
+    own_memories: int
+    own_conversations: int
     drawn_memories: int
     drawn_conversations: int
     nodes: list[Node]
 
     @property
     def more_memories(self) -> int:
-        return max(0, self.memories - self.drawn_memories)
+        return max(0, self.own_memories - self.drawn_memories)
 
     @property
     def more_conversations(self) -> int:
-        return max(0, self.conversations - self.drawn_conversations)
+        return max(0, self.own_conversations - self.drawn_conversations)
 
     @property
     def footer_y(self) -> int:
@@ -107,7 +109,7 @@ def layout(answer: pb.GetVaultMapResponse) -> Drawing:
     where: dict[str, Node] = {}
     for group in groups:
         members = by_group.get(group.tag, [])
-        more = group.memories > sum(i.kind == "memory" for i in members) or group.conversations > sum(
+        more = group.own_memories > sum(i.kind == "memory" for i in members) or group.own_conversations > sum(
             i.kind == "conversation" for i in members
         )
         height = HEADER + ROW * max(1, len(members)) + (FOOTER if more else 8)
@@ -136,6 +138,8 @@ def layout(answer: pb.GetVaultMapResponse) -> Drawing:
                 height=height,
                 memories=group.memories,
                 conversations=group.conversations,
+                own_memories=group.own_memories,
+                own_conversations=group.own_conversations,
                 drawn_memories=sum(i.kind == "memory" for i in members),
                 drawn_conversations=sum(i.kind == "conversation" for i in members),
                 nodes=nodes,

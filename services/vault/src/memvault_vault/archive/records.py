@@ -183,6 +183,8 @@ class MapGroup:
     tag: str
     memories: int
     conversations: int
+    own_memories: int = 0
+    own_conversations: int = 0
 
 
 @dataclass(frozen=True)

@@ -58,23 +58,13 @@ def bounds(max_tags: int, per_tag: int) -> tuple[int, int]:
     return max_tags or DEFAULT_TAGS, per_tag or DEFAULT_PER_TAG
 
 
-_TAGS = """
-WITH m AS (SELECT t, count(*) AS n FROM memory, unnest(tags) AS t
-           WHERE vault_id = $1 AND status = 'active' GROUP BY t),
-     c AS (SELECT t, count(*) AS n FROM archive_conversation, unnest(tags) AS t WHERE vault_id = $1 GROUP BY t)
-SELECT coalesce(m.t, c.t) AS tag, coalesce(m.n, 0) AS memories, coalesce(c.n, 0) AS conversations,
-       count(*) OVER () AS tags
-FROM m FULL JOIN c ON m.t = c.t
-ORDER BY coalesce(m.n, 0) + coalesce(c.n, 0) DESC, coalesce(m.t, c.t) COLLATE "C"
-LIMIT $2
+# One pass over the vault: how many active memories (conversations) carry each combination of tags.
+# Every count of the map follows from these rows, far fewer than the items in a real vault.
+_MEMORY_COMBINATIONS = """
+SELECT tags, count(*) AS n FROM memory WHERE vault_id = $1 AND status = 'active' GROUP BY tags
 """
-
-_TOTALS = """
-SELECT m.memories, m.memories_other, c.conversations, c.conversations_other
-FROM (SELECT count(*) AS memories, count(*) FILTER (WHERE NOT tags && $2::text[]) AS memories_other
-      FROM memory WHERE vault_id = $1 AND status = 'active') AS m,
-     (SELECT count(*) AS conversations, count(*) FILTER (WHERE NOT tags && $2::text[]) AS conversations_other
-      FROM archive_conversation WHERE vault_id = $1) AS c
+_CONVERSATION_COMBINATIONS = """
+SELECT tags, count(*) AS n FROM archive_conversation WHERE vault_id = $1 GROUP BY tags
 """
 
 # Group n (1-based) holds the items with tag n and none of the smaller drawn tags after it; group 0 the
@@ -87,9 +77,10 @@ CROSS JOIN LATERAL (
     WHERE vault_id = $1 AND status = 'active' AND tags @> ARRAY[g.tag] AND NOT tags && $2[(g.n + 1)::int:]
     ORDER BY created_at DESC, id DESC LIMIT $3
 ) AS m
+WHERE g.n = ANY($5::bigint[])
 UNION ALL
 (SELECT 0, id::text, left(content, $4), tags, created_at FROM memory
- WHERE vault_id = $1 AND status = 'active' AND NOT tags && $2::text[]
+ WHERE $6 AND vault_id = $1 AND status = 'active' AND NOT tags && $2::text[]
  ORDER BY created_at DESC, id DESC LIMIT $3)
 """
 
@@ -101,9 +92,10 @@ CROSS JOIN LATERAL (
     WHERE vault_id = $1 AND tags @> ARRAY[g.tag] AND NOT tags && $2[(g.n + 1)::int:]
     ORDER BY updated_at DESC, id DESC LIMIT $3
 ) AS c
+WHERE g.n = ANY($4::bigint[])
 UNION ALL
 (SELECT 0, id::text, title, tags, derived_from::text, updated_at FROM archive_conversation
- WHERE vault_id = $1 AND NOT tags && $2::text[]
+ WHERE $5 AND vault_id = $1 AND NOT tags && $2::text[]
  ORDER BY updated_at DESC, id DESC LIMIT $3)
 """
 
@@ -135,38 +127,80 @@ class VaultMapStore:
 
     async def read(self, vault: VaultAccess, max_tags: int, per_tag: int) -> VaultMap:
         async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-            tag_rows = await conn.fetch(_TAGS, vault.id, max_tags)
-            tags = [str(r["tag"]) for r in tag_rows]
-            totals = await conn.fetchrow(_TOTALS, vault.id, tags)
-            memory_rows = await conn.fetch(_MEMORIES, vault.id, tags, per_tag, LABEL_CHARS)
-            conversation_rows = await conn.fetch(_CONVERSATIONS, vault.id, tags, per_tag)
+            memory_combinations = await conn.fetch(_MEMORY_COMBINATIONS, vault.id)
+            conversation_combinations = await conn.fetch(_CONVERSATION_COMBINATIONS, vault.id)
+            counts = count_groups(
+                [(list(r["tags"]), int(r["n"])) for r in memory_combinations],
+                [(list(r["tags"]), int(r["n"])) for r in conversation_combinations],
+                max_tags,
+            )
+            tags = [g.tag for g in counts.groups if g.tag]
+            # Only the groups with something of their own are read (a group with none would scan them all).
+            memory_groups = [n for n, g in enumerate(counts.groups, 1) if g.tag and g.own_memories]
+            conversation_groups = [n for n, g in enumerate(counts.groups, 1) if g.tag and g.own_conversations]
+            memories_other = counts.groups[-1].own_memories if counts.groups and not counts.groups[-1].tag else 0
+            conversations_other = (
+                counts.groups[-1].own_conversations if counts.groups and not counts.groups[-1].tag else 0
+            )
+            memory_rows = await conn.fetch(
+                _MEMORIES, vault.id, tags, per_tag, LABEL_CHARS, memory_groups, memories_other > 0
+            )
+            conversation_rows = await conn.fetch(
+                _CONVERSATIONS, vault.id, tags, per_tag, conversation_groups, conversations_other > 0
+            )
             drawn = [str(r["id"]) for r in memory_rows]
             link_rows = await conn.fetch(_LINKS, vault.id, drawn, LABEL_CHARS) if drawn else []
             source_rows = await conn.fetch(_SOURCES, vault.id, drawn) if drawn else []
-        assert totals is not None
-        return assemble(tag_rows, totals, memory_rows, conversation_rows, link_rows, source_rows)
+        return assemble(counts, memory_rows, conversation_rows, link_rows, source_rows)
+
+
+def count_groups(
+    memory_combinations: list[tuple[list[str], int]],
+    conversation_combinations: list[tuple[list[str], int]],
+    max_tags: int,
+) -> VaultMap:
+    """The groups from the combinations of tags: the `max_tags` largest tags (memories and conversations
+    together; ties by name), each item counted in the group of the last of them it carries, the rest in
+    the group "" (listed only when it holds something)."""
+    per_tag: dict[str, list[int]] = {}
+    for kind, combinations in enumerate((memory_combinations, conversation_combinations)):
+        for tags, n in combinations:
+            for tag in set(tags):
+                per_tag.setdefault(tag, [0, 0])[kind] += n
+    ranked = sorted(per_tag, key=lambda tag: (-sum(per_tag[tag]), tag))
+    drawn = ranked[:max_tags]
+    rank = {tag: n for n, tag in enumerate(drawn)}
+    own: dict[str, list[int]] = {tag: [0, 0] for tag in [*drawn, ""]}
+    for kind, combinations in enumerate((memory_combinations, conversation_combinations)):
+        for tags, n in combinations:
+            group = max((rank[tag] for tag in tags if tag in rank), default=-1)
+            own[drawn[group] if group >= 0 else ""][kind] += n
+    groups = [MapGroup(tag, per_tag[tag][0], per_tag[tag][1], own[tag][0], own[tag][1]) for tag in drawn]
+    if own[""] != [0, 0]:
+        groups.append(MapGroup("", own[""][0], own[""][1], own[""][0], own[""][1]))
+    return VaultMap(
+        groups=groups,
+        memories=sum(n for _, n in memory_combinations),
+        conversations=sum(n for _, n in conversation_combinations),
+        other_tags=len(ranked) - len(drawn),
+    )
 
 
 def assemble(
-    tag_rows: list[Any],
-    totals: Any,
+    counts: VaultMap,
     memory_rows: list[Any],
     conversation_rows: list[Any],
     link_rows: list[Any],
     source_rows: list[Any],
 ) -> VaultMap:
     """The rows in the map's fixed order (whatever order Postgres handed them over in)."""
-    tags = [str(r["tag"]) for r in tag_rows]
+    tags = [g.tag for g in counts.groups if g.tag]
     result = VaultMap(
-        memories=int(totals["memories"]),
-        conversations=int(totals["conversations"]),
-        other_tags=max(0, int(tag_rows[0]["tags"]) - len(tags)) if tag_rows else 0,
+        groups=counts.groups,
+        memories=counts.memories,
+        conversations=counts.conversations,
+        other_tags=counts.other_tags,
     )
-    result.groups = [
-        MapGroup(t, int(r["memories"]), int(r["conversations"])) for t, r in zip(tags, tag_rows, strict=True)
-    ]
-    if totals["memories_other"] or totals["conversations_other"]:
-        result.groups.append(MapGroup("", int(totals["memories_other"]), int(totals["conversations_other"])))
     sources = {str(r["id"]): int(r["n"]) for r in source_rows}
 
     def group_of(n: int) -> str:

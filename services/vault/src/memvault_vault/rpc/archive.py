@@ -58,7 +58,16 @@ def derived(source: dict[str, Any] | None) -> pb.DerivedFrom | None:
 
 def vault_map_message(found: VaultMap) -> pb.GetVaultMapResponse:
     return pb.GetVaultMapResponse(
-        groups=[pb.VaultMapGroup(tag=g.tag, memories=g.memories, conversations=g.conversations) for g in found.groups],
+        groups=[
+            pb.VaultMapGroup(
+                tag=g.tag,
+                memories=g.memories,
+                conversations=g.conversations,
+                own_memories=g.own_memories,
+                own_conversations=g.own_conversations,
+            )
+            for g in found.groups
+        ],
         items=[
             pb.VaultMapItem(
                 kind=i.kind,

@@ -2391,20 +2391,27 @@ class VaultMapGroup(_message.Message):
     TAG_FIELD_NUMBER: _builtins.int
     MEMORIES_FIELD_NUMBER: _builtins.int
     CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    OWN_MEMORIES_FIELD_NUMBER: _builtins.int
+    OWN_CONVERSATIONS_FIELD_NUMBER: _builtins.int
     tag: _builtins.str
     memories: _builtins.int
     """Active memories and conversations carrying this tag (for "": carrying no tag)."""
     conversations: _builtins.int
+    own_memories: _builtins.int
+    """Of them, those whose box this is (no smaller drawn tag of theirs): what "and N more" counts from."""
+    own_conversations: _builtins.int
     def __init__(
         self,
         *,
         tag: _builtins.str = ...,
         memories: _builtins.int = ...,
         conversations: _builtins.int = ...,
+        own_memories: _builtins.int = ...,
+        own_conversations: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "memories", b"memories", "tag", b"tag"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "memories", b"memories", "own_conversations", b"own_conversations", "own_memories", b"own_memories", "tag", b"tag"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -200,3 +200,45 @@ class BatchPage:
     max_bytes: int
     completed: int
     remaining: int
+
+
+# --- the vault map (vault_map) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MapGroup:
+    tag: str
+    memories: int
+    conversations: int
+    own_memories: int = 0
+    own_conversations: int = 0
+
+
+@dataclass(frozen=True)
+class MapItem:
+    kind: str
+    id: str
+    label: str
+    group: str
+    tags: list[str]
+    sources: int = 0
+    derived_from: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MapLink:
+    kind: str
+    from_id: str
+    to_id: str
+    to_label: str
+    to_drawn: bool
+
+
+@dataclass
+class VaultMap:
+    groups: list[MapGroup] = field(default_factory=list)
+    items: list[MapItem] = field(default_factory=list)
+    links: list[MapLink] = field(default_factory=list)
+    memories: int = 0
+    conversations: int = 0
+    other_tags: int = 0

@@ -25,10 +25,12 @@ from memvault_vault.archive.records import (
     MessageRecord,
     Receipt,
     RevisionRecord,
+    VaultMap,
 )
 from memvault_vault.archive.retry_store import ArchiveRetryStore
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.archive.stream import ExportStream
+from memvault_vault.archive.vault_map import VaultMapStore, bounds
 from memvault_vault.archive.write_store import ArchiveWriteStore
 from memvault_vault.archive.writes import ArchiveWrites
 from memvault_vault.database import VaultAccess
@@ -107,6 +109,7 @@ class ArchiveService:
             accounts,
             self._pack_search,
         )
+        self._map = VaultMapStore(store._pool)  # the archive's one pool
 
     @property
     def reads(self) -> ArchiveReads:
@@ -235,6 +238,12 @@ class ArchiveService:
             )
         vault = await self._accounts.access(identity, vault_name, write=True)
         return await self._store.set_tags(vault, identity.actor, conversation_id, clean, expected_version)
+
+    async def vault_map(self, identity: Identity, vault_name: str, max_tags: int, per_tag: int) -> VaultMap:
+        """The vault's map (`vault_map`): anyone who may read the vault may read its map."""
+        max_tags, per_tag = bounds(max_tags, per_tag)
+        vault = await self._accounts.access(identity, vault_name)
+        return await self._map.read(vault, max_tags, per_tag)
 
     async def delete(self, identity: Identity, vault_name: str, conversation_id: str, confirm: str) -> tuple[int, int]:
         conversation_id = rules.parse_conversation_id(conversation_id)

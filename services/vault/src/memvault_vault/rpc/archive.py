@@ -13,7 +13,7 @@ from memvault.vault.v1 import archive_pb2_grpc
 from memvault_core import wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
-from memvault_vault.archive.records import ConversationRecord, ImportRecord, MessageRecord, Receipt
+from memvault_vault.archive.records import ConversationRecord, ImportRecord, MessageRecord, Receipt, VaultMap
 from memvault_vault.archive.service import ArchiveService, Draft
 from memvault_vault.domain.archive import snippet
 from memvault_vault.domain.archive_reads import DEFAULT_CONTEXT_MESSAGES
@@ -54,6 +54,40 @@ def derived(source: dict[str, Any] | None) -> pb.DerivedFrom | None:
     if not source:
         return None
     return pb.DerivedFrom(vault=source["vault"], conversation_id=source["conversation_id"], revision=source["revision"])
+
+
+def vault_map_message(found: VaultMap) -> pb.GetVaultMapResponse:
+    return pb.GetVaultMapResponse(
+        groups=[
+            pb.VaultMapGroup(
+                tag=g.tag,
+                memories=g.memories,
+                conversations=g.conversations,
+                own_memories=g.own_memories,
+                own_conversations=g.own_conversations,
+            )
+            for g in found.groups
+        ],
+        items=[
+            pb.VaultMapItem(
+                kind=i.kind,
+                id=i.id,
+                label=i.label,
+                group=i.group,
+                tags=i.tags,
+                sources=i.sources,
+                derived_from=derived(i.derived_from),
+            )
+            for i in found.items
+        ],
+        links=[
+            pb.VaultMapLink(kind=k.kind, from_id=k.from_id, to_id=k.to_id, to_label=k.to_label, to_drawn=k.to_drawn)
+            for k in found.links
+        ],
+        memories=found.memories,
+        conversations=found.conversations,
+        other_tags=found.other_tags,
+    )
 
 
 def archived(m: MessageRecord) -> pb.ArchivedMessage:
@@ -209,6 +243,14 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
             ],
             next_cursor=more,
         )
+
+    async def GetVaultMap(
+        self, request: pb.GetVaultMapRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetVaultMapResponse:
+        found = await self._archive.vault_map(
+            self._identity(context), request.vault, request.max_tags, request.items_per_tag
+        )
+        return vault_map_message(found)
 
     async def SetTags(self, request: pb.SetTagsRequest, context: grpc.aio.ServicerContext) -> pb.SetTagsResponse:
         tags, version = await self._archive.set_tags(

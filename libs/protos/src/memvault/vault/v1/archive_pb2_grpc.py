@@ -176,6 +176,11 @@ class ArchiveServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexResponse.FromString,
                 _registered_method=True)
+        self.GetVaultMap = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetVaultMap',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapResponse.FromString,
+                _registered_method=True)
 
 
 class ArchiveServiceServicer:
@@ -381,6 +386,15 @@ class ArchiveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetVaultMap(self, request, context):
+        """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+        links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+        same answer, in the same order, for the same data.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ArchiveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -523,6 +537,11 @@ def add_ArchiveServiceServicer_to_server(servicer, server):
                     servicer.RetryMessageIndex,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexResponse.SerializeToString,
+            ),
+            'GetVaultMap': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVaultMap,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1283,6 +1302,33 @@ class ArchiveService:
             '/memvault.vault.v1.ArchiveService/RetryMessageIndex',
             memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVaultMap(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetVaultMap',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapResponse.FromString,
             options,
             channel_credentials,
             insecure,

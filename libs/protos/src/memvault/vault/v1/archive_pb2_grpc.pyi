@@ -95,6 +95,11 @@ class ArchiveServiceStub:
     """The vault's failed message index jobs (archived messages the indexer gave up on), newest first (owners)."""
     RetryMessageIndex: _grpc.UnaryUnaryMultiCallable[_archive_pb2.RetryMessageIndexRequest, _archive_pb2.RetryMessageIndexResponse]
     """Send failed message index jobs to the indexer again (owners): these, or with none every failed one."""
+    GetVaultMap: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetVaultMapRequest, _archive_pb2.GetVaultMapResponse]
+    """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+    links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+    same answer, in the same order, for the same data.
+    """
 
 @_typing.type_check_only
 class ArchiveServiceAsyncStub(ArchiveServiceStub):
@@ -163,6 +168,11 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """The vault's failed message index jobs (archived messages the indexer gave up on), newest first (owners)."""
     RetryMessageIndex: _aio.UnaryUnaryMultiCallable[_archive_pb2.RetryMessageIndexRequest, _archive_pb2.RetryMessageIndexResponse]  # type: ignore[assignment]
     """Send failed message index jobs to the indexer again (owners): these, or with none every failed one."""
+    GetVaultMap: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetVaultMapRequest, _archive_pb2.GetVaultMapResponse]  # type: ignore[assignment]
+    """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+    links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+    same answer, in the same order, for the same data.
+    """
 
 class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
     """ArchiveService keeps whole conversations with immutable revisions, and ChatGPT exports byte
@@ -396,5 +406,16 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.RetryMessageIndexResponse, _abc.Awaitable[_archive_pb2.RetryMessageIndexResponse]]:
         """Send failed message index jobs to the indexer again (owners): these, or with none every failed one."""
+
+    @_abc_1.abstractmethod
+    def GetVaultMap(
+        self,
+        request: _archive_pb2.GetVaultMapRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.GetVaultMapResponse, _abc.Awaitable[_archive_pb2.GetVaultMapResponse]]:
+        """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+        links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+        same answer, in the same order, for the same data.
+        """
 
 def add_ArchiveServiceServicer_to_server(servicer: ArchiveServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

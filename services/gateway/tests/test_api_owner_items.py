@@ -57,7 +57,9 @@ async def test_the_archive_export_streams_and_restores_into_another_vault(start_
         )
     )
     await ok(
-        await browser.api("POST", f"/api/v1/vaults/{vault}/conversations", json={"title": None, "messages": messages}),
+        await browser.api(
+            "POST", f"/api/v1/vaults/{vault}/conversations", json={"title": "Second", "messages": messages}
+        ),
         201,
     )
     async with browser.http.stream("GET", f"/api/v1/vaults/{vault}/archive/export") as response:

@@ -83,6 +83,18 @@ async def test_the_archive_export_streams_and_restores_into_another_vault(start_
     assert page.status_code == 200 and "archive-export" in page.text
     download = await browser.http.get(f"/dashboard/{vault}/backup/archive-export")
     assert download.status_code == 200 and without_ids(download.content) == without_ids(data)
+    # restoring it on the Backup page of a vault with conversations asks first, naming the archive only
+    files = {"file": ("archive.jsonl", data, "application/x-ndjson")}
+    asked = await browser.http.post(
+        f"/dashboard/{copy}/backup/restore", data={"csrf_token": await browser.csrf()}, files=files
+    )
+    assert asked.status_code == 200 and "conversation archive?</h2>" in asked.text
+    assert "memories, the guide and settings stay as they are" in asked.text
+    replaced = await browser.http.post(
+        f"/dashboard/{copy}/backup/restore", data={"csrf_token": await browser.csrf(), "replace": "1"}, files=files
+    )
+    assert replaced.status_code == 303
+    assert without_ids((await browser.http.get(f"/api/v1/vaults/{copy}/archive/export")).content) == without_ids(data)
     await browser.close()
 
 

@@ -135,9 +135,10 @@ async def restore(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse 
 
     try:
         result = await api_backup.restore_file(gw, person.caller.identity(), vault, chunks(), replace=replace)
-    except Conflict:
+    except Conflict as conflict:
         if replace:
             raise
+        archive_only = "archive export" in conflict.message  # the file replaces the archive only
         stats = await gw.vault.call(
             rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity()
         )
@@ -148,6 +149,7 @@ async def restore(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse 
             conversations=await _conversations(gw, person, vault),
             notice="",
             confirm=True,
+            archive_only=archive_only,
         )
     finally:
         await upload.close()

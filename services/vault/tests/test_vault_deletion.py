@@ -4,6 +4,7 @@ runner deleting it once the grace period is over, driven by the clock it is give
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import pytest
 import pytest_asyncio
+from chatgpt_export import dump, linear
 from vault_helpers import SECRET, Caller, rpc_error_kind
 
 from memvault.events.v1 import archive_events_pb2 as apb_events
@@ -26,6 +28,7 @@ from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.database import Database
 from memvault_vault.retention.store import RetentionStore
 from memvault_vault.rpc.accounts import AccountServicer
@@ -33,6 +36,7 @@ from memvault_vault.rpc.archive import ArchiveServicer
 from memvault_vault.rpc.backup import BackupServicer
 from memvault_vault.rpc.servicer import VaultServicer
 from memvault_vault.services import VaultServices
+from memvault_vault.sources.store import SourceStore
 
 pytestmark = pytest.mark.integration
 
@@ -276,3 +280,52 @@ async def test_a_cancelled_deletion_is_never_carried_out(database: Database, stu
     )
     assert owner.vault not in await RetentionStore(database).delete_due_vaults(due + timedelta(days=1))
     await remember(owner, "still here")
+
+
+async def test_an_import_started_before_the_mark_waits_until_the_deletion_is_cancelled(
+    database: Database, stubs: Stubs, owner: Caller
+) -> None:
+    data = dump([linear("c1", "the spare key is under the mat"), linear("c2", "the gate code is 1234")])
+    vault = await AccountStore(database).vault_of(owner.subject, owner.vault)
+    assert vault is not None
+    store = ArchiveStore(database)
+    started = await store.start_import(
+        vault, "user:me", "chatgpt", "conversations.json", len(data), hashlib.sha256(data).hexdigest()
+    )
+    await store.upload_part(vault, started.id, 0, data)
+    await store.finish_import(vault, "user:me", started.id)
+    await schedule(stubs, owner)
+    archive = VaultServices.build(database).archive
+    assert not await archive.process_checkpoint(started.id)  # read-only: the job waits
+    count = "SELECT count(*) FROM archive_conversation c JOIN vault v ON v.id = c.vault_id WHERE v.name = $1"
+    assert await database.pool.fetchval(count, owner.vault) == 0
+    await stubs.accounts.CancelVaultDeletion(
+        acpb.CancelVaultDeletionRequest(vault=owner.vault), metadata=owner.metadata()
+    )
+    while await archive.process_checkpoint(started.id):
+        pass
+    assert await database.pool.fetchval(count, owner.vault) == 2
+
+
+async def test_tracked_sources_of_a_vault_pending_deletion_wait(
+    database: Database, stubs: Stubs, owner: Caller
+) -> None:
+    memory = (await remember(owner, "The build uses Python 3.12")).result.memory_id
+    vault = await AccountStore(database).vault_of(owner.subject, owner.vault)
+    assert vault is not None
+    await database.pool.execute(
+        "INSERT INTO tracked_source (vault_id, memory_id, kind, location, selector, mode, interval_seconds,"
+        " baseline_hash, baseline_value, tracked_by, actor, next_check_at)"
+        " VALUES ($1, $2, 'json_file', 'project/versions.json', '/python', 'auto', 3600, 'h1', '\"3.12\"',"
+        " 'user:me', 'user:me', now() - interval '1 minute')",
+        vault.id,
+        memory,
+    )
+    sources = SourceStore(database)
+    assert len(await sources.due(vault.id, 10)) == 1
+    await schedule(stubs, owner)
+    assert await sources.due(vault.id, 10) == []  # an auto-mode source would change a memory: it waits
+    await stubs.accounts.CancelVaultDeletion(
+        acpb.CancelVaultDeletionRequest(vault=owner.vault), metadata=owner.metadata()
+    )
+    assert len(await sources.due(vault.id, 10)) == 1

@@ -30,6 +30,7 @@ class FakeOwner:
     role = "owner"
     can_review = True
     is_owner = True
+    delete_after = "2026-12-11 10:00 UTC"
 
     def url(self, section: str) -> str:
         return f"/dashboard/default/{section}"
@@ -289,6 +290,8 @@ def pages() -> dict[str, dict[str, Any]]:
             "preview": {"rejected": 1, "superseded": 0, "invalidated": 0, "audit_entries": 2, "memories": 1},
             "cleaned": 1,
             "cleaned_audit": 2,
+            "grace_days": 7,
+            "deletion_notice": HOSTILE,
         },
         "audit.html": {
             "entries": [
@@ -348,6 +351,9 @@ def pages() -> dict[str, dict[str, Any]]:
             "email_enabled": True,
             "email": HOSTILE,
             "email_problem": HOSTILE,
+            "name_problem": HOSTILE,
+            "typed_name": HOSTILE,
+            "max_name": 100,
         },
         "members.html": {
             "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],

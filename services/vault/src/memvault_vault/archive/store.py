@@ -745,10 +745,11 @@ class ArchiveStore:
         return [_import(row) for row in rows]
 
     async def next_import(self, only: str | None = None) -> tuple[str, str, str] | None:
-        """(import id, vault id, vault name) of the oldest import waiting for work (or of `only`)."""
+        """(import id, vault id, vault name) of the oldest import waiting for work (or of `only`); an import
+        into a vault pending deletion waits (read-only: it goes on if the deletion is cancelled)."""
         row = await self._pool.fetchrow(
             "SELECT i.id::text AS id, i.vault_id::text AS vault_id, v.name FROM archive_import i"
-            " JOIN vault v ON v.id = i.vault_id WHERE i.state IN ('queued', 'running')"
+            " JOIN vault v ON v.id = i.vault_id WHERE i.state IN ('queued', 'running') AND v.delete_after IS NULL"
             " AND ($1::uuid IS NULL OR i.id = $1) ORDER BY i.created_at LIMIT 1",
             only,
         )

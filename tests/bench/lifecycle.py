@@ -109,21 +109,31 @@ def similarity_section() -> str:
             f"| {sum(o in expected for o in outcomes)}/{len(pairs)} |"
         )
     sweep = [
-        "| near-duplicate cosine | rewordings skipped | changed facts, names or negations skipped (must be 0) "
-        "| changed names skipped without the names rule |",
-        "|---|---|---|---|",
+        "| near-duplicate cosine | rewordings skipped | changed facts, names, words, roles or negations skipped "
+        "(must be 0) | changed names skipped without the names rule | changed words or swapped roles skipped "
+        "without the wording rule |",
+        "|---|---|---|---|---|",
     ]
-    rewordings = scored["rewording"] + scored["rewording naming people, places, products, addresses"]
+    rewordings = [row for name, rows in scored.items() if name.startswith("rewording") for row in rows]
     names = scored["changed name (person, place, product, email, URL, host, path)"]
-    changed = scored["changed number, date, version or address"] + names + scored["negation"]
+    words = (
+        scored["changed ordinary word (team, role, room, drink, project)"]
+        + scored["same names and words, roles swapped"]
+    )
+    changed = scored["changed number, date, version or address"] + names + words + scored["negation"]
     for threshold in (0.85, 0.90, 0.93, 0.95, 0.97):
         skipped = sum(1 for c, a, b, _ in rewordings if c >= threshold and duplicates.same_facts(a, b))
         wrong = sum(1 for c, a, b, _ in changed if c >= threshold and duplicates.same_facts(a, b))
         without_facts = sum(1 for c, _, _, _ in changed if c >= threshold)
         without_names = sum(1 for c, a, b, _ in names if c >= threshold and duplicates.same_values(a, b))
+        without_wording = sum(
+            1
+            for c, a, b, _ in words
+            if c >= threshold and duplicates.same_values(a, b) and duplicates.same_identifiers(a, b)
+        )
         sweep.append(
             f"| {threshold:.2f} | {skipped}/{len(rewordings)} | {wrong} (without the facts rule: {without_facts}) "
-            f"| {without_names}/{len(names)} |"
+            f"| {without_names}/{len(names)} | {without_wording}/{len(words)} |"
         )
     linked = [
         "| similar cosine | changed facts linked | negations linked | related pairs linked (should be 0) |",
@@ -144,18 +154,21 @@ def similarity_section() -> str:
             f"Pairs from `tests/bench/similarity_pairs.py`, embedded with the bundled all-MiniLM-L6-v2 (the "
             f"indexer's default model). Rules (`services/vault/src/memvault_vault/domain/duplicates.py`): "
             f"near-duplicate at cosine ≥ {duplicates.NEAR_DUPLICATE_COSINE} with the same numbers, versions, "
-            f"addresses, dates, negations and names (people, places, products, emails, URLs, hostnames, paths); "
+            f"addresses, dates, negations and names (people, places, products, emails, URLs, hostnames, paths), "
+            "and not the same sentence with an ordinary word changed or two parts swapped (`domain/wording.py`); "
             f"similar at ≥ {duplicates.SIMILAR_COSINE}, or ≥ {duplicates.NEGATED_SIMILAR_COSINE} when one text "
-            "negates the other. A changed name is right when it is not skipped (linked as similar, or stored "
-            "unlinked when it scores below the similar bar).",
+            "negates the other. A changed name or word and swapped roles are right when they are not skipped "
+            "(linked as similar, or stored unlinked when they score below the similar bar).",
             "",
             *rows,
             "",
-            "A changed number scores like a rewording (0.88–1.00), and so does a changed name, so cosine alone "
-            "cannot tell an update or a fact about someone else from a repeat; the facts rule does. Negations score "
+            "A changed number scores like a rewording (0.88–1.00), and so do a changed name or word and swapped roles, "
+            "so cosine alone cannot tell an update or a fact about someone else from a repeat; the facts rule does. "
+            "Negations score "
             "lower than changed numbers, hence their lower bar. Rewordings that fall below the near-duplicate bar, "
-            'or that add a name the other text lacks ("British" → "British English"), are linked as similar, '
-            "which costs the owner a review, never a lost fact.",
+            'that add a name the other text lacks ("British" → "British English"), or that only trade a word for a '
+            'synonym ("prefers" → "likes": without a dictionary it cannot be told from another word) are linked as '
+            "similar, which costs the owner a review, never a lost fact.",
             "",
             *sweep,
             "",
@@ -209,6 +222,14 @@ def duplicates_section(count: int, seed: int) -> str:
         for position, found in enumerate(close)
         if any(duplicates.same_values(texts[position], texts[j]) for j, _ in found)
     )
+    without_wording = sum(
+        1
+        for position, found in enumerate(close)
+        if any(
+            duplicates.same_values(texts[position], texts[j]) and duplicates.same_identifiers(texts[position], texts[j])
+            for j, _ in found
+        )
+    )
     # Which false duplicates differ in a name, judged from the generator's name lists (not by the rule itself).
     names = corpus.name_words()
 
@@ -252,12 +273,14 @@ def duplicates_section(count: int, seed: int) -> str:
             f"| with an earlier fact at cosine ≥ {duplicates.NEAR_DUPLICATE_COSINE} (a cosine alone would skip them) "
             f"| {by_cosine:,} | – |",
             f"| skipped by the rule without its names check (numbers, dates, negations only) | {without_names:,} | – |",
+            f"| skipped by the rule without its wording check (numbers, dates, negations and names) "
+            f"| {without_wording:,} | – |",
             "",
-            "The names check stops every fact that names someone or something the earlier one does not. It cannot "
-            'see a changed ordinary word in an otherwise identical sentence ("the security team" / "the support '
-            'team", a role, a project), nor the same names swapping roles; in a long sentence such a change moves '
-            f"the vector less than the {duplicates.NEAR_DUPLICATE_COSINE} bar allows, and those facts are still "
-            "skipped.",
+            "The names check stops every fact that names someone or something the earlier one does not. The wording "
+            'check stops the rest: the same sentence with an ordinary word changed ("the security team" / "the '
+            'support team", a role, a project), and the same names swapping roles ("from Lisbon to Porto" / "from '
+            'Porto to Lisbon"); in a long sentence such a change moves the vector less than the '
+            f"{duplicates.NEAR_DUPLICATE_COSINE} bar allows, so cosine alone would skip them.",
         ]
     )
 

@@ -112,3 +112,11 @@ def test_tokens_make_numbers_plurals_and_tenses_alike() -> None:
 def test_only_the_small_words_differ_or_nothing_at_all() -> None:
     assert not wording.changed_in_place("The NAS is in the attic.", "The NAS is in the attic.")
     assert not wording.changed_in_place("the nas is in the attic", "The NAS is in the attic!")
+
+
+def test_names_trading_places_with_other_small_words_are_at_most_similar() -> None:
+    """Not a clean swap ("her" / "his" changed too), but each name stands where the other stood: substituted."""
+    a, b = "Dana lends her car to Omar on weekends.", "Omar lends his car to Dana on weekends."
+    assert not wording.swapped(a, b)
+    assert wording.substituted(a, b) and wording.substituted(b, a)
+    assert duplicates.classify(0.95, b, a) == "similar" and duplicates.classify(0.95, a, b) == "similar"

@@ -117,9 +117,8 @@ def substituted(a: str, b: str) -> bool:
     "Alice can be reached at" is a rewording).
     """
     ta, tb = tokens(a), tokens(b)
-    counts_a, counts_b = Counter(ta), Counter(tb)
-    if not _content(list(counts_a - counts_b)) or not _content(list(counts_b - counts_a)):
-        return False  # no content word in place of another (and no need to align)
+    if ta == tb:
+        return False
     found = False
     for op, i1, i2, j1, j2 in SequenceMatcher(None, ta, tb, autojunk=False).get_opcodes():
         if op == "equal":

@@ -243,7 +243,8 @@ async def one_run(path: Path, conversations: int, messages: int, kill: bool, arg
     print(
         f"{label}: {conversations:,} conversations, {messages:,} messages: upload and import {run.upload_import_seconds:.1f} s, "
         f"searchable after {run.searchable_seconds:.1f} s = {run.rate:.0f} messages/s; the model alone "
-        f"{run.model_rate:.0f} texts/s on {run.model_texts:,} of the same texts: {run.share:.0%}; load {' → '.join(run.loads)}; "
+        f"{run.model_rate:.0f} texts/s on {run.model_texts:,} of the same texts: {run.share:.0%}; CPU ms per message "
+        f"{1000 * sum(run.cpu.values()) / run.messages:.1f} ({run.cpu}), the model alone {run.model_cpu_ms:.1f}; load {' → '.join(run.loads)}; "
         f"{'; '.join(run.kills) or 'no kills'}; {run.points}; search {run.search}; counts {run.counts}; "
         f"peak RSS {run.peak_rss}; started {run.started_rss}",
         flush=True,
@@ -260,9 +261,9 @@ def table(runs: list[Run], conversations: int, messages: int, size_mb: float) ->
         "(date, context and text) of the messages named, right after the run on the same host.",
         "",
         "| run | load average (start → during → end → model) | upload + import s | until searchable s | messages/s"
-        " | model alone texts/s (texts) | share of the model | points: messages / points / missing / extra / stale"
-        " | search: first of | import counts |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|---|",
+        " | model alone texts/s (texts) | share of the model | CPU ms per message: pipeline, model alone"
+        " | points: messages / points / missing / extra / stale | search: first of | import counts |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for run in runs:
         points = run.points
@@ -270,6 +271,7 @@ def table(runs: list[Run], conversations: int, messages: int, size_mb: float) ->
             f"| {'killed half-way: ' + ', '.join(run.kills) if run.kill else 'plain'} | {' → '.join(run.loads)}"
             f" | {run.upload_import_seconds:.1f} | {run.searchable_seconds:.1f} | {run.rate:.0f}"
             f" | {run.model_rate:.0f} ({run.model_texts:,}) | **{run.share:.0%}**"
+            f" | {1000 * sum(run.cpu.values()) / run.messages:.1f}, {run.model_cpu_ms:.1f}"
             f" | {points.messages:,} / {points.points:,} / {len(points.missing)} / {len(points.extra)} / {len(points.stale)}"
             f" | {run.search.get('first')} of {run.search.get('asked')} ({', '.join(run.search.get('modes', []))})"
             f" | {run.counts.get('imported')} new, {run.counts.get('updated')} updated,"

@@ -113,6 +113,31 @@ class Run:
         return self.rate / self.model_rate
 
 
+class ServiceCpu(StackMeter):
+    """StackMeter that survives a killed service: a process's CPU is read just before it is killed, and its
+    successor counts from its start. (Postgres counts the backends alive at the end, so it misses those
+    of a killed vault.)"""
+
+    def __init__(self, stack: Stack, database: str) -> None:
+        super().__init__(stack, database)
+        self.stack = stack
+        self._spent: dict[str, float] = {}
+
+    def before_kill(self, name: str) -> None:
+        spent = report.cpu_seconds(self.pids[name]) - self._before.get(name, 0.0)
+        self._spent[name] = self._spent.get(name, 0.0) + spent
+
+    def after_restart(self, name: str) -> None:
+        pid = self.stack.process(name).pid
+        assert pid is not None
+        self.pids[name], self._before[name] = pid, 0.0
+
+    def stop(self) -> None:
+        super().stop()
+        for name, spent in self._spent.items():
+            self.used[name] += spent
+
+
 class Peaks:
     """The highest VmHWM of each service over every process it ran as (a killed one is read just before)."""
 
@@ -155,18 +180,20 @@ async def indexed_texts(dsn: str, count: int) -> list[str]:
         await database.close()
 
 
-async def kill_and_restart(stack: Stack, peaks: Peaks, name: str, run: Run, why: str) -> None:
+async def kill_and_restart(stack: Stack, peaks: Peaks, meter: ServiceCpu, name: str, run: Run, why: str) -> None:
     peaks.read(name)
+    meter.before_kill(name)
     await asyncio.to_thread(stack.stop_service, name, kill=True)
     run.kills.append(f"{name} SIGKILLed {why}")
     await asyncio.to_thread(stack.restart, name)
+    meter.after_restart(name)
 
 
 async def pipeline(stack: Stack, database: str, path: Path, expected: int, run: Run, args: argparse.Namespace) -> None:
     token, vault = await owner_token(stack)
     peaks = Peaks(stack)
     run.started_rss = {name: rss_mib(stack.process(name).pid) for name in stack.services}
-    meter = StackMeter(stack, database)
+    meter = ServiceCpu(stack, database)
     run.loads.append(load())
     meter.start()
     start = time.perf_counter()
@@ -178,10 +205,14 @@ async def pipeline(stack: Stack, database: str, path: Path, expected: int, run: 
         now = await progress(connection)
         if not vault_killed and now.total and now.done >= now.total // 2 and now.state == "running":
             vault_killed = True
-            await kill_and_restart(stack, peaks, "vault", run, f"at {now.done} of {now.total} conversations imported")
+            await kill_and_restart(
+                stack, peaks, meter, "vault", run, f"at {now.done} of {now.total} conversations imported"
+            )
         if not indexer_killed and now.indexed >= expected // 2:
             indexer_killed = True
-            await kill_and_restart(stack, peaks, "indexer", run, f"at {now.indexed:,} of {expected:,} messages indexed")
+            await kill_and_restart(
+                stack, peaks, meter, "indexer", run, f"at {now.indexed:,} of {expected:,} messages indexed"
+            )
         if cli_out.done() and not run.upload_import_seconds:
             run.upload_import_seconds = time.perf_counter() - start
         if now.index_failed:

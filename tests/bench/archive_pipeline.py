@@ -337,7 +337,7 @@ async def main_async(args: argparse.Namespace) -> None:
     if args.write:
         command = (
             f"python -m tests.bench.archive_pipeline --conversations {args.conversations} --messages {args.messages}"
-            f" --runs {args.runs} --write"
+            f" --runs {args.runs} --model-texts {args.model_texts} --searches {args.searches} --write"
         )
         report.write_section("archive-pipeline", body, command)
     if failed:

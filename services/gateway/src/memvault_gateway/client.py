@@ -7,6 +7,7 @@ import job with a progress bar and prints the final counts."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import sys
@@ -19,6 +20,10 @@ from tqdm import tqdm  # type: ignore[import-untyped]
 
 PART_BYTES = 3 * 1024 * 1024
 FINISHED = ("done", "failed", "duplicate")
+RETRY_SECONDS = 300.0
+"""How long a part, the finish or a progress look is retried while the server is away (a restart):
+each is safe to repeat (a part sent again with the same bytes is accepted once)."""
+AWAY = (502, 503, 504)
 
 
 class CommandError(Exception):
@@ -34,6 +39,26 @@ def _check(response: httpx.Response) -> dict[str, Any]:
         raise CommandError(f"{response.request.method} {response.request.url.path}: {response.status_code} {detail}")
     body: dict[str, Any] = response.json()
     return body
+
+
+def _again(client: httpx.Client, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """A request that is safe to repeat, repeated while the server is away (an answer of 502, 503 or
+    504, or no answer at all) for up to RETRY_SECONDS, waiting as Retry-After says (1 to 10 s)."""
+    deadline = time.monotonic() + RETRY_SECONDS
+    while True:
+        wait = 1.0
+        try:
+            response = client.request(method, url, **kwargs)
+            if response.status_code not in AWAY:
+                return response
+            with contextlib.suppress(ValueError):
+                wait = min(10.0, max(1.0, float(response.headers.get("Retry-After", "1"))))
+            if time.monotonic() + wait > deadline:
+                return response
+        except httpx.TransportError:
+            if time.monotonic() + wait > deadline:
+                raise
+        time.sleep(wait)
 
 
 def _vault(client: httpx.Client, name: str) -> str:
@@ -91,21 +116,23 @@ def import_export(
         ):
             for part, block in enumerate(iter(lambda: handle.read(part_bytes), b"")):
                 _check(
-                    client.put(
+                    _again(
+                        client,
+                        "PUT",
                         f"{base}/{import_id}/parts/{part}",
                         content=block,
                         headers={"Content-Type": "application/octet-stream"},
                     )
                 )
                 bar.update(len(block))
-        status = _check(client.post(f"{base}/{import_id}/finish"))
+        status = _check(_again(client, "POST", f"{base}/{import_id}/finish"))
         deadline = time.monotonic() + timeout
         with tqdm(total=status["total"] or None, unit="conv", desc="import", file=sys.stderr) as bar:
             while status["state"] not in FINISHED:
                 if time.monotonic() > deadline:
                     raise CommandError(f"import {import_id} is still {status['state']}; check it later")
                 time.sleep(poll_seconds)
-                status = _check(client.get(f"{base}/{import_id}"))
+                status = _check(_again(client, "GET", f"{base}/{import_id}"))
                 if status["total"]:
                     bar.total = status["total"]
                 bar.n = status["done"]

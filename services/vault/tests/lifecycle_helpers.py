@@ -37,6 +37,7 @@ class FakeIndex:
         self.cosines: dict[frozenset[str], float] = {}
         self.down = False
         self.similar_calls = 0
+        self.embed_ahead_calls = 0
         self.delay = 0.0
         """Seconds each Similar call takes (as embedding does), so that calls can overlap."""
 
@@ -57,6 +58,12 @@ class FakeIndex:
         if self.down:
             raise Unavailable("the fake indexer is down")
         return "fake-model", ""
+
+    async def embed_ahead(self, vault_id: str, texts: Sequence[str]) -> None:
+        if self.down:
+            raise Unavailable("the fake indexer is down")
+        self.embed_ahead_calls += 1
+        await asyncio.sleep(self.delay)
 
     async def similar(
         self,

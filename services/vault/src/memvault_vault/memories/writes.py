@@ -176,10 +176,10 @@ class Writer:
             yield
 
     async def _embed_ahead(self, vault: VaultAccess, texts: list[str]) -> None:
-        """Have the indexer embed texts now (its Similar call, nearest one only; the answer is not used)."""
+        """Have the indexer embed texts now (a Similar call that only embeds: nothing is searched)."""
         assert self._index is not None
         try:
-            await self._index.similar(vault.id, texts, limit=1, min_cosine=1.0)
+            await self._index.embed_ahead(vault.id, texts)
         except Unavailable as error:
             log.info("embedding ahead failed; the duplicate check embeds the texts", extra={"reason": error.message})
 
@@ -391,7 +391,7 @@ class Writer:
         assert self._index is not None
         pending, total = await self._unindexed(vault, budget)
         if wait and total > len(pending):
-            await self._index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
+            await self._index.embed_ahead(vault.id, ["memvault"])
             deadline = time.monotonic() + self._index_catch_up_seconds
             while total > len(pending) and (left := deadline - time.monotonic()) > 0:
                 await self._index_progress.wait(left)

@@ -7,8 +7,8 @@ its own, both stacks up side by side. Each round:
 
 1. for `before` and `after` in turn (the order swaps every round, so neither always runs on a warmer
    or cooler machine): the bundled model alone, in a process of its own, on the indexer's default
-   2 threads (texts/s and CPU per text: the yardstick the import is compared with, taken right
-   before it); then `--imports` memories through `bulk_remember` over MCP, 500 per call, one client
+   2 threads, embedding in one call the very texts the import then brings (texts/s and CPU per text:
+   the yardstick the import is compared with, taken right before it); then `--imports` memories through `bulk_remember` over MCP, 500 per call, one client
    (`--in-flight` calls at a time, default 2, as memvault's own importers send them),
    until every one is searchable (memories/s, and CPU milliseconds per memory by process); then a
    wait until the indexer has built its vector index after the burst, so that no build runs during
@@ -44,12 +44,13 @@ from tests.e2e.e2e_helpers import call, mcp_session
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_CALL = 500
+CORPUS_SEED = 11
 
 MODEL_SCRIPT = """
 import sys, time
 from memvault_indexer.embedder import OnnxMiniLMEmbedder
 from tests.bench import corpus
-texts = corpus.memories(int(sys.argv[1]), seed=int(sys.argv[2]))
+texts = corpus.memories(int(sys.argv[2]), seed=int(sys.argv[3]))[int(sys.argv[1]):]
 embedder = OnnxMiniLMEmbedder(threads=2)
 embedder.embed(texts[:64])
 start, cpu = time.perf_counter(), time.process_time()
@@ -118,11 +119,11 @@ def side_commands(checkout: Path) -> dict[str, list[str]]:
     return commands
 
 
-def model_alone(count: int, seed: int) -> tuple[float, float]:
-    """The bundled model alone in a fresh process (2 threads), like `python -m tests.bench.run embedding`:
-    texts/s, and CPU milliseconds per text."""
+def model_alone(start: int, end: int, seed: int) -> tuple[float, float]:
+    """The bundled model alone in a fresh process (2 threads), like `python -m tests.bench.run embedding`,
+    embedding `corpus.memories(end, seed)[start:]` in one call: texts/s, and CPU milliseconds per text."""
     out = subprocess.run(
-        [sys.executable, "-c", MODEL_SCRIPT, str(count), str(seed)],
+        [sys.executable, "-c", MODEL_SCRIPT, str(start), str(end), str(seed)],
         capture_output=True,
         text=True,
         check=True,
@@ -136,11 +137,11 @@ async def measure_import(side: Side, round_no: int, args: argparse.Namespace) ->
     """The model alone, then this round's import until searchable, then the wait for the index build."""
     stack = side.stack
     row: dict[str, Any] = {"round": round_no}
-    row["model"], row["model_cpu"] = await asyncio.to_thread(model_alone, args.model_texts, 100 + round_no)
-    # Each side imports the same texts in the same round, distinct from every earlier round's.
-    texts = corpus.memories(args.seed + args.imports * (round_no + 1), seed=11)[
-        args.seed + args.imports * round_no : args.seed + args.imports * (round_no + 1)
-    ]
+    # Each side imports the same texts in the same round, distinct from every earlier round's; the model
+    # alone embeds those very texts first (same lengths, same padding).
+    start, end = args.seed + args.imports * round_no, args.seed + args.imports * (round_no + 1)
+    row["model"], row["model_cpu"] = await asyncio.to_thread(model_alone, start, end, CORPUS_SEED)
+    texts = corpus.memories(end, seed=CORPUS_SEED)[start:end]
     meter = StackMeter(stack, side.database)
     async with mcp_session(stack.mcp_url) as client:
         meter.start()
@@ -213,7 +214,7 @@ async def measure_recall(sides: list[Side], round_no: int, args: argparse.Namesp
 
 
 async def seed(side: Side, args: argparse.Namespace) -> None:
-    texts = corpus.memories(args.seed, seed=11)
+    texts = corpus.memories(args.seed, seed=CORPUS_SEED)
     async with mcp_session(side.stack.mcp_url) as client:
         await bulk_remember_all(client, texts)
     side.imported = len(texts)
@@ -347,7 +348,6 @@ def main() -> None:
         default=IN_FLIGHT,
         help=f"bulk_remember calls the import keeps in flight (default {IN_FLIGHT})",
     )
-    parser.add_argument("--model-texts", type=int, default=1000, help="texts the model alone embeds (1,000)")
     parser.add_argument("--max-minutes", type=float, default=30, help="start no new round after this long")
     parser.add_argument("--out", type=Path, help="also write the summary table to this file")
     args = parser.parse_args()

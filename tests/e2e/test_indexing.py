@@ -210,8 +210,21 @@ async def test_similarity_call_scores_memories_and_earlier_texts(fresh_stack: St
             ),
             metadata=service_identity(stack, "vault"),
         )
+        # Embedding ahead (an import waiting for its turn): one empty result per text, nothing searched.
+        ahead = await index_pb2_grpc.IndexServiceStub(channel).Similar(
+            index_pb2.SimilarRequest(
+                vault_id=vault_uuid,
+                texts=["The homelab NAS is a Synology DS920+ with 4 drives.", "A text embedded ahead."],
+                limit=3,
+                min_cosine=0.0,
+                embed_only=True,
+            ),
+            metadata=service_identity(stack, "vault"),
+        )
     finally:
         await channel.close()
+    assert len(ahead.results) == 2
+    assert not any(r.memories or r.earlier for r in ahead.results)
     first, unrelated, reworded = response.results
     assert first.memories[0].memory_id == nas_id
     assert first.memories[0].cosine >= 0.9

@@ -55,6 +55,23 @@ async def test_new_points_are_indexed_after_a_large_burst_or_once_writes_pause(t
     await store.close()
 
 
+@pytest.mark.integration
+async def test_a_burst_below_the_indexing_threshold_builds_nothing_until_writes_pause(tmp_path: Path) -> None:
+    store = CountingEdgeStore(tmp_path, model="test", dimension=8)
+    await store.ensure_collection()
+    indexer = Indexer(None, store, None)  # type: ignore[arg-type]  # only the store is used here
+    await add_points(store, indexer, 1000)
+    await indexer.optimize_if_due(idle_seconds=indexing.OPTIMIZE_WHEN_IDLE_SECONDS)
+    assert store.optimized == 1
+    for _ in range(8):  # an import of 2,000 in batches, writes still coming
+        await add_points(store, indexer, 250)
+        await indexer.optimize_if_due(idle_seconds=0.5)
+    assert store.optimized == 1  # 2,000 new points, two thirds of the collection, but no copy during the burst
+    await indexer.optimize_if_due(idle_seconds=indexing.OPTIMIZE_WHEN_IDLE_SECONDS)
+    assert store.optimized == 2  # the burst is over
+    await store.close()
+
+
 class SlowEmbedder:
     """A deterministic embedder that takes a while and counts the texts it embeds."""
 

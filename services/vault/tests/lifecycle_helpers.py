@@ -37,6 +37,9 @@ class FakeIndex:
         self.cosines: dict[frozenset[str], float] = {}
         self.down = False
         self.similar_calls = 0
+        self.embed_ahead_calls = 0
+        self.calls: list[str] = []
+        """"similar" or "ahead" as each call starts and "similar done" as a Similar call ends, in order."""
         self.delay = 0.0
         """Seconds each Similar call takes (as embedding does), so that calls can overlap."""
 
@@ -58,6 +61,13 @@ class FakeIndex:
             raise Unavailable("the fake indexer is down")
         return "fake-model", ""
 
+    async def embed_ahead(self, vault_id: str, texts: Sequence[str]) -> None:
+        if self.down:
+            raise Unavailable("the fake indexer is down")
+        self.embed_ahead_calls += 1
+        self.calls.append("ahead")
+        await asyncio.sleep(self.delay)
+
     async def similar(
         self,
         vault_id: str,
@@ -70,7 +80,9 @@ class FakeIndex:
         if self.down:
             raise Unavailable("the fake indexer is down")
         self.similar_calls += 1
+        self.calls.append("similar")
         await asyncio.sleep(self.delay)
+        self.calls.append("similar done")
         rows = await self.database.pool.fetch("SELECT id::text, content FROM memory WHERE vault_id = $1", vault_id)
         results = []
         for position, text in enumerate(texts):

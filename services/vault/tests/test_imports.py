@@ -179,7 +179,8 @@ async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_ind
     await set_mode(owner, "auto")
     first, second = "The boiler was serviced in March 2025.", "The boiler got its service in March 2025."
     fake_index.set(first, second, 0.97)
-    calls = fake_index.similar_calls
+    calls, ahead = fake_index.similar_calls, fake_index.embed_ahead_calls
+    fake_index.calls.clear()
     fake_index.delay = 0.3
     try:
         one, two = await asyncio.gather(bulk(owner, first), bulk(owner, second))
@@ -188,7 +189,10 @@ async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_ind
     results = sorted([one.results[0], two.results[0]], key=lambda r: r.outcome)
     assert [r.outcome for r in results] == [vpb.WRITE_OUTCOME_STORED, vpb.WRITE_OUTCOME_DUPLICATE]
     assert results[1].memory_id == results[0].memory_id
-    assert fake_index.similar_calls - calls == 3  # each import's check, and the waiting one's embedding ahead
+    assert fake_index.similar_calls - calls == 2  # each import's check
+    assert fake_index.embed_ahead_calls - ahead == 1  # and the waiting one's embedding ahead
+    # ...sent once the first one's texts are embedded, not beside them (which would delay the first)
+    assert fake_index.calls[:3] == ["similar", "similar done", "ahead"]
 
 
 async def test_undo_needs_a_reviewer_and_a_real_batch(owner: Caller) -> None:

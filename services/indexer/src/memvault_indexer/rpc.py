@@ -67,6 +67,9 @@ class IndexServicer(index_pb2_grpc.IndexServiceServicer):
             raise InvalidArgument("vault_id is required", field="vault_id")
         if len(request.texts) > limits.MAX_BULK_ITEMS or len(request.pending) > MAX_PENDING:
             raise InvalidArgument(f"at most {limits.MAX_BULK_ITEMS} texts and {MAX_PENDING} pending texts")
+        if request.embed_only:
+            await self._indexer.embed(list(request.texts))
+            return pb.SimilarResponse(results=[pb.SimilarMatches() for _ in request.texts], model=self._indexer.model)
         results = await self._indexer.similar(
             request.vault_id,
             list(request.texts),

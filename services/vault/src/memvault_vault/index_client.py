@@ -91,6 +91,14 @@ class IndexClient:
             for result in response.results
         ]
 
+    async def embed_ahead(self, vault_id: str, texts: Sequence[str]) -> None:
+        """Have the indexer embed texts and keep their vectors for a Similar call to come (nothing searched)."""
+        request = index_pb2.SimilarRequest(vault_id=vault_id, texts=list(texts), embed_only=True)
+        try:
+            await self._stub.Similar(request, timeout=self._timeout * 10, metadata=self._metadata())
+        except grpc.aio.AioRpcError as error:
+            raise _unavailable(error) from None
+
     async def searchable(self) -> tuple[str, str]:
         """(the embedding model, why searches are refused now: empty when they are answered)."""
         try:

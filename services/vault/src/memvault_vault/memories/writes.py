@@ -62,6 +62,8 @@ class Writer:
         self._index_catch_up_seconds = index_catch_up_seconds
         self._index_progress = index_progress or IndexProgress()
         self._import_turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._turn_embedded: dict[str, asyncio.Event] = {}
+        """Per vault, set once the import holding the turn has its texts embedded (or waits for the index)."""
         self._warming: set[asyncio.Task[None]] = set()
 
     async def refuse_secret(self, identity: Identity, vault: VaultAccess, draft: Draft) -> None:
@@ -159,7 +161,9 @@ class Writer:
         duplicate check sees the memories the one before wrote. A client may still keep two imports in
         flight: while one is decided and written, the next one's texts are embedded already (the
         indexer keeps them, and its Similar call under the turn then finds them embedded or awaits the
-        embedding under way), so the indexer's cores do not idle while the vault writes."""
+        embedding under way), so the indexer's cores do not idle while the vault writes. The next one's texts go
+        to the indexer once the current one's are embedded: sent at once, both would be embedded side by
+        side, and the current one would wait for both before it could be written (and its client send more)."""
         if not is_import or self._index is None:
             yield
             return
@@ -168,18 +172,35 @@ class Writer:
             turn = self._import_turns[vault.id] = asyncio.Lock()
         if turn.locked() and drafts:
             warming = asyncio.create_task(
-                self._embed_ahead(vault, list(dict.fromkeys(d.content for d in drafts.values())))
+                self._embed_ahead(
+                    vault, list(dict.fromkeys(d.content for d in drafts.values())), self._turn_embedded.get(vault.id)
+                )
             )
             self._warming.add(warming)
             warming.add_done_callback(self._warming.discard)
         async with turn:
-            yield
+            embedded = self._turn_embedded[vault.id] = asyncio.Event()
+            try:
+                yield
+            finally:
+                embedded.set()
+                if self._turn_embedded.get(vault.id) is embedded:
+                    del self._turn_embedded[vault.id]
 
-    async def _embed_ahead(self, vault: VaultAccess, texts: list[str]) -> None:
-        """Have the indexer embed texts now (its Similar call, nearest one only; the answer is not used)."""
+    def _turn_texts_embedded(self, vault: VaultAccess) -> None:
+        """The import holding the vault's turn no longer needs the indexer's cores: the next may embed ahead."""
+        embedded = self._turn_embedded.get(vault.id)
+        if embedded is not None:
+            embedded.set()
+
+    async def _embed_ahead(self, vault: VaultAccess, texts: list[str], after: asyncio.Event | None) -> None:
+        """Have the indexer embed texts (a Similar call that only embeds: nothing is searched), once the import
+        holding the turn has its own embedded (`after`; it is set when that import leaves the turn at the latest)."""
         assert self._index is not None
+        if after is not None:
+            await after.wait()
         try:
-            await self._index.similar(vault.id, texts, limit=1, min_cosine=1.0)
+            await self._index.embed_ahead(vault.id, texts)
         except Unavailable as error:
             log.info("embedding ahead failed; the duplicate check embeds the texts", extra={"reason": error.message})
 
@@ -369,6 +390,8 @@ class Writer:
                     min_cosine=duplicates.lowest_cosine(),
                     pending=pending,
                 )
+                if wait_for_index:  # an import, holding its vault's turn
+                    self._turn_texts_embedded(vault)
                 return similar, behind
             except Unavailable as error:
                 if attempt:
@@ -391,7 +414,8 @@ class Writer:
         assert self._index is not None
         pending, total = await self._unindexed(vault, budget)
         if wait and total > len(pending):
-            await self._index.similar(vault.id, ["memvault"], limit=1, min_cosine=1.0)
+            self._turn_texts_embedded(vault)  # the next import may use the cores meanwhile
+            await self._index.embed_ahead(vault.id, ["memvault"])
             deadline = time.monotonic() + self._index_catch_up_seconds
             while total > len(pending) and (left := deadline - time.monotonic()) > 0:
                 await self._index_progress.wait(left)

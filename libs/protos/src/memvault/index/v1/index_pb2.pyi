@@ -334,11 +334,16 @@ class SimilarRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     MIN_COSINE_FIELD_NUMBER: _builtins.int
     PENDING_FIELD_NUMBER: _builtins.int
+    EMBED_ONLY_FIELD_NUMBER: _builtins.int
     vault_id: _builtins.str
     limit: _builtins.int
     """Memories to return per text, nearest first."""
     min_cosine: _builtins.float
     """Only matches at or above this cosine similarity."""
+    embed_only: _builtins.bool
+    """Only embed the texts (the indexer keeps their vectors for a call that follows, such as an
+    import's duplicate check waiting for its turn); nothing is searched and every result is empty.
+    """
     @_builtins.property
     def texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -353,10 +358,11 @@ class SimilarRequest(_message.Message):
         limit: _builtins.int = ...,
         min_cosine: _builtins.float = ...,
         pending: _abc.Iterable[Global___PendingText] | None = ...,
+        embed_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "min_cosine", b"min_cosine", "pending", b"pending", "texts", b"texts", "vault_id", b"vault_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embed_only", b"embed_only", "limit", b"limit", "min_cosine", b"min_cosine", "pending", b"pending", "texts", b"texts", "vault_id", b"vault_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3,6 +3,7 @@ pinned pages of several conversations, titles, and counts. Every query is filter
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -35,35 +36,113 @@ def _message(r: asyncpg.Record) -> MessageRecord:
     )
 
 
+RANK_BUDGET = 5_000
+"""Messages (estimated) whose every match is ranked; the query's commoner words beyond it are sampled."""
+COMMON_WORD_SAMPLE = 2_000
+"""Messages holding only the query's common words that are ranked."""
+RANKED_DEEP = 200
+"""The best ranked matches filtered to head revisions (then the best `limit` kept)."""
+COMMON_WORDS_REFRESH_SECONDS = 300.0
+
+# $1 vault, $2 query, $3 tags (all), $4 tags (any), $5 limit, $6/$7 the common lexemes and their
+# estimated messages, $8 RANK_BUDGET, $9 COMMON_WORD_SAMPLE, ($10 RANKED_DEEP).
+_MATCHES = """
+    words AS (
+        SELECT w.lexeme, coalesce(e.est, 0) AS est
+        FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $2))) AS w
+        LEFT JOIN unnest($6::text[], $7::float8[]) AS e (lexeme, est) ON e.lexeme = w.lexeme
+    ),
+    split AS (SELECT lexeme, est = 0 OR sum(est) OVER (ORDER BY est, lexeme) <= $8 AS ranked FROM words),
+    q AS (
+        SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q,
+               (SELECT string_agg(quote_literal(lexeme), ' | ') FROM split WHERE ranked)::tsquery AS every,
+               (SELECT string_agg(quote_literal(lexeme), ' | ') FROM split WHERE NOT ranked)::tsquery AS sample
+    ),
+    tagged AS (SELECT cardinality($3::text[]) + cardinality($4::text[]) > 0 AS wanted),
+    matches AS (
+        (SELECT m.id, m.conversation_id, m.search FROM archive_message m, q, tagged
+         WHERE q.every IS NOT NULL AND m.vault_id = $1 AND m.search @@ q.every
+           AND (NOT tagged.wanted OR EXISTS (SELECT 1 FROM archive_conversation c WHERE c.id = m.conversation_id
+                AND c.tags @> $3::text[] AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[]))))
+        UNION ALL
+        (SELECT m.id, m.conversation_id, m.search FROM archive_message m, q, tagged
+         WHERE q.sample IS NOT NULL AND m.vault_id = $1 AND m.search @@ q.sample
+           AND (q.every IS NULL OR NOT m.search @@ q.every)
+           AND (NOT tagged.wanted OR EXISTS (SELECT 1 FROM archive_conversation c WHERE c.id = m.conversation_id
+                AND c.tags @> $3::text[] AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])))
+         LIMIT $9)
+    )
+"""
+_KEYWORD = (
+    "WITH"
+    + _MATCHES
+    + """,
+    ranked AS (
+        SELECT matches.id, matches.conversation_id, ts_rank_cd(matches.search, q.q) AS rank FROM matches, q
+        WHERE matches.search @@ q.q ORDER BY rank DESC, matches.id {deep}
+    )
+    SELECT r.id::text AS id, r.rank, CASE WHEN EXISTS (SELECT 1 FROM archive_message_index s
+        WHERE s.message_id = r.id AND s.state = 'indexed') THEN NULL
+        ELSE (SELECT coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text)
+              FROM archive_message m WHERE m.id = r.id) END AS pending
+    FROM ranked r
+    WHERE EXISTS (SELECT 1 FROM archive_revision_message rm JOIN archive_conversation c
+        ON c.id = rm.conversation_id AND rm.revision = c.head_revision
+        WHERE rm.message_id = r.id AND rm.conversation_id = r.conversation_id AND c.vault_id = $1)
+    ORDER BY r.rank DESC, r.id LIMIT $5
+"""
+)
+_KEYWORD_COUNT = "WITH" + _MATCHES + ", q2 AS (SELECT $5::int AS unused) SELECT count(*) FROM matches, q WHERE matches.search @@ q.q"
+
+
 class ArchiveReadStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
+        self._common: frozenset[str] = frozenset()
+        self._common_at = -COMMON_WORDS_REFRESH_SECONDS
 
     async def keyword_candidates(
         self, vault: VaultAccess, query: str, tags_all: list[str], tags_any: list[str], limit: int
     ) -> list[tuple[str, float, str | None]]:
         """(message id, full-text rank, its text when the vector index does not hold it yet) of the best
-        messages of head revisions sharing a word with the query."""
-        rows = await self._pool.fetch(
-            # The query's words joined by OR: a message sharing some of a question's words is a candidate,
-            # ranked by how many and how close (ts_rank_cd).
-            "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank, CASE WHEN EXISTS (SELECT 1 FROM"
-            " archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed') THEN NULL"
-            " ELSE coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text) END AS pending"
-            " FROM (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q) AS w,"
-            " archive_message m"
-            " JOIN archive_revision_message rm ON rm.message_id = m.id"
-            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-            " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q AND c.tags @> $3::text[]"
-            " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
-            " GROUP BY m.id ORDER BY rank DESC, m.id LIMIT $5",
-            vault.id,
-            query,
-            tags_all,
-            tags_any,
-            limit,
-        )
+        messages of head revisions sharing a word with the query.
+
+        The query's words are joined by OR: a message sharing some of a question's words is a candidate,
+        ranked by how many and how close (ts_rank_cd). Ranking is the cost: a GIN index finds the
+        messages holding a word quickly, but ts_rank_cd then reads every one of them, and a common word
+        is in a large share of a big archive (tests/bench/archive_search.py). So the query's words are
+        taken rarest first, by the table's statistics, while the messages they are estimated to be in
+        stay within RANK_BUDGET (a word the statistics do not list as common always is): every message
+        holding one of them is ranked; of those holding only the common words left, at most
+        COMMON_WORD_SAMPLE. Without statistics (a small or new archive) every match is ranked. The best
+        RANKED_DEEP are then filtered to head revisions (a message only an older revision lists is
+        rare: replaced or edited away); should that leave too few, every match is filtered first."""
+        common = await self._common_words()
+        args = (vault.id, query, tags_all, tags_any, limit, list(common), list(common.values()), RANK_BUDGET)
+        rows = await self._pool.fetch(_KEYWORD.format(deep="LIMIT $10"), *args, COMMON_WORD_SAMPLE, RANKED_DEEP)
+        if len(rows) < limit and await self._pool.fetchval(_KEYWORD_COUNT, *args, COMMON_WORD_SAMPLE) > RANKED_DEEP:
+            rows = await self._pool.fetch(_KEYWORD.format(deep=""), *args, COMMON_WORD_SAMPLE)
         return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
+
+    async def _common_words(self) -> dict[str, float]:
+        """Lexemes the statistics of archive_message.search list as common, with the number of messages
+        each is estimated to be in (ANALYZE, autovacuum's or a manual one, keeps them; read again every
+        few minutes)."""
+        now = time.monotonic()
+        if now - self._common_at < COMMON_WORDS_REFRESH_SECONDS:
+            return self._common
+        row = await self._pool.fetchrow(
+            "SELECT s.most_common_elems::text::text[] AS words, s.most_common_elem_freqs AS freqs,"
+            " c.reltuples FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename"
+            " AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = s.schemaname)"
+            " WHERE s.schemaname = current_schema() AND s.tablename = 'archive_message' AND s.attname = 'search'"
+        )
+        found: dict[str, float] = {}
+        if row is not None and row["words"] and row["freqs"]:
+            rows = max(float(row["reltuples"]), 0.0)
+            found = {w: f * rows for w, f in zip(row["words"], row["freqs"], strict=False)}
+        self._common, self._common_at = found, now
+        return found
 
     async def hits(
         self, vault: VaultAccess, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]

@@ -100,9 +100,11 @@ class SearchSnapshots:
     async def resolve(self, vault: VaultAccess, refs: Sequence[HitRef]) -> list[MessageHit | None]:
         """The hits of `refs` in their order, with text, role and title; None for a message deleted since."""
         rows = await self._pool.fetch(
-            "SELECT m.id::text AS id, m.text, m.role, c.title FROM archive_message m"
-            " JOIN archive_conversation c ON c.id = m.conversation_id"
-            " WHERE m.id = ANY($2::uuid[]) AND m.vault_id = $1 AND c.vault_id = $1",
+            # Driven from the ids (a generic plan must not start from the vault's conversations).
+            "SELECT m.id::text AS id, m.text, m.role, c.title FROM unnest($2::uuid[]) AS wanted (id)"
+            " JOIN archive_message m ON m.id = wanted.id AND m.vault_id = $1"
+            " CROSS JOIN LATERAL (SELECT c.title FROM archive_conversation c"
+            " WHERE c.id = m.conversation_id AND c.vault_id = $1) AS c",
             vault.id,
             [r.message_id for r in refs],
         )

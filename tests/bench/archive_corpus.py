@@ -9,6 +9,7 @@ each of 4 to 22 words of which about 40 % are function words ("the", "and", "is"
 from __future__ import annotations
 
 import json
+
 import numpy as np
 
 FUNCTION_WORDS_IN_VOCAB = 120

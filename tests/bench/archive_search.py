@@ -192,7 +192,11 @@ async def seed_vectors(dsn: str, qdrant_dir: Path, vault_id: str, real: int) -> 
             base = anchor_of[row["c"]] = spare[n % len(spare)]
         noisy = base + rng.normal(0, 0.6 / np.sqrt(embedder.dimension), size=embedder.dimension)
         vector = (noisy / np.linalg.norm(noisy)).astype(np.float32)
-        batch.append(IndexedMemory(row["id"], vault_id, vector, row["content_hash"], kind=MESSAGE, conversation_id=row["c"], revision=1))
+        batch.append(
+            IndexedMemory(
+                row["id"], vault_id, vector, row["content_hash"], kind=MESSAGE, conversation_id=row["c"], revision=1
+            )
+        )
         if len(batch) == 2000:
             await store.upsert(batch)
             batch = []
@@ -236,7 +240,7 @@ async def measure(stack: Stack, dsn: str, calls: int) -> tuple[dict[str, list[fl
                 raise RuntimeError(f"archive_search failed: {result.content}")
             return dict(result.structured_content)
 
-        for kind, texts in queries.items():  # warm up: one of each kind, untimed
+        for texts in queries.values():  # warm up: one of each kind, untimed
             await search(query=texts[-1])
         pids = {n: p for n in ("gateway", "mcp", "vault", "indexer") if (p := stack.process(n).pid) is not None}
         postgres = await backend_pids(dsn)

@@ -7,21 +7,18 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from test_archive_reads import (  # noqa: F401 (fixtures)
-    CURSOR_KEY,
-    archive_stub,
-    create,
-    owner,
-    refused,
-    stub,
-    vault_id,
-)
+import test_archive_reads
+from test_archive_reads import CURSOR_KEY, create, refused, stub, vault_id
 from vault_helpers import Caller
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault_vault.database import Database
 
 pytestmark = pytest.mark.integration
+
+# The fixtures of the archive's read tests: a vault server on a free port, and a new owner per test.
+archive_stub = test_archive_reads.archive_stub
+owner = test_archive_reads.owner
 
 
 async def test_search_pages_read_a_snapshot_so_writes_between_pages_never_shift_them(

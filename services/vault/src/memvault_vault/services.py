@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.archive.reading_store import ArchiveReadStore
-from memvault_vault.archive.search_snapshots import SearchSnapshots
 from memvault_vault.archive.reads import ArchiveReads
+from memvault_vault.archive.search_snapshots import SearchSnapshots
 from memvault_vault.archive.service import ArchiveService
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.audit.service import AuditService

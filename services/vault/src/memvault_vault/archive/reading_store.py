@@ -73,10 +73,7 @@ _MATCHES = """
          LIMIT $9)
     )
 """
-_KEYWORD = (
-    "WITH"
-    + _MATCHES
-    + """,
+_RANKED = """,
     ranked AS (
         SELECT matches.id, matches.conversation_id, ts_rank_cd(matches.search, q.q) AS rank FROM matches, q
         WHERE matches.search @@ q.q ORDER BY rank DESC, matches.id {deep}
@@ -91,14 +88,16 @@ _KEYWORD = (
         WHERE rm.message_id = r.id AND rm.conversation_id = r.conversation_id AND c.vault_id = $1)
     ORDER BY r.rank DESC, r.id LIMIT $5
 """
-)
-_KEYWORD_COUNT = "WITH" + _MATCHES + ", q2 AS (SELECT $5::int AS unused) SELECT count(*) FROM matches, q WHERE matches.search @@ q.q"
+_KEYWORD = "WITH" + _MATCHES + _RANKED
+# The same parameters but RANKED_DEEP ($5 is declared, unused).
+_COUNTED = ", q2 AS (SELECT $5::int AS unused) SELECT count(*) FROM matches, q WHERE matches.search @@ q.q"
+_KEYWORD_COUNT = "WITH" + _MATCHES + _COUNTED
 
 
 class ArchiveReadStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
-        self._common: frozenset[str] = frozenset()
+        self._common: dict[str, float] = {}
         self._common_at = -COMMON_WORDS_REFRESH_SECONDS
 
     async def keyword_candidates(

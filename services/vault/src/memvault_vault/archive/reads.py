@@ -14,7 +14,6 @@ from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound, Unava
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.archive.reading_store import ArchiveReadStore
-from memvault_vault.archive.search_snapshots import SearchSnapshots, Snapshot
 from memvault_vault.archive.records import (
     ArchiveStats,
     BatchPage,
@@ -25,6 +24,7 @@ from memvault_vault.archive.records import (
     Oversized,
     SearchPage,
 )
+from memvault_vault.archive.search_snapshots import SearchSnapshots, Snapshot
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import archive_reads as reads
 from memvault_vault.domain import cursor as fingerprints
@@ -178,7 +178,9 @@ class ArchiveReads:
         try:
             snapshot_id = str(uuid.UUID(snapshot_id))
         except ValueError:
-            raise InvalidArgument("cursor is not one this server issued; omit it to start again", field="cursor") from None
+            raise InvalidArgument(
+                "cursor is not one this server issued; omit it to start again", field="cursor"
+            ) from None
         snapshot = await self._snapshots.load(vault, caller, snapshot_id, self._cursors.ttl_seconds)
         if snapshot is None:
             raise InvalidArgument(

@@ -36,27 +36,33 @@ def _message(r: asyncpg.Record) -> MessageRecord:
     )
 
 
-RANK_BUDGET = 5_000
+RANK_BUDGET = 2_000
 """Messages (estimated) whose every match is ranked; the query's commoner words beyond it are sampled."""
-COMMON_WORD_SAMPLE = 2_000
-"""Messages holding only the query's common words that are ranked."""
+COMMON_WORD_SAMPLE = 1_000
+"""Messages ranked of each sampled word and of each pair of them."""
 RANKED_DEEP = 200
 """The best ranked matches filtered to head revisions (then the best `limit` kept)."""
 COMMON_WORDS_REFRESH_SECONDS = 300.0
 
 # $1 vault, $2 query, $3 tags (all), $4 tags (any), $5 limit, $6/$7 the common lexemes and their
-# estimated messages, $8 RANK_BUDGET, $9 COMMON_WORD_SAMPLE, ($10 RANKED_DEEP).
+# estimated messages, $8 RANK_BUDGET, $9 COMMON_WORD_SAMPLE, $10 the estimate of a lexeme the statistics
+# do not list (fewer than the least common listed), ($11 RANKED_DEEP).
 _MATCHES = """
     words AS (
-        SELECT w.lexeme, coalesce(e.est, 0) AS est
+        SELECT w.lexeme, coalesce(e.est, $10::float8) AS est
         FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $2))) AS w
         LEFT JOIN unnest($6::text[], $7::float8[]) AS e (lexeme, est) ON e.lexeme = w.lexeme
     ),
-    split AS (SELECT lexeme, est = 0 OR sum(est) OVER (ORDER BY est, lexeme) <= $8 AS ranked FROM words),
+    split AS (SELECT lexeme, sum(est) OVER (ORDER BY est, lexeme) <= $8 AS ranked FROM words),
     q AS (
         SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q,
-               (SELECT string_agg(quote_literal(lexeme), ' | ') FROM split WHERE ranked)::tsquery AS every,
-               (SELECT string_agg(quote_literal(lexeme), ' | ') FROM split WHERE NOT ranked)::tsquery AS sample
+               (SELECT string_agg(quote_literal(lexeme), ' | ') FROM split WHERE ranked)::tsquery AS every
+    ),
+    sampled AS (
+        SELECT quote_literal(lexeme)::tsquery AS t FROM split WHERE NOT ranked
+        UNION ALL
+        SELECT (quote_literal(a.lexeme) || ' & ' || quote_literal(b.lexeme))::tsquery FROM split a
+        JOIN split b ON a.lexeme < b.lexeme WHERE NOT a.ranked AND NOT b.ranked
     ),
     tagged AS (SELECT cardinality($3::text[]) + cardinality($4::text[]) > 0 AS wanted),
     matches AS (
@@ -65,18 +71,19 @@ _MATCHES = """
            AND (NOT tagged.wanted OR EXISTS (SELECT 1 FROM archive_conversation c WHERE c.id = m.conversation_id
                 AND c.tags @> $3::text[] AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[]))))
         UNION ALL
-        (SELECT m.id, m.conversation_id, m.search FROM archive_message m, q, tagged
-         WHERE q.sample IS NOT NULL AND m.vault_id = $1 AND m.search @@ q.sample
-           AND (q.every IS NULL OR NOT m.search @@ q.every)
-           AND (NOT tagged.wanted OR EXISTS (SELECT 1 FROM archive_conversation c WHERE c.id = m.conversation_id
-                AND c.tags @> $3::text[] AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])))
-         LIMIT $9)
+        (SELECT f.id, f.conversation_id, f.search FROM sampled CROSS JOIN LATERAL (
+            SELECT m.id, m.conversation_id, m.search FROM archive_message m, q, tagged
+            WHERE m.vault_id = $1 AND m.search @@ sampled.t AND (q.every IS NULL OR NOT m.search @@ q.every)
+              AND (NOT tagged.wanted OR EXISTS (SELECT 1 FROM archive_conversation c WHERE c.id = m.conversation_id
+                   AND c.tags @> $3::text[] AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])))
+            LIMIT $9) AS f)
     )
 """
 _RANKED = """,
     ranked AS (
-        SELECT matches.id, matches.conversation_id, ts_rank_cd(matches.search, q.q) AS rank FROM matches, q
-        WHERE matches.search @@ q.q ORDER BY rank DESC, matches.id {deep}
+        SELECT u.id, u.conversation_id, ts_rank_cd(u.search, q.q) AS rank
+        FROM (SELECT DISTINCT ON (id) id, conversation_id, search FROM matches ORDER BY id) AS u, q
+        WHERE u.search @@ q.q ORDER BY rank DESC, u.id {deep}
     )
     SELECT r.id::text AS id, r.rank, CASE WHEN EXISTS (SELECT 1 FROM archive_message_index s
         WHERE s.message_id = r.id AND s.state = 'indexed') THEN NULL
@@ -90,7 +97,7 @@ _RANKED = """,
 """
 _KEYWORD = "WITH" + _MATCHES + _RANKED
 # The same parameters but RANKED_DEEP ($5 is declared, unused).
-_COUNTED = ", q2 AS (SELECT $5::int AS unused) SELECT count(*) FROM matches, q WHERE matches.search @@ q.q"
+_COUNTED = ", q2 AS (SELECT $5::int AS unused) SELECT count(DISTINCT id) FROM matches, q WHERE matches.search @@ q.q"
 _KEYWORD_COUNT = "WITH" + _MATCHES + _COUNTED
 
 
@@ -110,17 +117,20 @@ class ArchiveReadStore:
         ranked by how many and how close (ts_rank_cd). Ranking is the cost: a GIN index finds the
         messages holding a word quickly, but ts_rank_cd then reads every one of them, and a common word
         is in a large share of a big archive (tests/bench/archive_search.py). So the query's words are
-        taken rarest first, by the table's statistics, while the messages they are estimated to be in
-        stay within RANK_BUDGET (a word the statistics do not list as common always is): every message
-        holding one of them is ranked; of those holding only the common words left, at most
-        COMMON_WORD_SAMPLE. Without statistics (a small or new archive) every match is ranked. The best
+        taken rarest first, by the table's statistics (a word they do not list counts as the least common
+        one they do), while the messages they are estimated to be in stay within RANK_BUDGET: every
+        message holding one of them is ranked. Of each other word, and of each pair of them, the first
+        COMMON_WORD_SAMPLE messages are ranked (all of them when it is in fewer: a sampled rare word
+        loses nothing). Without statistics (a small or new archive) every match is ranked. The best
         RANKED_DEEP are then filtered to head revisions (a message only an older revision lists is
         rare: replaced or edited away); should that leave too few, every match is filtered first."""
         common = await self._common_words()
+        unlisted = min(common.values(), default=0.0)
         args = (vault.id, query, tags_all, tags_any, limit, list(common), list(common.values()), RANK_BUDGET)
-        rows = await self._pool.fetch(_KEYWORD.format(deep="LIMIT $10"), *args, COMMON_WORD_SAMPLE, RANKED_DEEP)
-        if len(rows) < limit and await self._pool.fetchval(_KEYWORD_COUNT, *args, COMMON_WORD_SAMPLE) > RANKED_DEEP:
-            rows = await self._pool.fetch(_KEYWORD.format(deep=""), *args, COMMON_WORD_SAMPLE)
+        args = (*args, COMMON_WORD_SAMPLE, unlisted)
+        rows = await self._pool.fetch(_KEYWORD.format(deep="LIMIT $11"), *args, RANKED_DEEP)
+        if len(rows) < limit and await self._pool.fetchval(_KEYWORD_COUNT, *args) > RANKED_DEEP:
+            rows = await self._pool.fetch(_KEYWORD.format(deep=""), *args)
         return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
 
     async def _common_words(self) -> dict[str, float]:

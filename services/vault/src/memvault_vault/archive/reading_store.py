@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -126,8 +127,8 @@ class ArchiveReadStore:
         rare: replaced or edited away); should that leave too few, every match is filtered first."""
         common = await self._common_words()
         unlisted = min(common.values(), default=0.0)
-        args = (vault.id, query, tags_all, tags_any, limit, list(common), list(common.values()), RANK_BUDGET)
-        args = (*args, COMMON_WORD_SAMPLE, unlisted)
+        args: tuple[Any, ...] = (vault.id, query, tags_all, tags_any, limit, list(common), list(common.values()))
+        args += (RANK_BUDGET, COMMON_WORD_SAMPLE, unlisted)
         rows = await self._pool.fetch(_KEYWORD.format(deep="LIMIT $11"), *args, RANKED_DEEP)
         if len(rows) < limit and await self._pool.fetchval(_KEYWORD_COUNT, *args) > RANKED_DEEP:
             rows = await self._pool.fetch(_KEYWORD.format(deep=""), *args)

@@ -50,6 +50,7 @@ async def main_async(args: argparse.Namespace) -> None:
     database = (Path(args.dir) / "database").read_text().strip()
     conn = await asyncpg.connect(f"{server}/{database}")
     await conn.execute("SET plan_cache_mode = force_generic_plan")
+    await conn.execute("SET jit = off")  # as the vault's connections (database.py)
     await conn.execute(f"SET statement_timeout = '{TIMEOUT_SECONDS}s'")
     vault = await conn.fetchval("SELECT id FROM vault WHERE name = 'default'")
     store = after.ArchiveReadStore.__new__(after.ArchiveReadStore)
@@ -65,10 +66,11 @@ async def main_async(args: argparse.Namespace) -> None:
         for text in texts[: args.queries]:
             base = (vault, text, [], [], 50)
             rows: list[asyncpg.Record] = []
-            new = (*base, list(common), list(common.values()), after.RANK_BUDGET, after.COMMON_WORD_SAMPLE)
+            unlisted = min(common.values(), default=0.0)
+            new = (*base, list(common), list(common.values()), after.RANK_BUDGET, after.COMMON_WORD_SAMPLE, unlisted)
             for name, sql, params in (
                 ("kb", BEFORE_KEYWORD, base),
-                ("ka", after._KEYWORD.format(deep="LIMIT $10"), (*new, after.RANKED_DEEP)),
+                ("ka", after._KEYWORD.format(deep="LIMIT $11"), (*new, after.RANKED_DEEP)),
             ):
                 for attempt in (0, 1):
                     started = time.perf_counter()

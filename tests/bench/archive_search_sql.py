@@ -1,7 +1,11 @@
-"""The archive search's two SQL statements before and after (commit 87b287b against this one), on
-the data `tests.bench.archive_search --keep DIR` left, in the same run, one connection, each query
-text run twice and timed the second time; the plan is the generic one (as asyncpg's prepared
-statements get after five calls), so what a server answers with once warmed up.
+"""The archive search's keyword statement unbounded and bounded, and its hit lookup before and after
+being driven from the ids, on the data `tests.bench.archive_search --keep DIR` left, in the same run,
+one connection, each query text run twice and timed the second time; the plan is the generic one (as
+asyncpg's prepared statements get after five calls), so what a server answers with once warmed up.
+
+"Unbounded" is keyword_sql.KEYWORD_CANDIDATES with FULL_RANK_BUDGET beyond any count: every clause
+ranked in full, the candidates and ranks of main's statement before the merge (BM25 as recall ranks).
+"Bounded" is the same statement with keyword_sql's budgets.
 
     .venv/bin/python -m tests.bench.archive_search_sql DIR [--queries 5]
 """
@@ -16,33 +20,24 @@ from pathlib import Path
 
 import asyncpg
 
+from memvault_vault.archive import keyword_sql
 from memvault_vault.archive import reading_store as after
 from tests.bench import report
 from tests.bench.archive_corpus import Generator
 
 TIMEOUT_SECONDS = 30
 """A statement still running after this is cancelled and counted as this long."""
-BEFORE_KEYWORD = (
-    "SELECT m.id::text AS id, max(ts_rank_cd(m.search, q)) AS rank, CASE WHEN EXISTS (SELECT 1 FROM"
-    " archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed') THEN NULL"
-    " ELSE coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text) END AS pending"
-    " FROM (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q) AS w,"
-    " archive_message m"
-    " JOIN archive_revision_message rm ON rm.message_id = m.id"
-    " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-    " WHERE m.vault_id = $1 AND c.vault_id = $1 AND m.search @@ q AND c.tags @> $3::text[]"
-    " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
-    " GROUP BY m.id ORDER BY rank DESC, m.id LIMIT $5"
-)
-BEFORE_HITS = (
-    "SELECT DISTINCT ON (m.id) m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title,"
-    " c.head_revision, rm.position, coalesce(m.created_at, c.created_at) AS created_at"
-    " FROM archive_message m JOIN archive_revision_message rm ON rm.message_id = m.id"
-    " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-    " WHERE m.id = ANY($2::uuid[]) AND m.vault_id = $1 AND c.vault_id = $1 AND c.tags @> $3::text[]"
-    " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
-    " ORDER BY m.id, rm.position"
-)
+UNBOUNDED = 2**31 - 1
+BEFORE_HITS = f"""
+    WITH {keyword_sql.TERMS}
+    SELECT DISTINCT ON (m.id) m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title,
+           c.head_revision, rm.position, coalesce(m.created_at, c.created_at) AS created_at, {keyword_sql.RANK} AS rank
+    FROM archive_message m JOIN archive_revision_message rm ON rm.message_id = m.id
+    JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
+    WHERE m.id = ANY($5::uuid[]) AND m.vault_id = $1 AND c.vault_id = $1 AND c.tags @> $3::text[]
+      AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
+    ORDER BY m.id, rm.position
+"""  # noqa: S608 - constant SQL fragments (main's statement before the merge)
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -55,42 +50,41 @@ async def main_async(args: argparse.Namespace) -> None:
     vault = await conn.fetchval("SELECT id FROM vault WHERE name = 'default'")
     store = after.ArchiveReadStore.__new__(after.ArchiveReadStore)
     store._pool = conn  # type: ignore[assignment]  # one connection stands in for the pool
-    store._common, store._common_at = {}, -after.COMMON_WORDS_REFRESH_SECONDS
-    common = await store._common_words()
     queries = Generator(seed=99).queries(args.queries)
     print(f"load average before: {os.getloadavg()}")
-    print("| query kind | keyword before ms | keyword after ms | references before ms | references after ms |")
-    print("|---|---|---|---|---|")
+    print("| query kind | keyword unbounded ms | keyword bounded ms | hits before ms | hits after ms | same top 50 |")
+    print("|---|---|---|---|---|---|")
     for kind, texts in queries.items():
         times: dict[str, list[float]] = {"kb": [], "ka": [], "hb": [], "ha": []}
+        same = 0
         for text in texts[: args.queries]:
             base = (vault, text, [], [], 50)
-            rows: list[asyncpg.Record] = []
-            unlisted = min(common.values(), default=0.0)
-            new = (*base, list(common), list(common.values()), after.RANK_BUDGET, after.COMMON_WORD_SAMPLE, unlisted)
-            for name, sql, params in (
-                ("kb", BEFORE_KEYWORD, base),
-                ("ka", after._KEYWORD.format(deep="LIMIT $11"), (*new, after.RANKED_DEEP)),
-            ):
+            found: dict[str, list[asyncpg.Record]] = {}
+            budgets = {
+                "kb": (UNBOUNDED, UNBOUNDED),
+                "ka": (keyword_sql.FULL_RANK_BUDGET, keyword_sql.COMMON_WORD_SAMPLE),
+            }
+            for name, params in budgets.items():
+                found[name] = []
                 for attempt in (0, 1):
                     started = time.perf_counter()
                     try:
-                        found = await conn.fetch(sql, *params)
+                        found[name] = await conn.fetch(keyword_sql.KEYWORD_CANDIDATES, *base, *params)
                     except asyncpg.QueryCanceledError:
                         times[name].append(float(TIMEOUT_SECONDS))
                         break
-                    rows = found if name == "ka" else []
                     if attempt:
                         times[name].append(time.perf_counter() - started)
-            ids = [r["id"] for r in rows] * 2  # as many as a union of both sides
-            for name, sql in (("hb", BEFORE_HITS), ("ha", None)):
+            same += [r["id"] for r in found["kb"]] == [r["id"] for r in found["ka"]]
+            ids = [r["id"] for r in found["ka"]] * 2  # as many as a union of both sides
+            for name in ("hb", "ha"):
                 for attempt in (0, 1):
                     started = time.perf_counter()
-                    if sql is None:
-                        await after.ArchiveReadStore.hits(store, type("V", (), {"id": vault})(), ids, [], [])  # type: ignore[arg-type]
+                    if name == "ha":
+                        await after.ArchiveReadStore.hits(store, type("V", (), {"id": vault})(), text, ids, [], [])  # type: ignore[arg-type]
                     else:
                         try:
-                            await conn.fetch(sql, vault, ids, [], [])
+                            await conn.fetch(BEFORE_HITS, vault, text, [], [], ids)
                         except asyncpg.QueryCanceledError:
                             times[name].append(float(TIMEOUT_SECONDS))
                             break
@@ -100,7 +94,7 @@ async def main_async(args: argparse.Namespace) -> None:
             f"{report.percentile(times[n], 50) * 1000:.0f} / {report.percentile(times[n], 95) * 1000:.0f}"
             for n in ("kb", "ka", "hb", "ha")
         ]
-        print(f"| {kind} | " + " | ".join(cells) + " |", flush=True)
+        print(f"| {kind} | " + " | ".join(cells) + f" | {same}/{len(texts[: args.queries])} |", flush=True)
     print(
         f"load average after: {os.getloadavg()}  (cells: p50 / p95 over {args.queries} queries;"
         f" {TIMEOUT_SECONDS * 1000} ms: cancelled at the timeout)"

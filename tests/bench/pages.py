@@ -4,7 +4,9 @@ Starts vault, mcp and gateway as processes (sign-in on, no indexer: search is ke
 the owner in with a setup link, then seeds the owner's vault straight into Postgres (fast, not
 through the API): 100,000 memories of the benchmark corpus (500 of them proposals sharing a key
 with an active memory, so the review queue has something to show beside each), one memory with 100
-versions in its history, and 1,000,000 audit log entries. Each page is then asked for `--calls`
+versions in its history, 1,000,000 audit log entries, and 3,000 archived conversations tagged like
+the memories (1 in 100 a copy from another vault) with every 20th memory similar to the next, for
+the archive pages and the vault map. Each page is then asked for `--calls`
 times in sequence by one client on the same machine (loopback HTTP with the session cookie); the
 time is from sending the request to the last byte of the page.
 
@@ -69,7 +71,9 @@ async def sign_in(http: httpx.AsyncClient, link: str) -> None:
         raise RuntimeError(f"setting the password failed: {answer.status_code} {answer.text[:300]}")
 
 
-async def seed(dsn: str, memories: int, proposals: int, versions: int, audit_entries: int) -> dict[str, str]:
+async def seed(
+    dsn: str, memories: int, proposals: int, versions: int, audit_entries: int, conversations: int
+) -> dict[str, str]:
     """Fill the owner's vault; returns ids the page list needs. Straight SQL, as fast as Postgres goes."""
     texts = corpus.memories(memories)
     conn = await asyncpg.connect(dsn)
@@ -138,6 +142,29 @@ async def seed(dsn: str, memories: int, proposals: int, versions: int, audit_ent
             audit_entries,
         )
         seeded_audit = time.perf_counter() - started
+
+        # The archive beside them: `conversations` conversations tagged like the memories (and some
+        # copies from another vault), and links between memories (similar, replaces, depends on) for the map.
+        started = time.perf_counter()
+        await conn.execute(
+            "INSERT INTO archive_conversation (vault_id, title, source, head_revision, tags, derived_from,"
+            " created_at, updated_at)"
+            " SELECT $1, 'Conversation ' || n, 'chatgpt', 1, ARRAY['chat', 't' || (n % 50)],"
+            "        CASE WHEN n % 100 = 0 THEN jsonb_build_object('vault', 'elsewhere', 'vault_id', gen_random_uuid(),"
+            "             'conversation_id', gen_random_uuid(), 'revision', 1) END,"
+            "        now() - make_interval(mins => n), now() - make_interval(mins => n)"
+            " FROM generate_series(1, $2) n",
+            vault_id,
+            conversations,
+        )
+        await conn.execute(
+            "WITH m AS (SELECT id, lead(id) OVER w AS next, row_number() OVER w AS n FROM memory"
+            "           WHERE vault_id = $1 AND status = 'active' WINDOW w AS (ORDER BY created_at, id))"
+            " UPDATE memory SET similar_to = ARRAY[m.next]"
+            " FROM m WHERE memory.id = m.id AND m.n % 20 = 0 AND m.next IS NOT NULL",
+            vault_id,
+        )
+        seeded_archive = time.perf_counter() - started
         # As autovacuum would soon after a bulk load (it is off on these machines): the planner's
         # statistics, and the visibility map that index-only scans need.
         await conn.execute("VACUUM ANALYZE")
@@ -145,7 +172,7 @@ async def seed(dsn: str, memories: int, proposals: int, versions: int, audit_ent
             "busy": busy,
             "query": corpus.queries(1, seed=3)[0],
             "seeded": f"{memories:,} memories in {seeded_memories:.1f} s, {audit_entries:,} audit entries in "
-            f"{seeded_audit:.1f} s",
+            f"{seeded_audit:.1f} s, {conversations:,} conversations and memory links in {seeded_archive:.1f} s",
         }
     finally:
         await conn.close()
@@ -175,6 +202,9 @@ async def time_pages(
         ("apps", f"{base}/apps"),
         ("forgotten texts", f"{base}/exclusions"),
         ("account", f"{stack.gateway_url}/account"),
+        (f"archive ({args.conversations:,} conversations), first page", f"{base}/archive"),
+        ("archive, filtered by tags (any of two)", f"{base}/archive?tags=t7+t8&match=any"),
+        (f"vault map ({args.memories:,} memories, {args.conversations:,} conversations)", f"{base}/archive/map"),
     ]  # fmt: skip
     if args.only:
         pages = [(name, url) for name, url in pages if any(word in name for word in args.only)]
@@ -220,7 +250,9 @@ async def pages_bench(args: argparse.Namespace) -> str:
     try:
         await asyncio.to_thread(stack.start)
         link = await asyncio.to_thread(setup_link, stack)
-        ids = await seed(stack.postgres_dsn, args.memories, args.proposals, args.versions, args.audit_entries)
+        ids = await seed(
+            stack.postgres_dsn, args.memories, args.proposals, args.versions, args.audit_entries, args.conversations
+        )
         load_before = load()
         results = await time_pages(stack, args, ids, link)
         load_after = load()
@@ -233,7 +265,8 @@ async def pages_bench(args: argparse.Namespace) -> str:
     return "\n".join(
         [
             f"Dashboard pages, one owner signed in, {args.memories:,} memories in the vault ({args.proposals} of them "
-            f"waiting for review), one memory with {args.versions} versions, {args.audit_entries:,} audit entries "
+            f"waiting for review), one memory with {args.versions} versions, {args.audit_entries:,} audit entries, "
+            f"{args.conversations:,} archived conversations "
             f"(seeded straight into Postgres: {ids['seeded']}). Vault, mcp and gateway as processes, no indexer "
             "(search is keyword-only). Each page asked for in sequence by one client over loopback HTTP, after one "
             f"warm-up request; time to the last byte. Host load average (1/5/15 min) {load_before} before, "
@@ -254,6 +287,7 @@ def main() -> None:
     parser.add_argument("--proposals", type=int, default=500, help="of them waiting for review (500)")
     parser.add_argument("--versions", type=int, default=100, help="versions of the busiest memory (100)")
     parser.add_argument("--audit-entries", type=int, default=1_000_000, help="audit log entries (1,000,000)")
+    parser.add_argument("--conversations", type=int, default=3_000, help="archived conversations (3,000)")
     parser.add_argument("--calls", type=int, default=40, help="timed requests per page (40)")
     parser.add_argument(
         "--only",

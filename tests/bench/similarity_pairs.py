@@ -2,9 +2,9 @@
 
 Each category says what the right outcome is when the second text is written after the first:
 rewordings are near-duplicates (skip), changed facts and negations must reach the owner as
-similar (link, review), a changed name is a fact about someone or something else and must never be
-skipped (linked as similar, or stored unlinked when it scores lower), related and unrelated pairs
-must be stored without a link.
+similar (link, review), a changed name, a changed ordinary word or swapped roles make a fact about
+someone or something else, which must never be skipped (linked as similar, or stored unlinked when it
+scores lower), related and unrelated pairs must be stored without a link.
 """
 
 from __future__ import annotations
@@ -107,6 +107,62 @@ CHANGED_NAMES: list[tuple[str, str]] = [
     ("Dr. Okafor is the family dentist in Leeds.", "Dr. Mensah is the family dentist in Leeds."),
 ]  # fmt: skip
 
+# The same sentence with another ordinary word (a team, a role, a room, a drink, a project): a fact about
+# something else, never a near-duplicate; none of them is a name the names rule could see.
+CHANGED_WORDS: list[tuple[str, str]] = [
+    ("The support team's standup is at 09:30 in the Helios room.", "The infra team's standup is at 09:30 in the Helios room."),
+    ("The spare keys are in the kitchen drawer.", "The spare keys are in the garage drawer."),
+    ("Sam works as a nurse at the city hospital.", "Sam works as a teacher at the city hospital."),
+    ("Dana always orders a soy latte in the morning.", "Dana always orders a green tea in the morning."),
+    ("The mobile team owns the login page.", "The mobile team owns the checkout page."),
+    ("Deploys to staging need an approval from the tech lead.", "Deploys to production need an approval from the tech lead."),
+    ("Sam's bike is the red one in the shed.", "Sam's bike is the blue one in the shed."),
+    ("The website project is run by the design team.", "The website project is run by the marketing team."),
+    ("Mia's favourite food is pasta.", "Mia's favourite food is sushi."),
+    ("The cat sleeps on the sofa in the living room.", "The dog sleeps on the sofa in the living room."),
+    ("The weekly report goes to the finance team.", "The weekly report goes to the legal team."),
+    ("The backup drive is kept in the basement.", "The backup drive is kept in the attic."),
+    ("Sam keeps the spare keys for the flat, the car and the bike in the top kitchen drawer by the window.",
+     "Sam keeps the spare keys for the flat, the car and the bike in the top bedroom drawer by the window."),
+    ("When the on-call engineer is asleep, alerts from the payment service go to the backend channel first.",
+     "When the on-call engineer is asleep, alerts from the payment service go to the frontend channel first."),
+    ("For the family dinner on Sunday, Mia brings the dessert and her brother brings the salad.",
+     "For the family dinner on Sunday, Mia brings the dessert and her sister brings the salad."),
+]  # fmt: skip
+
+# The same names and words with their roles swapped (who does what, from where to where): never a near-duplicate.
+SWAPPED_ROLES: list[tuple[str, str]] = [
+    ("Xavier Eriksen flies from Lisbon to Porto every March.", "Xavier Eriksen flies from Porto to Lisbon every March."),
+    ("Carmen Silva is allergic to latex and sees Dr. Jensen about it.", "Carmen Jensen is allergic to latex and sees Dr. Silva about it."),
+    ("Alice reports to Bob.", "Bob reports to Alice."),
+    ("Alice is Bob's manager.", "Bob is Alice's manager."),
+    ("Marco Eriksen met Xavier Larsen in Oslo last spring.", "Xavier Larsen met Marco Eriksen in Oslo last spring."),
+    ("Sam prefers tea over coffee.", "Sam prefers coffee over tea."),
+    ("The staging database replicates to the production one.", "The production database replicates to the staging one."),
+    ("Ada sent the signed contract to Grace on Monday.", "Grace sent the signed contract to Ada on Monday."),
+    ("Dana lends her car to Omar on weekends.", "Omar lends his car to Dana on weekends."),
+    ("The Berlin office reports to the Madrid office.", "The Madrid office reports to the Berlin office."),
+]  # fmt: skip
+
+# Rewordings that keep most of the sentence: names and parts moved with their roles, small words changed.
+# Still near-duplicates (the rule for changed words and swapped roles must leave them alone).
+REWORDINGS_IN_PLACE: list[tuple[str, str]] = [
+    ("Mia is Sam's daughter.", "Sam's daughter is Mia."),
+    ("Alice and Bob share the flat in Leeds.", "Bob and Alice share the flat in Leeds."),
+    ("The support team's standup is at 09:30 in the Helios room.", "Standup for the support team is at 09:30 in the Helios room."),
+    ("Xavier Eriksen flies from Lisbon to Porto every March.", "Every March, Xavier Eriksen flies from Lisbon to Porto."),
+    ("The spare keys are in the kitchen drawer.", "The spare keys are kept in the kitchen drawer."),
+    ("Hana Weber works at Acme as an accountant.", "Hana Weber is an accountant at Acme."),
+    ("The mobile team owns the login page.", "The login page is owned by the mobile team."),
+    ("Carmen Silva sees Dr. Jensen about her latex allergy.", "Carmen Silva sees Dr. Jensen about her allergy to latex."),
+    ("Ada sent the signed contract to Grace on Monday.", "On Monday Ada sent Grace the signed contract."),
+    ("The cat sleeps on the sofa in the living room.", "In the living room, the cat sleeps on the sofa."),
+    ("For the family dinner on Sunday, Mia brings the dessert and her brother brings the salad.",
+     "Mia brings the dessert for the family dinner on Sunday, and her brother brings the salad."),
+    ("Sam keeps the spare keys for the flat, the car and the bike in the top kitchen drawer by the window.",
+     "The spare keys for the flat, the car and the bike are kept by Sam in the top kitchen drawer by the window."),
+]  # fmt: skip
+
 # Same topic, different facts: both true, no link needed.
 RELATED: list[tuple[str, str]] = [
     ("The homelab NAS is a Synology DS920+.", "The homelab router runs OpenWrt."),
@@ -139,7 +195,13 @@ CATEGORIES: dict[str, tuple[list[tuple[str, str]], tuple[str | None, ...]]] = {
     "rewording": (REWORDINGS, ("near-duplicate",)),
     "rewording naming people, places, products, addresses": (NAMED_REWORDINGS, ("near-duplicate",)),
     "changed number, date, version or address": (CHANGED_FACTS, ("similar",)),
+    "rewording keeping the sentence (names moved with their roles, small words changed)": (
+        REWORDINGS_IN_PLACE,
+        ("near-duplicate",),
+    ),
     "changed name (person, place, product, email, URL, host, path)": (CHANGED_NAMES, ("similar", None)),
+    "changed ordinary word (team, role, room, drink, project)": (CHANGED_WORDS, ("similar", None)),
+    "same names and words, roles swapped": (SWAPPED_ROLES, ("similar", None)),
     "negation": (NEGATIONS, ("similar",)),
     "related (same topic, different fact)": (RELATED, (None,)),
     "unrelated": (UNRELATED, (None,)),

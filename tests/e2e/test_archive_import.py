@@ -103,6 +103,7 @@ async def test_memvault_import_chatgpt_uploads_in_parts_and_reports_counts(
     assert first.returncode == 0, first.stderr
     assert "done; 701 of 701 conversations, 700 new, 0 updated, 0 unchanged, 1 failed" in first.stdout
     assert "failed broken:" in first.stdout
+    assert "an owner retries it from its last checkpoint" in first.stdout and "/retry" in first.stdout
     assert "upload" in first.stderr and "import" in first.stderr  # the progress bars
 
     again = await asyncio.to_thread(run_import, path, stack.gateway_url, token, vault)

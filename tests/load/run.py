@@ -5,7 +5,8 @@ One stack with a Postgres and a NATS server of its own (embedded, under build/lo
 registers as an OAuth client, gets its own grant and token through the gateway's real flow, and
 calls tools through the official MCP client: recall 70 %, remember 20 %, bulk_remember (20 items)
 4 %, list_memories 3 %, explain_memory 3 %. Reported: p50/p95/p99 per tool, errors, calls per
-second, and each service's resident memory at the start and the end of the steady phase. The ramp
+second, the memories written, and each service's resident memory at the start and the end of the steady phase
+and of a read-only phase after it (the data stops growing there, so growth would be a leak). The ramp
 runs steps with more and more agents (beyond the steady phase's agents they share its grants: the
 gateway allows 30 client registrations an hour from one address); the saturation point is the
 first step whose throughput grows less than 10 % over the step before (or that has errors, or a
@@ -40,6 +41,8 @@ from tests.bench import corpus, report  # noqa: E402
 from tests.drills.oauth import access_token  # noqa: E402
 
 MIX = (("recall", 0.70), ("remember", 0.20), ("bulk_remember", 0.04), ("list_memories", 0.03), ("explain_memory", 0.03))
+READ_MIX = (("recall", 0.90), ("list_memories", 0.05), ("explain_memory", 0.05))
+"""The read-only phase after the steady one: the data stops growing, so memory that still grows would be a leak."""
 QUERIES = [
     "coffee",
     "what does the team deploy on",
@@ -69,6 +72,7 @@ class Tally:
 
 class Agent:
     def __init__(self, stack: Stack, token: str, seed: int, known_ids: list[str]) -> None:
+        self.mix: tuple[tuple[str, float], ...] = MIX
         self.stack = stack
         self.token = token
         self.random = random.Random(seed)
@@ -76,11 +80,11 @@ class Agent:
 
     def _pick(self) -> str:
         roll, total = self.random.random(), 0.0
-        for tool, share in MIX:
+        for tool, share in self.mix:
             total += share
             if roll < total:
                 return tool
-        return MIX[0][0]
+        return self.mix[0][0]
 
     def _arguments(self, tool: str) -> dict[str, Any]:
         if tool == "recall":
@@ -113,30 +117,38 @@ class Agent:
             tally.latencies[tool].append(time.monotonic() - started)
 
 
-def rss_mib(stack: Stack) -> dict[str, float]:
-    """Resident memory of each service, and of Postgres and NATS (all their processes), in MiB."""
-    sizes: dict[str, float] = {}
+Rss = tuple[float, float]
+"""Resident memory in MiB: all of it, and the anonymous part (heap, not pages of mapped files such as
+the vector store's segments, nor Postgres' shared buffers, which reads bring in and the kernel may drop)."""
+
+
+def rss_mib(stack: Stack) -> dict[str, Rss]:
+    """Resident memory of each service, and of Postgres and NATS (all their processes)."""
+    sizes: dict[str, Rss] = {}
     for name in ("gateway", "mcp", "vault", "indexer"):
         pid = stack.process(name).pid
-        sizes[name] = _vm_rss(pid) if pid else float("nan")
+        sizes[name] = _rss(pid) if pid else (float("nan"), float("nan"))
     nats = stack.embedded_nats
     if nats is not None and nats.process is not None and nats.process.pid:
-        sizes["nats"] = _vm_rss(nats.process.pid)
+        sizes["nats"] = _rss(nats.process.pid)
     postgres = stack.embedded_postgres
     if postgres is not None:
         master = int((postgres.data_dir / "postmaster.pid").read_text().split()[0])
-        sizes["postgres"] = _vm_rss(master) + sum(_vm_rss(child) for child in _children(master))
+        parts = [_rss(master), *(_rss(child) for child in _children(master))]
+        sizes["postgres"] = (sum(p[0] for p in parts), sum(p[1] for p in parts))
     return sizes
 
 
-def _vm_rss(pid: int) -> float:
+def _rss(pid: int) -> Rss:
+    fields: dict[str, float] = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon"):
+                fields[key] = int(value.split()[0]) / 1024
     except OSError:
         pass
-    return 0.0
+    return fields.get("VmRSS", 0.0), fields.get("RssAnon", 0.0)
 
 
 def _children(pid: int) -> list[int]:
@@ -199,11 +211,24 @@ def latency_table(tally: Tally, seconds: float) -> str:
     return "\n".join(rows)
 
 
-def rss_table(before: dict[str, float], after: dict[str, float]) -> str:
-    rows = ["| process | RSS at start MiB | RSS at end MiB |", "|---|---|---|"]
-    for name in before:
-        rows.append(f"| {name} | {before[name]:.0f} | {after.get(name, float('nan')):.0f} |")
+def rss_table(columns: list[tuple[str, dict[str, Rss]]]) -> str:
+    """One row a process, one column a moment: "all / anonymous" MiB."""
+    rows = ["| process | " + " | ".join(title for title, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name in columns[0][1]:
+        cells = [f"{sizes[name][0]:.0f} / {sizes[name][1]:.0f}" for _, sizes in columns]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+async def count_memories(stack: Stack) -> int:
+    """Memories in the stack's database, every vault and status."""
+    import asyncpg
+
+    connection = await asyncpg.connect(stack.postgres_dsn)
+    try:
+        return int(await connection.fetchval("SELECT count(*) FROM memory"))
+    finally:
+        await connection.close()
 
 
 async def run(args: argparse.Namespace) -> str:
@@ -222,12 +247,30 @@ async def run(args: argparse.Namespace) -> str:
         print(f"{args.agents} agents, each with its own OAuth grant; warm-up {args.warmup:.0f} s", flush=True)
         await phase(agents, args.warmup)
         before = rss_mib(stack)
+        memories_before = await count_memories(stack)
         print(f"steady phase: {args.duration:.0f} s", flush=True)
         tally, seconds = await phase(agents, args.duration)
         after = rss_mib(stack)
+        memories_after = await count_memories(stack)
         steady = latency_table(tally, seconds)
         print(steady, flush=True)
         samples = [e for errors in tally.errors.values() for e in errors][:3]
+        read_end: dict[str, Rss] | None = None
+        read_note = ""
+        if args.read_phase > 0:
+            print(f"read-only phase: {args.read_phase:.0f} s", flush=True)
+            for agent in agents:
+                agent.mix = READ_MIX
+            reads, read_seconds = await phase(agents, args.read_phase)
+            read_end = rss_mib(stack)
+            for agent in agents:
+                agent.mix = MIX
+            ok = sum(len(v) for v in reads.latencies.values())
+            read_note = (
+                f" Then a read-only phase of {read_seconds:.0f} s (the same agents: recall 90 %, list_memories 5 %, "
+                f"explain_memory 5 %; {ok} calls, {reads.error_count} errors) on the grown vault: the data no "
+                "longer grows, so memory that still grows there would be a leak."
+            )
 
         ramp_rows = ["| agents | calls/s | errors | recall p95 ms | remember p95 ms |", "|---|---|---|---|---|"]
         saturation = "not reached within the ramp"
@@ -261,8 +304,13 @@ async def run(args: argparse.Namespace) -> str:
             f"on a vault of {args.seed} memories.",
             steady,
             error_note,
-            "Resident memory, start and end of the steady phase (Postgres: all its processes):",
-            rss_table(before, after),
+            f"Memories in the database: {memories_before:,} at the start of the steady phase, {memories_after:,} at "
+            f"its end.{read_note} Resident memory, all of it and its anonymous part (heap; not pages of mapped "
+            "files such as the vector store's, nor Postgres' shared buffers); Postgres: all its processes:",
+            rss_table(
+                [("start, MiB (all / anonymous)", before), ("end of the steady phase", after)]
+                + ([("end of the read-only phase", read_end)] if read_end is not None else [])
+            ),
             f"Ramp: {args.step:.0f} s per step (above {args.agents} agents they share the {args.agents} grants). "
             f"Saturation: {saturation}.",
             "\n".join(ramp_rows),
@@ -283,10 +331,19 @@ def main() -> None:
         help="agents per ramp step, comma-separated (default 5,10,20,40,60)",
     )
     parser.add_argument("--step", type=float, default=60.0, help="seconds per ramp step (default 60)")
+    parser.add_argument(
+        "--read-phase",
+        type=float,
+        default=300.0,
+        help="seconds of a read-only phase after the steady one, to tell a leak from growth with the data "
+        "(default 300; 0 skips it)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md")
     args = parser.parse_args()
     if args.agents < 1 or args.duration <= 0 or any(n < 1 for n in args.ramp):
         parser.error("--agents, --duration and every --ramp step must be positive")
+    if args.read_phase < 0:
+        parser.error("--read-phase must be 0 (skip it) or more seconds")
     if args.agents > 30:
         parser.error("--agents must be at most 30: the gateway allows 30 client registrations an hour from one address")
     body = asyncio.run(run(args))

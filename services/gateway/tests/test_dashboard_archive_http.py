@@ -83,3 +83,64 @@ async def test_archive_forms_need_the_token_a_writer_and_the_exact_id(start_gate
     assert missing.status_code == 400 and missing.headers["content-type"].startswith("text/html")
     await owner.close()
     await viewer.close()
+
+
+async def test_tag_edits_need_the_token_the_version_and_a_writer_and_the_map_is_for_readers(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway()
+    owner, _ = await signed_in(gateway)
+    viewer, viewer_name = await signed_in(gateway)
+    vault = "tags-" + viewer_name[-6:]
+    assert (await owner.api("POST", "/api/v1/vaults", json={"name": vault})).status_code == 201
+    added = await owner.api("PUT", f"/api/v1/vaults/{vault}/members/{viewer_name}", json={"role": "viewer"})
+    assert added.status_code == 200, added.text
+    made = await owner.api(
+        "POST",
+        f"/api/v1/vaults/{vault}/conversations",
+        json={"title": "Keys", "tags": ["home"], "messages": [{"role": "user", "text": "The key is under the pot."}]},
+    )
+    assert made.status_code == 201, made.text
+    conversation_id = made.json()["receipts"][0]["conversation_id"]
+    tags_url = f"/dashboard/{vault}/archive/c/{conversation_id}/tags"
+    csrf = await owner.csrf()
+
+    no_token = await owner.http.post(tags_url, data={"tags": "x", "tags_version": "1"})
+    assert no_token.status_code == 403 and "Page out of date" in no_token.text
+    saved = await owner.http.post(tags_url, data={"csrf_token": csrf, "tags": "Home, KEYS keys", "tags_version": "1"})
+    assert saved.status_code == 303 and saved.headers["location"].endswith("?tags_saved=1")
+    page = await owner.http.get(saved.headers["location"])
+    assert "Tags saved." in page.text and 'value="home, keys"' in page.text
+    stale = await owner.http.post(tags_url, data={"csrf_token": csrf, "tags": "other", "tags_version": "1"})
+    assert stale.status_code == 409 and "Nothing was saved" in stale.text and 'value="home, keys"' in stale.text
+    too_many = " ".join(f"t{i}" for i in range(21))
+    many = await owner.http.post(tags_url, data={"csrf_token": csrf, "tags": too_many, "tags_version": "2"})
+    assert many.status_code == 400 and "at most 20 tags" in many.text
+    bad = await owner.http.post(tags_url, data={"csrf_token": csrf, "tags": "no!good", "tags_version": "2"})
+    assert bad.status_code == 400 and "must be 1-64 of a-z" in bad.text
+    no_version = await owner.http.post(tags_url, data={"csrf_token": csrf, "tags": "x", "tags_version": "many"})
+    assert no_version.status_code == 400 and "tags_version must be a whole number" in no_version.text
+    listed = await owner.http.get(f"/dashboard/{vault}/archive?tags=keys+nothing&match=any")
+    assert listed.status_code == 200 and ">Keys</a>" in listed.text
+    none = await owner.http.get(f"/dashboard/{vault}/archive?tags=keys+nothing&match=all")
+    assert "No conversation has these tags." in none.text
+    wrong_match = await owner.http.get(f"/dashboard/{vault}/archive?tags=keys&match=some")
+    assert wrong_match.status_code == 400 and wrong_match.headers["content-type"].startswith("text/html")
+
+    # The viewer sees the map and the tags, no edit form; a forged edit is refused by the vault.
+    drawn = await viewer.http.get(f"/dashboard/{vault}/archive/map")
+    assert drawn.status_code == 200 and "Conversation: Keys" in drawn.text
+    policy = drawn.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "unsafe-inline" not in policy and " style=" not in drawn.text
+    seen = await viewer.http.get(f"/dashboard/{vault}/archive/c/{conversation_id}")
+    assert seen.status_code == 200 and "#keys" in seen.text and "Save tags" not in seen.text
+    forged = await viewer.http.post(
+        tags_url, data={"csrf_token": await viewer.csrf(), "tags": "mine", "tags_version": "2"}
+    )
+    assert forged.status_code == 403 and "Not allowed" in forged.text
+    still = await owner.http.get(f"/dashboard/{vault}/archive/c/{conversation_id}")
+    assert 'value="home, keys"' in still.text
+    out_of_range = await owner.http.get(f"/dashboard/{vault}/archive/map?tags=99")
+    assert out_of_range.status_code == 400
+    await owner.close()
+    await viewer.close()

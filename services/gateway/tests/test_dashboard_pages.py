@@ -15,7 +15,7 @@ from starlette.requests import Request
 
 from memvault.vault.v1 import archive_pb2 as apb
 from memvault.vault.v1 import vault_pb2 as vpb
-from memvault_gateway.dashboard import i18n, overview, render
+from memvault_gateway.dashboard import i18n, map_layout, overview, render
 from memvault_gateway.web.pages import GrantRow
 
 pytestmark = pytest.mark.unit
@@ -30,6 +30,7 @@ class FakeOwner:
     role = "owner"
     can_review = True
     is_owner = True
+    delete_after = "2026-12-11 10:00 UTC"
 
     def url(self, section: str) -> str:
         return f"/dashboard/default/{section}"
@@ -100,7 +101,8 @@ def pages() -> dict[str, dict[str, Any]]:
     conversation = {
         "id": "0b5f0d4e-1111-2222-3333-444455556666",
         "title": HOSTILE,
-        "tags": ["home"],
+        "tags": ["home", "work"],
+        "tags_version": 3,
         "head_revision": 2,
         "message_count": 3,
         "source": "claude",
@@ -121,6 +123,7 @@ def pages() -> dict[str, dict[str, Any]]:
         "duplicates": 2,
         "failed": 1,
         "failures": [{"conversation_id": "broken", "error": HOSTILE}],
+        "retrying": 1,
         "duplicate_of": None,
         "error": None,
         "created_at": "2026-12-01 10:00",
@@ -287,6 +290,8 @@ def pages() -> dict[str, dict[str, Any]]:
             "preview": {"rejected": 1, "superseded": 0, "invalidated": 0, "audit_entries": 2, "memories": 1},
             "cleaned": 1,
             "cleaned_audit": 2,
+            "grace_days": 7,
+            "deletion_notice": HOSTILE,
         },
         "audit.html": {
             "entries": [
@@ -346,6 +351,9 @@ def pages() -> dict[str, dict[str, Any]]:
             "email_enabled": True,
             "email": HOSTILE,
             "email_problem": HOSTILE,
+            "name_problem": HOSTILE,
+            "typed_name": HOSTILE,
+            "max_name": 100,
         },
         "members.html": {
             "members": [{"subject": "viewer", "display_name": HOSTILE, "role": "viewer"}],
@@ -368,11 +376,12 @@ def pages() -> dict[str, dict[str, Any]]:
             ),
             "conversations": [conversation],
             "next_cursor": "c2",
-            "tag": HOSTILE,
+            "tags": HOSTILE,
+            "match": "any",
             "imports": [archive_import],
             "formats": ("chatgpt", "claude"),
         },
-        "archive_import.html": {"job": archive_import},
+        "archive_import.html": {"job": archive_import, "retryable": True},
         "conversation.html": {
             "c": conversation,
             "revision": 1,
@@ -395,7 +404,58 @@ def pages() -> dict[str, dict[str, Any]]:
             ],
             "more_revisions": True,
             "confirm_error": False,
+            "tag_error": HOSTILE,
+            "max_tags": 20,
         },
+        "vault_map.html": vault_map_context(),
+    }
+
+
+def vault_map_context() -> dict[str, Any]:
+    answer = apb.GetVaultMapResponse(
+        groups=[
+            apb.VaultMapGroup(tag="home", memories=9, conversations=3, own_memories=7, own_conversations=3),
+            apb.VaultMapGroup(tag="", memories=1, own_memories=1),
+        ],
+        items=[
+            apb.VaultMapItem(kind="memory", id="m1", label=HOSTILE, group="home", tags=["home"], sources=1),
+            apb.VaultMapItem(kind="memory", id="m2", label="plain", group="home", tags=["home"]),
+            apb.VaultMapItem(
+                kind="conversation",
+                id="c1",
+                label=HOSTILE,
+                group="home",
+                derived_from=apb.DerivedFrom(vault="other", conversation_id="c0", revision=2),
+            ),
+            apb.VaultMapItem(kind="memory", id="m3", label="", group=""),
+        ],
+        links=[
+            apb.VaultMapLink(kind="similar", from_id="m1", to_id="m2", to_label="plain", to_drawn=True),
+            apb.VaultMapLink(kind="replaces", from_id="m1", to_id="m9", to_label=HOSTILE, to_drawn=False),
+        ],
+        memories=10,
+        conversations=3,
+        other_tags=4,
+    )
+    return {
+        "answer": answer,
+        "drawing": map_layout.layout(answer),
+        "links": [
+            {
+                "from_kind": "memory",
+                "from_id": "m1",
+                "from_label": HOSTILE,
+                "words": "replaces",
+                "kind": "replaces",
+                "to_id": "m9",
+                "to_label": HOSTILE,
+                "to_drawn": False,
+            }
+        ],
+        "copies": [{"id": "c1", "label": HOSTILE, "vault": HOSTILE, "url": "/dashboard/x", "revision": 2}],
+        "sources": [{"id": "m1", "label": HOSTILE, "sources": 1}],
+        "tags_shown": 12,
+        "per_tag": 6,
     }
 
 

@@ -182,6 +182,16 @@ class VaultClient:
     async def list_audit(self, identity: str, request: apb.ListAuditRequest) -> apb.ListAuditResponse:
         return await self._call(self._accounts.ListAudit, request, identity)
 
+    async def schedule_vault_deletion(
+        self, identity: str, request: apb.ScheduleVaultDeletionRequest
+    ) -> apb.ScheduleVaultDeletionResponse:
+        return await self._call(self._accounts.ScheduleVaultDeletion, request, identity)
+
+    async def cancel_vault_deletion(
+        self, identity: str, request: apb.CancelVaultDeletionRequest
+    ) -> apb.CancelVaultDeletionResponse:
+        return await self._call(self._accounts.CancelVaultDeletion, request, identity)
+
     # --- ArchiveService -----------------------------------------------------------------------------
 
     async def search_messages(self, identity: str, request: arpb.SearchMessagesRequest) -> arpb.SearchMessagesResponse:

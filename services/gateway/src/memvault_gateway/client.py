@@ -148,6 +148,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     for failure in status["failures"]:
         print(f"  failed {failure['conversation_id']}: {failure['error']}")
+    if status["state"] == "failed" or status["failed"]:
+        print(
+            f"  once the cause is fixed, an owner retries it from its last checkpoint: the Retry button on its"
+            f" dashboard page, or POST /api/v1/vaults/{args.vault or 'VAULT'}/archive/imports/{status['id']}/retry"
+        )
     if status["state"] == "failed":
         print(f"  {status['error']}", file=sys.stderr)
         raise SystemExit(1)

@@ -82,6 +82,15 @@ class VaultClient:
         request = apb.RemoveMembershipRequest(vault=vault, subject=member)
         await self.rpc.remove_membership(self._person(subject), request)
 
+    async def schedule_deletion(self, subject: str, vault: str, confirm: str) -> apb.ScheduleVaultDeletionResponse:
+        """Mark a vault the person owns for deletion after the grace period (read-only until then)."""
+        request = apb.ScheduleVaultDeletionRequest(vault=vault, confirm=confirm)
+        return await self.rpc.schedule_vault_deletion(self._person(subject), request)
+
+    async def cancel_deletion(self, subject: str, vault: str) -> apb.CancelVaultDeletionResponse:
+        request = apb.CancelVaultDeletionRequest(vault=vault)
+        return await self.rpc.cancel_vault_deletion(self._person(subject), request)
+
     async def audit(
         self, subject: str, action: str, target: str = "", details: Mapping[str, str] | None = None, vault: str = ""
     ) -> None:

@@ -9,6 +9,7 @@ import hashlib
 import logging
 import signal
 import sys
+from datetime import UTC, datetime
 
 from memvault.vault.v1 import (
     accounts_pb2_grpc,
@@ -184,14 +185,18 @@ async def serve(settings: Settings) -> None:
 async def purge(settings: MigrateSettings, *, dry_run: bool) -> int:
     database = await Database.connect(settings.postgres.dsn, 1, 2)
     try:
-        report = await RetentionStore(database).purge(dry_run=dry_run, runner="command")
+        store = RetentionStore(database)
+        report = await store.purge(dry_run=dry_run, runner="command")
+        deleted = await store.delete_due_vaults(datetime.now(UTC), dry_run=dry_run)
     finally:
         await database.close()
     if report is None:
         print("memvault-vault: another retention run holds the lock; try again later", file=sys.stderr)
         return 1
     verb = "would delete" if dry_run else "deleted"
-    if not report:
+    for name in deleted:
+        print(f"{name}: {verb} the vault (its deletion grace period is over)")
+    if not report and not deleted:
         print("nothing to delete: no vault has memories or audit entries past its retention period")
     for p in report:
         print(
@@ -271,7 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     purge_parser = commands.add_parser(
         "retention",
         help="delete rejected, superseded and invalidated memories and audit entries past each vault's retention "
-        "period (the vault service also does this every MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS)",
+        "period, and the vaults whose 7-day deletion grace period is over (the vault service also does this every "
+        "MEMVAULT_VAULT__RETENTION_INTERVAL_SECONDS)",
     )
     purge_parser.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     sources = commands.add_parser(

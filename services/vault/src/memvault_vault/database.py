@@ -5,6 +5,7 @@ are `memvault_core.postgres`, shared with the gateway.)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
@@ -19,6 +20,8 @@ class VaultAccess:
     name: str
     role: str
     approval_mode: str
+    delete_after: datetime | None = None
+    """Set while the vault is pending deletion (read-only until it is deleted, unless cancelled)."""
 
     @property
     def writable(self) -> bool:

@@ -1,5 +1,6 @@
 """/api/v1 conversation archive: uploading an export (in parts when it is over the direct limit),
-its progress, and reading and searching archived conversations. Acts as the caller."""
+its progress and its retry, failed message index jobs and their retry, and reading and searching
+archived conversations. Acts as the caller (retries and failed index jobs: the vault's owners)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pydantic import BaseModel, Field
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault_core import limits
 from memvault_core.errors import InvalidArgument, LimitExceeded
+from memvault_core.identity import Identity
 from memvault_core.validation import Between
 from memvault_gateway.api.access import Caller, GatewayDep, Vault
+from memvault_gateway.context import Gateway
 
 router = APIRouter(prefix="/api/v1")
 
@@ -45,6 +48,7 @@ def import_json(status: pb.ImportStatus) -> dict[str, Any]:
         "failures": [{"conversation_id": f.conversation_id, "error": f.error} for f in status.failures],
         "duplicate_of": status.duplicate_of or None,
         "error": status.error or None,
+        "retrying": status.retrying,
         "part_bytes": MAX_PART_BYTES,
     }
 
@@ -134,6 +138,57 @@ async def get_import(vault: Vault, import_id: str, caller: Caller, gw: GatewayDe
     request = pb.GetImportRequest(vault=vault, import_id=import_id)
     response = await gw.vault.archive_call("GetImport", request, caller.identity())
     return import_json(getattr(response, "import"))
+
+
+async def retry_import(gw: Gateway, identity: Identity, vault: str, import_id: str) -> pb.ImportStatus:
+    """RetryImport as `identity` (shared with the dashboard's import page)."""
+    request = pb.RetryImportRequest(vault=vault, import_id=import_id)
+    return getattr(await gw.vault.archive_call("RetryImport", request, identity), "import")  # type: ignore[no-any-return]
+
+
+@router.post("/vaults/{vault}/archive/imports/{import_id}/retry")
+async def retry_import_route(vault: Vault, import_id: str, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Retry a failed import (owners): it resumes from its last checkpoint (conversations committed before
+    it are not read again), then imports its failed conversations again. An import that did not fail,
+    or a done one without failed conversations, is refused with 409."""
+    return import_json(await retry_import(gw, caller.identity(), vault, import_id))
+
+
+@router.get("/vaults/{vault}/archive/index/failures")
+async def message_index_failures(
+    vault: Vault, caller: Caller, gw: GatewayDep, limit: Annotated[int, Query(ge=1, le=200)] = 50
+) -> dict[str, Any]:
+    """Failed message index jobs (owners): archived messages the indexer gave up on, newest first, with
+    the error; `failed_total` counts them all."""
+    request = pb.ListMessageIndexFailuresRequest(vault=vault, limit=limit)
+    reply = await gw.vault.archive_call("ListMessageIndexFailures", request, caller.identity())
+    return {
+        "failed_total": reply.total,
+        "failures": [
+            {
+                "message_id": f.message_id,
+                "conversation_id": f.conversation_id,
+                "error": f.error,
+                "attempts": f.attempts,
+                "failed_at": f.failed_at.ToJsonString() if f.HasField("failed_at") else None,
+            }
+            for f in reply.failures
+        ],
+    }
+
+
+class MessageRetryIn(BaseModel):
+    message_ids: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list, max_length=1000)
+    """The failed messages to retry; empty retries every failed one of the vault. A message whose index
+    job did not fail refuses the whole call (409)."""
+
+
+@router.post("/vaults/{vault}/archive/index/retry")
+async def retry_message_index(vault: Vault, body: MessageRetryIn, caller: Caller, gw: GatewayDep) -> dict[str, Any]:
+    """Send failed message index jobs to the indexer again (owners); they are pending until it reports."""
+    request = pb.RetryMessageIndexRequest(vault=vault, message_ids=body.message_ids)
+    reply = await gw.vault.archive_call("RetryMessageIndex", request, caller.identity())
+    return {"retried": reply.retried}
 
 
 @router.get("/vaults/{vault}/conversations")

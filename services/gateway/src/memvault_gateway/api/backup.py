@@ -85,6 +85,12 @@ async def backup_chunks(gw: Gateway, identity: Identity, vault: str, *, embeddin
     return await _stream(_stub(gw).Backup(request, metadata=_metadata(gw, identity)), "backup")
 
 
+async def archive_export_chunks(gw: Gateway, identity: Identity, vault: str) -> AsyncIterator[bytes]:
+    """The vault's archive export (a backup file with only the conversation archive) in chunks."""
+    request = pb.BackupRequest(vault=vault, omit_embeddings=True, archive_only=True)
+    return await _stream(_stub(gw).Backup(request, metadata=_metadata(gw, identity)), "archive export")
+
+
 async def export_chunks(gw: Gateway, identity: Identity, vault: str, export_format: str) -> AsyncIterator[bytes]:
     """Active memories grouped by type, `md` or `json`, in chunks; a refusal is raised before the first."""
     if export_format not in _EXPORT_FORMATS:
@@ -131,6 +137,19 @@ async def backup(vault: Vault, caller: Caller, gw: GatewayDep, embeddings: Flag 
         body,
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{file_name(vault, "jsonl")}"'},
+    )
+
+
+@router.get("/vaults/{vault}/archive/export", response_class=StreamingResponse, responses={200: _BACKUP_FILE})
+async def archive_export(vault: Vault, caller: Caller, gw: GatewayDep) -> StreamingResponse:
+    """The conversation archive, lossless and streamed: every conversation with every revision and message,
+    idempotency keys and the raw imports byte for byte, as a backup file whose header says `"scope":
+    "archive"` (docs/backup-format.md). `POST .../restore` reads it back into a vault's archive."""
+    body = await archive_export_chunks(gw, caller.identity(), vault)
+    return StreamingResponse(
+        body,
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{file_name(vault + "-archive", "jsonl")}"'},
     )
 
 

@@ -75,6 +75,17 @@ async def me(session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
     }
 
 
+class MeUpdate(BaseModel):
+    display_name: str = Field(max_length=1000, description="1 to 100 characters, no control characters")
+
+
+@router.patch("/me")
+async def update_me(body: MeUpdate, session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
+    """Change your display name (shown on your pages and in the members lists of shared vaults); audited."""
+    name = await people.rename(gw, session.user, body.display_name)
+    return {"subject": session.user.subject, "display_name": name}
+
+
 # --- grants and service tokens -------------------------------------------------------------------
 
 
@@ -206,7 +217,17 @@ PrincipalDep = Annotated[Principal, Depends(principal)]
 async def list_vaults(caller: PrincipalDep, gw: GatewayDep) -> dict[str, Any]:
     """The vaults the caller can use: all of the owner's, or only those a token was given."""
     vaults = await gw.vault.vaults_as(caller.identity())
-    return {"vaults": [{"name": v.name, "role": v.role, "approval_mode": v.approval_mode} for v in vaults]}
+    return {
+        "vaults": [
+            {
+                "name": v.name,
+                "role": v.role,
+                "approval_mode": v.approval_mode,
+                "delete_after": _time(wire.from_timestamp(v, "delete_after")),
+            }
+            for v in vaults
+        ]
+    }
 
 
 class VaultRequest(BaseModel):
@@ -217,6 +238,30 @@ class VaultRequest(BaseModel):
 async def create_vault(body: VaultRequest, session: SessionDep, gw: GatewayDep) -> dict[str, str]:
     name = await gw.vault.create_vault(session.user.subject, body.name)
     return {"name": name, "role": "owner"}
+
+
+class DeletionRequest(BaseModel):
+    confirm: str = Field(max_length=63, description="the vault's name again, exactly")
+
+
+@router.post("/vaults/{vault}/deletion", status_code=202)
+async def schedule_deletion(vault: str, body: DeletionRequest, session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
+    """Delete a vault you own after a 7-day grace period: from now on it is read-only for every client and
+    agent (reads still work); the retention runner deletes it once `delete_after` has passed, unless the
+    deletion is cancelled first (`DELETE .../deletion`). Asking again leaves the date as it is."""
+    reply = await gw.vault.schedule_deletion(session.user.subject, vault, body.confirm)
+    return {
+        "vault": reply.vault,
+        "delete_after": _time(wire.from_timestamp(reply, "delete_after")),
+        "scheduled": reply.scheduled,
+    }
+
+
+@router.delete("/vaults/{vault}/deletion")
+async def cancel_deletion(vault: str, session: SessionDep, gw: GatewayDep) -> dict[str, Any]:
+    """Cancel a vault's pending deletion: it is writable again. `cancelled` is false when none was pending."""
+    reply = await gw.vault.cancel_deletion(session.user.subject, vault)
+    return {"vault": reply.vault, "cancelled": reply.cancelled}
 
 
 @router.get("/vaults/{vault}/members")

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import unicodedata
 from datetime import timedelta
 
 from email_validator import EmailNotValidError, validate_email
 
-from memvault_core.errors import Conflict
+from memvault_core.errors import Conflict, InvalidArgument, MemvaultError
 from memvault_core.names import owner_label
 from memvault_gateway.auth import credentials
 from memvault_gateway.context import Gateway
@@ -50,6 +51,49 @@ def normalized_email(text: str) -> str | None:
 
 
 EMAIL_PROBLEM = "not an email address; write it as name@example.org"
+
+
+MAX_DISPLAY_NAME_CHARS = 100
+_JOINERS = ("\u200c", "\u200d")  # zero-width (non-)joiners: part of some scripts and emoji sequences
+DISPLAY_NAME_PROBLEMS = {
+    "empty": "display_name is empty; write the name others should see",
+    "long": "display_name is %(n)d characters long; use at most %(max)d",
+    "control": "display_name holds a control or invisible character (%(code)s); remove it",
+}
+"""What is wrong with a display name, by code (the dashboard has the same sentences in its catalogue)."""
+
+
+def display_name_problem(raw: str) -> tuple[str, dict[str, object]] | None:
+    """(code, values) of what is wrong with `raw` as a display name (`DISPLAY_NAME_PROBLEMS`), or None."""
+    name = unicodedata.normalize("NFC", raw).strip()
+    if not name:
+        return "empty", {}
+    if len(name) > MAX_DISPLAY_NAME_CHARS:
+        return "long", {"n": len(name), "max": MAX_DISPLAY_NAME_CHARS}
+    for char in name:
+        category = unicodedata.category(char)
+        if category in ("Cc", "Cs", "Co", "Cn", "Zl", "Zp") or (category == "Cf" and char not in _JOINERS):
+            return "control", {"code": f"U+{ord(char):04X}"}
+    return None
+
+
+async def rename(gw: Gateway, user: User, raw: str) -> str:
+    """Give the person the display name `raw` (checked: InvalidArgument says what to change), where the
+    gateway shows it and in the vault (members lists); audited as `account.rename`. The name set."""
+    problem = display_name_problem(raw)
+    if problem is not None:
+        code, values = problem
+        raise InvalidArgument(DISPLAY_NAME_PROBLEMS[code] % values, field="display_name")
+    name = unicodedata.normalize("NFC", raw).strip()
+    await gw.vault.ensure_account(user.subject, name)  # first: if the vault is away, nothing has changed
+    await gw.store.set_display_name(user.id, name)
+    try:
+        await gw.vault.audit(
+            user.subject, "account.rename", target=user.subject, details={"from": user.display_name, "to": name}
+        )
+    except MemvaultError as error:
+        log.error("audit entry not written", extra={"action": "account.rename", "error": error.kind})
+    return name
 
 
 def _vault_slug(text: str) -> str:

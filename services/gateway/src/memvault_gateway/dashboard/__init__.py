@@ -1,5 +1,6 @@
-"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, sources, imports, archive,
-guide, settings, index, backup, members, apps, audit), calling the vault through the same code as /api/v1.
+"""The owner's dashboard: server-rendered pages per vault (overview, review, memories, sources, imports, archive
+with the vault map, guide, settings, index, backup, members, apps, audit), calling the vault through the same
+code as /api/v1.
 
 `install(app)` adds its routes; templates, static files and catalogues live beside this module.
 """
@@ -20,6 +21,7 @@ from memvault_gateway.dashboard import (
     imports,
     index_page,
     language,
+    map_page,
     members,
     memories,
     overview,
@@ -43,6 +45,7 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
         sources_page,
         imports,
         archive_page,
+        map_page,
         guide,
         settings_page,
         index_page,

@@ -6,16 +6,25 @@ revision with its revisions, and deleting one after typing its id. The same Arch
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.datastructures import UploadFile
 
 from memvault.vault.v1 import archive_pb2 as pb
-from memvault_core.errors import InvalidArgument
+from memvault_core.errors import Conflict, InvalidArgument, LimitExceeded
 from memvault_gateway.api import archive as api_archive
-from memvault_gateway.dashboard.common import PREFIX, DashboardRoute, GatewayDep, Owner, owner, redirect
+from memvault_gateway.dashboard.common import (
+    PREFIX,
+    DashboardRoute,
+    GatewayDep,
+    Owner,
+    form_number,
+    owner,
+    redirect,
+)
 from memvault_gateway.dashboard.i18n import N_
 
 router = APIRouter(route_class=DashboardRoute)
@@ -25,7 +34,17 @@ MESSAGES_PER_PAGE = 50
 REVISIONS_SHOWN = 50
 IMPORTS_SHOWN = 10
 FORMATS = ("chatgpt", "claude")
+MAX_TAGS = 20
+TAGS_SAVED = N_("Tags saved.")
+STALE_TAGS = N_(
+    "Nothing was saved: the tags changed since you opened this page (someone else edited them). The current"
+    " tags are shown below; your edit was: %(yours)s. Make your change again on the current tags."
+)
 DELETED = N_("Conversation deleted with %(revisions)d revisions and %(messages)d messages.")
+INDEX_RETRIED = N_("%(n)d messages sent to the indexer again.")
+RETRIED = N_(
+    "The import was queued again: it resumes from its last checkpoint, then tries its failed conversations again."
+)
 
 
 def _summary(c: pb.ConversationSummary) -> dict[str, Any]:
@@ -33,6 +52,7 @@ def _summary(c: pb.ConversationSummary) -> dict[str, Any]:
         "id": c.id,
         "title": c.title if c.has_title else None,
         "tags": list(c.tags),
+        "tags_version": c.tags_version,
         "head_revision": c.head_revision,
         "message_count": c.message_count,
         "source": c.source,
@@ -68,20 +88,32 @@ async def archive(
     gw: GatewayDep,
     cursor: Annotated[str, Query(max_length=2000)] = "",
     tag: Annotated[str, Query(max_length=64)] = "",
+    tags: Annotated[str, Query(max_length=1400)] = "",
+    match: Annotated[Literal["all", "any"], Query()] = "all",
     deleted_revisions: Annotated[int, Query(ge=-1)] = -1,
     deleted_messages: Annotated[int, Query(ge=0)] = 0,
+    index_retried: Annotated[int, Query(ge=-1)] = -1,
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
+    wanted = parse_tags(f"{tags} {tag}")
     stats = await _call(person, "GetArchiveStats", pb.GetArchiveStatsRequest(vault=vault))
     listed = await _call(
         person,
         "ListConversations",
-        pb.ListConversationsRequest(vault=vault, limit=PAGE_SIZE, cursor=cursor, tags_all=[tag] if tag else []),
+        pb.ListConversationsRequest(
+            vault=vault,
+            limit=PAGE_SIZE,
+            cursor=cursor,
+            tags_all=wanted if match == "all" else [],
+            tags_any=wanted if match == "any" else [],
+        ),
     )
     imports = await _call(person, "ListImports", pb.ListImportsRequest(vault=vault, limit=IMPORTS_SHOWN))
     notice = ""
     if deleted_revisions >= 0:
         notice = person.gettext(DELETED) % {"revisions": deleted_revisions, "messages": deleted_messages}
+    elif index_retried >= 0:
+        notice = person.gettext(INDEX_RETRIED) % {"n": index_retried}
     return person.render(
         "archive.html",
         "archive",
@@ -89,7 +121,8 @@ async def archive(
         raw_size=_size(stats.raw_bytes),
         conversations=[_summary(c) for c in listed.conversations],
         next_cursor=listed.next_cursor,
-        tag=tag,
+        tags=" ".join(wanted),
+        match=match,
         imports=[_import(i) for i in imports.imports],
         notice=notice,
         formats=FORMATS,
@@ -138,10 +171,42 @@ async def upload(vault: str, request: Request, gw: GatewayDep) -> RedirectRespon
 
 
 @router.get(PREFIX + "/{vault}/archive/imports/{import_id}")
-async def import_progress(vault: str, import_id: str, request: Request, gw: GatewayDep) -> HTMLResponse:
+async def import_progress(
+    vault: str,
+    import_id: str,
+    request: Request,
+    gw: GatewayDep,
+    retried: Annotated[int, Query(ge=0, le=1)] = 0,
+) -> HTMLResponse:
     person = await owner(request, gw, vault)
     response = await _call(person, "GetImport", pb.GetImportRequest(vault=vault, import_id=import_id))
-    return person.render("archive_import.html", "archive", job=_import(getattr(response, "import")))
+    job = _import(getattr(response, "import"))
+    retryable = job["state"] == "failed" or (job["state"] == "done" and job["failed"] > 0)
+    return person.render(
+        "archive_import.html",
+        "archive",
+        job=job,
+        retryable=retryable,
+        notice=person.gettext(RETRIED) if retried else "",
+    )
+
+
+@router.post(PREFIX + "/{vault}/archive/imports/{import_id}/retry", response_model=None)
+async def retry_import(vault: str, import_id: str, request: Request, gw: GatewayDep) -> RedirectResponse:
+    """Retry a failed import (owners; the vault refuses an import that did not fail and says why)."""
+    person = await owner(request, gw, vault)
+    await person.form()
+    await api_archive.retry_import(gw, person.caller.identity(), vault, import_id)
+    return redirect(f"{person.url('archive')}/imports/{import_id}?retried=1")
+
+
+@router.post(PREFIX + "/{vault}/archive/index/retry", response_model=None)
+async def retry_message_index(vault: str, request: Request, gw: GatewayDep) -> RedirectResponse:
+    """Send every failed message index job of the vault to the indexer again (owners)."""
+    person = await owner(request, gw, vault)
+    await person.form()
+    reply = await _call(person, "RetryMessageIndex", pb.RetryMessageIndexRequest(vault=vault))
+    return redirect(f"{person.url('archive')}?index_retried={reply.retried}")
 
 
 @router.get(PREFIX + "/{vault}/archive/c/{conversation_id}")
@@ -153,9 +218,25 @@ async def conversation(
     revision: Annotated[int, Query(ge=0)] = 0,
     cursor: Annotated[str, Query(max_length=2000)] = "",
     graph: Annotated[int, Query(ge=0, le=1)] = 0,
+    tags_saved: Annotated[int, Query(ge=0, le=1)] = 0,
 ) -> HTMLResponse:
     """One conversation at a pinned revision (the head unless one is chosen), its messages paged."""
     person = await owner(request, gw, vault)
+    notice = person.gettext(TAGS_SAVED) if tags_saved else ""
+    return await _conversation_page(person, conversation_id, revision, cursor, graph, notice=notice)
+
+
+async def _conversation_page(
+    person: Owner,
+    conversation_id: str,
+    revision: int = 0,
+    cursor: str = "",
+    graph: int = 0,
+    status: int = 200,
+    notice: str = "",
+    tag_error: str = "",
+) -> HTMLResponse:
+    vault = person.vault_name
     view = pb.CONVERSATION_VIEW_GRAPH if graph else pb.CONVERSATION_VIEW_ACTIVE
     body = await _call(
         person,
@@ -177,6 +258,7 @@ async def conversation(
     return person.render(
         "conversation.html",
         "archive",
+        status,
         c=_summary(body.conversation),
         revision=body.revision,
         messages=[
@@ -205,7 +287,49 @@ async def conversation(
         ],
         more_revisions=bool(revisions.next_cursor),
         confirm_error=False,
+        notice=notice,
+        tag_error=tag_error,
+        max_tags=MAX_TAGS,
     )
+
+
+@router.post(PREFIX + "/{vault}/archive/c/{conversation_id}/tags", response_model=None)
+async def set_tags(vault: str, conversation_id: str, request: Request, gw: GatewayDep) -> Response:
+    """The conversation's tags replaced by the form's, if they are still at the version the page showed;
+    a stale edit saves nothing and shows the current tags (the vault checks the version)."""
+    person = await owner(request, gw, vault)
+    form = await person.form()
+    text = str(form.get("tags") or "")
+    expected = form_number(form, "tags_version")
+    try:
+        tags = parse_tags(text)
+        await _call(
+            person,
+            "SetTags",
+            pb.SetTagsRequest(vault=vault, conversation_id=conversation_id, tags=tags, expected_tags_version=expected),
+        )
+    except Conflict:
+        message = person.gettext(STALE_TAGS) % {"yours": ", ".join(parse_tags(text, check=False)) or "-"}
+        return await _conversation_page(person, conversation_id, status=409, tag_error=message)
+    except (InvalidArgument, LimitExceeded) as error:
+        return await _conversation_page(person, conversation_id, status=400, tag_error=error.message)
+    return redirect(f"{person.url('archive')}/c/{quote(conversation_id, safe='')}?tags_saved=1")
+
+
+def parse_tags(text: str, *, check: bool = True) -> list[str]:
+    """Tags as typed (separated by commas or spaces): lowercased, without repeats, in the order given;
+    more than MAX_TAGS refused here with what to change (the vault checks every tag's form)."""
+    tags: list[str] = []
+    for word in text.replace(",", " ").split():
+        tag = word.strip().lower()
+        if tag not in tags:
+            tags.append(tag)
+    if check and len(tags) > MAX_TAGS:
+        raise InvalidArgument(
+            f"at most {MAX_TAGS} tags per conversation; {len(tags)} given: remove {len(tags) - MAX_TAGS}",
+            field="tags",
+        )
+    return tags
 
 
 @router.post(PREFIX + "/{vault}/archive/c/{conversation_id}/delete", response_model=None)

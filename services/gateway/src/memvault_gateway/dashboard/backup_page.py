@@ -1,6 +1,7 @@
 """Backup: the owner downloads a backup (with or without embeddings), restores one from an uploaded
-file (asking first when that replaces the vault's memories), and downloads readable exports (md,
-json, jsonl). The same calls as /api/v1 (`api.backup`); the vault checks the owner's role again."""
+file (asking first when that replaces the vault's memories), downloads the lossless export of the
+conversation archive (a backup file of the archive's kinds only, which the same restore reads back), and
+readable exports (md, json, jsonl). The same calls as /api/v1 (`api.backup`); the vault checks the owner's role again."""
 
 from __future__ import annotations
 
@@ -37,22 +38,42 @@ async def backup_page(
 ) -> HTMLResponse:
     person = await owner(request, gw, vault)
     held = conversations = 0
+    archive = None
     if person.is_owner:
         stats = await gw.vault.call(
             rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity()
         )
         held = sum(stats.memories.values())
-        conversations = await _conversations(gw, person, vault)
+        archive = await _archive_stats(gw, person, vault)
+        conversations = int(archive.conversations)
     notice = person.gettext(RESTORED) % {"n": restored} if restored >= 0 else ""
-    return person.render("backup.html", "backup", held=held, conversations=conversations, notice=notice, confirm=False)
+    return person.render(
+        "backup.html",
+        "backup",
+        held=held,
+        conversations=conversations,
+        archive=archive,
+        raw_mb=_mb(archive.raw_bytes) if archive else "0",
+        notice=notice,
+        confirm=False,
+    )
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f}"
+
+
+async def _archive_stats(gw: GatewayDep, person: Owner, vault: str) -> apb.GetArchiveStatsResponse:
+    """The vault's archive totals (a restore replaces its conversations too; the export says what it holds)."""
+    stats: apb.GetArchiveStatsResponse = await gw.vault.archive_call(
+        "GetArchiveStats", apb.GetArchiveStatsRequest(vault=vault), person.caller.identity()
+    )
+    return stats
 
 
 async def _conversations(gw: GatewayDep, person: Owner, vault: str) -> int:
     """Archived conversations in the vault (a restore replaces them too)."""
-    stats = await gw.vault.archive_call(
-        "GetArchiveStats", apb.GetArchiveStatsRequest(vault=vault), person.caller.identity()
-    )
-    return int(stats.conversations)
+    return int((await _archive_stats(gw, person, vault)).conversations)
 
 
 @router.get(PREFIX + "/{vault}/backup/download")
@@ -66,6 +87,19 @@ async def download(
         body,
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{api_backup.file_name(vault, "jsonl")}"'},
+    )
+
+
+@router.get(PREFIX + "/{vault}/backup/archive-export")
+async def archive_export(vault: str, request: Request, gw: GatewayDep) -> StreamingResponse:
+    """The conversation archive export (the backup format, archive kinds only), streamed as the vault reads it."""
+    person = await owner(request, gw, vault)
+    _owner_only(person)
+    body = await api_backup.archive_export_chunks(gw, person.caller.identity(), vault)
+    return StreamingResponse(
+        body,
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{api_backup.file_name(vault + "-archive", "jsonl")}"'},
     )
 
 
@@ -101,9 +135,10 @@ async def restore(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse 
 
     try:
         result = await api_backup.restore_file(gw, person.caller.identity(), vault, chunks(), replace=replace)
-    except Conflict:
+    except Conflict as conflict:
         if replace:
             raise
+        archive_only = "archive export" in conflict.message  # the file replaces the archive only
         stats = await gw.vault.call(
             rpc.VaultClient.get_stats, vpb.GetStatsRequest(vault=vault), person.caller.identity()
         )
@@ -114,6 +149,7 @@ async def restore(vault: str, request: Request, gw: GatewayDep) -> HTMLResponse 
             conversations=await _conversations(gw, person, vault),
             notice="",
             confirm=True,
+            archive_only=archive_only,
         )
     finally:
         await upload.close()

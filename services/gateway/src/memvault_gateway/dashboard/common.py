@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core import wire
 from memvault_core.errors import InvalidArgument, MemvaultError, NotFound
 from memvault_core.identity import SCOPES
 from memvault_core.validation import describe
@@ -111,6 +112,13 @@ class Owner:
     @property
     def is_owner(self) -> bool:
         return self.role == "owner"
+
+    @property
+    def delete_after(self) -> str:
+        """When the vault will be deleted, as the pages show it; empty unless it is pending deletion."""
+        if self.vault is None or not self.vault.HasField("delete_after"):
+            return ""
+        return render.when(wire.from_timestamp(self.vault, "delete_after"))
 
     def gettext(self, message: str) -> str:
         return i18n.translations(self.language).gettext(message)

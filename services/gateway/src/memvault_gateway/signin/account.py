@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memvault_core.errors import MemvaultError
-from memvault_gateway.auth import sessions
+from memvault_gateway.auth import people, sessions
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.dashboard import account as dashboard_account
 from memvault_gateway.store import Session
@@ -35,6 +35,10 @@ async def account(request: Request, gw: Gateway = Depends(gateway)) -> Response:
     session = await sessions.current_session(gw, request)
     if session is None:
         return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=302)
+    if request.query_params.get("renamed") == "1":  # after the name form: say so
+        user = session.user
+        name = user.display_name or user.username or user.subject
+        return await page(request, gw, session, notice=dashboard_account.NAME_CHANGED, values={"name": name})
     return await page(request, gw, session)
 
 
@@ -45,6 +49,8 @@ async def page(
     *,
     notice: str = "",
     email_problem: str = "",
+    name_problem: str = "",
+    typed_name: str = "",
     values: Mapping[str, object] | None = None,
     status: int = 200,
 ) -> Response:
@@ -74,10 +80,45 @@ async def page(
         email_enabled=gw.settings.smtp.enabled,
         email=await gw.store.email_of(user.id) if gw.settings.smtp.enabled else None,
         email_problem=email_problem,
+        name_problem=name_problem,
+        typed_name=typed_name,
         notice=notice,
         values=values,
         status=status,
     )
+
+
+@router.post(ACCOUNT_PATH + "/name")
+async def rename(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
+    """Change the signed-in person's display name: checked (length, no control characters), shown at once
+    wherever the name appears, audited as `account.rename`."""
+    form = await request.form()
+    session = await sessions.current_session(gw, request)
+    if session is None:
+        return RedirectResponse(f"/login?next={ACCOUNT_PATH}", status_code=303)
+    if not sessions.csrf_ok(gw, request, session, str(form.get("csrf_token") or "")):
+        return sessions.form_refused(gw, request, page=ACCOUNT_PATH)
+    typed = str(form.get("display_name") or "")[: 4 * people.MAX_DISPLAY_NAME_CHARS]
+    problem = people.display_name_problem(typed)
+    if problem is not None:
+        code, values = problem
+        return await page(
+            request,
+            gw,
+            session,
+            name_problem=dashboard_account.NAME_PROBLEMS[code],
+            typed_name=typed,
+            values=values,
+            status=400,
+        )
+    try:
+        await people.rename(gw, session.user, typed)
+    except MemvaultError as error:
+        log.error("display name not changed", extra={"error": error.kind})
+        return await page(
+            request, gw, session, name_problem=dashboard_account.NAME_NOT_CHANGED, typed_name=typed, status=503
+        )
+    return RedirectResponse(ACCOUNT_PATH + "?renamed=1", status_code=303)
 
 
 @router.post(ACCOUNT_PATH + "/grants/{grant_id}/revoke")

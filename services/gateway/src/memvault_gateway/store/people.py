@@ -54,6 +54,11 @@ class PeopleStore(StoreBase):
         )
         return None if row is None else user_of_row(row)
 
+    async def set_display_name(self, user_id: str, display_name: str) -> None:
+        await self._pool.execute(
+            "UPDATE gateway.user_account SET display_name = $2 WHERE id = $1", user_id, display_name
+        )
+
     async def set_password(self, user_id: str, password_hash: str) -> None:
         await self._pool.execute(
             "UPDATE gateway.user_account SET password_hash = $2 WHERE id = $1", user_id, password_hash

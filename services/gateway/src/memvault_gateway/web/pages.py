@@ -65,12 +65,15 @@ def security_headers(
 ) -> dict[str, str]:
     """The headers every gateway page carries: a strict CSP (no framing, no inline script), no caching.
 
-    `script_src`: where scripts may come from ('self' for the dashboard's own files); none by default."""
+    `script_src`: where scripts may come from ('self' for the dashboard's own files, which may then also fetch
+    from the gateway itself); none by default."""
     sources = " ".join(["'self'", *form_action])
     scripts = f" script-src {script_src};" if script_src else ""
     images = " img-src 'self';" if script_src else ""
+    # the dashboard's script reads a download as it streams (the archive export's progress line): same origin only
+    fetches = " connect-src 'self';" if script_src else ""
     csp = (
-        f"default-src 'none'; style-src {style_src};{scripts}{images} base-uri 'none'; frame-ancestors 'none';"
+        f"default-src 'none'; style-src {style_src};{scripts}{images}{fetches} base-uri 'none'; frame-ancestors 'none';"
         f" form-action {sources}"
     )
     return {

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from memvault_core.errors import InvalidArgument, NotFound, PermissionDenied
 from memvault_core.identity import Identity
 from memvault_vault.accounts.records import AccountMember
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.database import VaultAccess
+
+DELETION_GRACE = timedelta(days=7)
+"""How long a vault marked for deletion stays (read-only) before the retention runner deletes it."""
+
+
+def when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def pending_deletion(vault: VaultAccess) -> PermissionDenied:
+    """The refusal of a write to a vault that is pending deletion: when, and how to cancel."""
+    assert vault.delete_after is not None
+    return PermissionDenied(
+        f"vault '{vault.name}' is pending deletion: it is read-only until it is deleted on {when(vault.delete_after)}; "
+        "reads still work. An owner can cancel the deletion on the dashboard (Settings, Cancel the deletion) "
+        f"or with DELETE /api/v1/vaults/{vault.name}/deletion, which makes it writable again",
+        field="vault",
+    )
 
 
 class AccountService:
@@ -40,6 +60,8 @@ class AccountService:
             raise NotFound(f"no vault named {name[:64]!r} is open to you; your vaults: {names}", field="vault")
         if write and not vault.writable:
             raise PermissionDenied(f"you can read vault '{vault.name}' but not write to it (role: {vault.role})")
+        if write and vault.delete_after is not None:
+            raise pending_deletion(vault)
         return vault
 
     async def reviewer(self, identity: Identity, vault_name: str) -> VaultAccess:
@@ -85,3 +107,28 @@ class AccountService:
     async def remove_membership(self, vault: VaultAccess, subject: str, actor: str) -> bool | None:
         """Take `subject`'s role away: True if removed, False if it had none, None if it is the last owner."""
         return await self._store.remove_membership(vault, subject, actor)
+
+    async def schedule_deletion(
+        self, identity: Identity, name: str, confirm: str
+    ) -> tuple[VaultAccess, datetime, bool]:
+        """Mark a vault the caller owns for deletion after DELETION_GRACE (audited); `confirm` repeats its name."""
+        identity.require("admin")
+        vault = await self.session_vault(identity, name)
+        if vault.role != "owner":
+            raise PermissionDenied(f"only an owner of vault '{vault.name}' can delete it (your role: {vault.role})")
+        if confirm.strip() != vault.name:
+            raise InvalidArgument(
+                f"confirm must repeat the vault's name ({vault.name!r}) exactly; nothing was changed", field="confirm"
+            )
+        delete_after, scheduled = await self._store.schedule_deletion(vault, identity.actor, DELETION_GRACE)
+        return vault, delete_after, scheduled
+
+    async def cancel_deletion(self, identity: Identity, name: str) -> tuple[VaultAccess, bool]:
+        """Cancel the pending deletion of a vault the caller owns (audited); False when none was pending."""
+        identity.require("admin")
+        vault = await self.session_vault(identity, name)
+        if vault.role != "owner":
+            raise PermissionDenied(
+                f"only an owner of vault '{vault.name}' can cancel its deletion (your role: {vault.role})"
+            )
+        return vault, await self._store.cancel_deletion(vault, identity.actor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -13,7 +14,7 @@ from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain import guide
 
 _VAULTS_OF = """
-    SELECT v.id::text AS id, v.name, m.role, coalesce(s.approval_mode, 'review') AS approval_mode
+    SELECT v.id::text AS id, v.name, m.role, coalesce(s.approval_mode, 'review') AS approval_mode, v.delete_after
     FROM vault v
     JOIN membership m ON m.vault_id = v.id
     JOIN account a ON a.id = m.account_id
@@ -154,6 +155,37 @@ class AccountStore:
             if removed is None:
                 return False
             await append_audit(conn, vault.id, actor, "membership.remove", subject, {"role": removed})
+            return True
+
+    async def schedule_deletion(self, vault: VaultAccess, actor: str, grace: timedelta) -> tuple[datetime, bool]:
+        """Mark the vault for deletion `grace` from now; (when it will be deleted, whether this call marked it:
+        False when it was pending already, its date unchanged)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            marked = await conn.fetchval(
+                "UPDATE vault SET delete_after = now() + $2::interval, deletion_requested_by = $3"
+                " WHERE id = $1 AND delete_after IS NULL RETURNING delete_after",
+                vault.id,
+                grace,
+                actor,
+            )
+            if marked is None:
+                return await conn.fetchval("SELECT delete_after FROM vault WHERE id = $1", vault.id), False
+            await append_audit(
+                conn, vault.id, actor, "vault.deletion_scheduled", vault.name, {"delete_after": marked.isoformat()}
+            )
+            return marked, True
+
+    async def cancel_deletion(self, vault: VaultAccess, actor: str) -> bool:
+        """Clear the vault's pending deletion; False when none was pending."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            was = await conn.fetchval(
+                "UPDATE vault v SET delete_after = NULL, deletion_requested_by = NULL FROM vault old"
+                " WHERE v.id = $1 AND old.id = v.id AND v.delete_after IS NOT NULL RETURNING old.delete_after",
+                vault.id,
+            )
+            if was is None:
+                return False
+            await append_audit(conn, vault.id, actor, "vault.deletion_cancelled", vault.name, {"was": was.isoformat()})
             return True
 
 

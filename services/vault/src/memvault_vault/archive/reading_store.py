@@ -3,14 +3,13 @@ pinned pages of several conversations, titles, and counts. Every query is filter
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
 from memvault_core.errors import NotFound
+from memvault_vault.archive import keyword_sql
 from memvault_vault.archive.records import ArchiveStats, ConversationRecord, MessageHit, MessageRecord
 from memvault_vault.archive.store import _SUMMARY, _summary
 from memvault_vault.database import Database, VaultAccess
@@ -37,146 +36,36 @@ def _message(r: asyncpg.Record) -> MessageRecord:
     )
 
 
-RANK_BUDGET = 2_000
-"""Messages (estimated) whose every match is ranked; the query's commoner words beyond it are sampled."""
-COMMON_WORD_SAMPLE = 1_000
-"""Messages ranked of each sampled word and of each pair of them."""
-RANKED_DEEP = 200
-"""The best ranked matches filtered to head revisions (then the best `limit` kept)."""
-COMMON_WORDS_REFRESH_SECONDS = 300.0
-
-# $1 vault, $2 query, $3 tags (all), $4 tags (any), $5 limit, $6/$7 the common lexemes and their
-# estimated messages, $8 RANK_BUDGET, $9 COMMON_WORD_SAMPLE, $10 the estimate of a lexeme the statistics
-# do not list (fewer than the least common listed), ($11 RANKED_DEEP).
-_MATCHES = """
-    words AS (
-        SELECT w.lexeme, coalesce(e.est, $10::float8) AS est
-        FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $2))) AS w
-        LEFT JOIN unnest($6::text[], $7::float8[]) AS e (lexeme, est) ON e.lexeme = w.lexeme
-    ),
-    split AS (SELECT lexeme, sum(est) OVER (ORDER BY est, lexeme) <= $8 AS ranked FROM words),
-    q AS (
-        SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS q,
-               (SELECT string_agg(quote_literal(lexeme), ' | ') FROM split WHERE ranked)::tsquery AS every
-    ),
-    sampled AS (
-        SELECT quote_literal(lexeme)::tsquery AS t FROM split WHERE NOT ranked
-        UNION ALL
-        SELECT (quote_literal(a.lexeme) || ' & ' || quote_literal(b.lexeme))::tsquery FROM split a
-        JOIN split b ON a.lexeme < b.lexeme WHERE NOT a.ranked AND NOT b.ranked
-    ),
-    tagged AS (SELECT cardinality($3::text[]) + cardinality($4::text[]) > 0 AS wanted),
-    matches AS (
-        (SELECT m.id, m.conversation_id, m.search FROM archive_message m, q, tagged
-         WHERE q.every IS NOT NULL AND m.vault_id = $1 AND m.search @@ q.every
-           AND (NOT tagged.wanted OR EXISTS (SELECT 1 FROM archive_conversation c WHERE c.id = m.conversation_id
-                AND c.tags @> $3::text[] AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[]))))
-        UNION ALL
-        (SELECT f.id, f.conversation_id, f.search FROM sampled CROSS JOIN LATERAL (
-            SELECT m.id, m.conversation_id, m.search FROM archive_message m, q, tagged
-            WHERE m.vault_id = $1 AND m.search @@ sampled.t AND (q.every IS NULL OR NOT m.search @@ q.every)
-              AND (NOT tagged.wanted OR EXISTS (SELECT 1 FROM archive_conversation c WHERE c.id = m.conversation_id
-                   AND c.tags @> $3::text[] AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])))
-            LIMIT $9) AS f)
-    )
-"""
-_RANKED = """,
-    ranked AS (
-        SELECT u.id, u.conversation_id, ts_rank_cd(u.search, q.q) AS rank
-        FROM (SELECT DISTINCT ON (id) id, conversation_id, search FROM matches ORDER BY id) AS u, q
-        WHERE u.search @@ q.q ORDER BY rank DESC, u.id {deep}
-    )
-    SELECT r.id::text AS id, r.rank, CASE WHEN EXISTS (SELECT 1 FROM archive_message_index s
-        WHERE s.message_id = r.id AND s.state = 'indexed') THEN NULL
-        ELSE (SELECT coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text)
-              FROM archive_message m WHERE m.id = r.id) END AS pending
-    FROM ranked r
-    WHERE EXISTS (SELECT 1 FROM archive_revision_message rm JOIN archive_conversation c
-        ON c.id = rm.conversation_id AND rm.revision = c.head_revision
-        WHERE rm.message_id = r.id AND rm.conversation_id = r.conversation_id AND c.vault_id = $1)
-    ORDER BY r.rank DESC, r.id LIMIT $5
-"""
-_KEYWORD = "WITH" + _MATCHES + _RANKED
-# The same parameters but RANKED_DEEP ($5 is declared, unused).
-_COUNTED = ", q2 AS (SELECT $5::int AS unused) SELECT count(DISTINCT id) FROM matches, q WHERE matches.search @@ q.q"
-_KEYWORD_COUNT = "WITH" + _MATCHES + _COUNTED
-
-
 class ArchiveReadStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
-        self._common: dict[str, float] = {}
-        self._common_at = -COMMON_WORDS_REFRESH_SECONDS
 
     async def keyword_candidates(
         self, vault: VaultAccess, query: str, tags_all: list[str], tags_any: list[str], limit: int
     ) -> list[tuple[str, float, str | None]]:
-        """(message id, full-text rank, its text when the vector index does not hold it yet) of the best
-        messages of head revisions sharing a word with the query.
-
-        The query's words are joined by OR: a message sharing some of a question's words is a candidate,
-        ranked by how many and how close (ts_rank_cd). Ranking is the cost: a GIN index finds the
-        messages holding a word quickly, but ts_rank_cd then reads every one of them, and a common word
-        is in a large share of a big archive (tests/bench/archive_search.py). So the query's words are
-        taken rarest first, by the table's statistics (a word they do not list counts as the least common
-        one they do), while the messages they are estimated to be in stay within RANK_BUDGET: every
-        message holding one of them is ranked. Of each other word, and of each pair of them, the first
-        COMMON_WORD_SAMPLE messages are ranked (all of them when it is in fewer: a sampled rare word
-        loses nothing). Without statistics (a small or new archive) every match is ranked. The best
-        RANKED_DEEP are then filtered to head revisions (a message only an older revision lists is
-        rare: replaced or edited away); should that leave too few, every match is filtered first."""
-        common = await self._common_words()
-        unlisted = min(common.values(), default=0.0)
-        args: tuple[Any, ...] = (vault.id, query, tags_all, tags_any, limit, list(common), list(common.values()))
-        args += (RANK_BUDGET, COMMON_WORD_SAMPLE, unlisted)
-        rows = await self._pool.fetch(_KEYWORD.format(deep="LIMIT $11"), *args, RANKED_DEEP)
-        if len(rows) < limit and await self._pool.fetchval(_KEYWORD_COUNT, *args) > RANKED_DEEP:
-            rows = await self._pool.fetch(_KEYWORD.format(deep=""), *args)
-        return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
-
-    async def _common_words(self) -> dict[str, float]:
-        """Lexemes the statistics of archive_message.search list as common, with the number of messages
-        each is estimated to be in (ANALYZE, autovacuum's or a manual one, keeps them; read again every
-        few minutes)."""
-        now = time.monotonic()
-        if now - self._common_at < COMMON_WORDS_REFRESH_SECONDS:
-            return self._common
-        row = await self._pool.fetchrow(
-            "SELECT s.most_common_elems::text::text[] AS words, s.most_common_elem_freqs AS freqs,"
-            " c.reltuples FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename"
-            " AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = s.schemaname)"
-            " WHERE s.schemaname = current_schema() AND s.tablename = 'archive_message' AND s.attname = 'search'"
-        )
-        found: dict[str, float] = {}
-        if row is not None and row["words"] and row["freqs"]:
-            rows = max(float(row["reltuples"]), 0.0)
-            found = {w: f * rows for w, f in zip(row["words"], row["freqs"], strict=False)}
-        self._common, self._common_at = found, now
-        return found
-
-    async def hits(
-        self, vault: VaultAccess, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]
-    ) -> dict[str, tuple[MessageHit, datetime]]:
-        """These messages as references, when a head revision of the vault lists them and the tags match
-        (an older revision's message, another vault's, or one of a deleted conversation is left out)."""
-        # Driven from the ids, one message at a time (LATERAL): a plan made for any parameters (asyncpg's
-        # prepared statements get one after five calls) otherwise starts from the conversations matching
-        # the tags, which without tags is every message of the vault (seconds at 1,000,000).
+        """(message id, keyword rank, its text when the vector index does not hold it yet) of the best
+        messages of head revisions sharing a word with the query, ranked as recall ranks memories; at
+        scale, the clauses past keyword_sql.FULL_RANK_BUDGET are sampled (keyword_sql)."""
         rows = await self._pool.fetch(
-            "SELECT m.id::text AS id, m.text, m.role, h.conversation_id, h.title, h.head_revision, h.position,"
-            " coalesce(m.created_at, h.created_at) AS created_at"
-            " FROM unnest($2::uuid[]) AS wanted (id)"
-            " JOIN archive_message m ON m.id = wanted.id AND m.vault_id = $1"
-            " CROSS JOIN LATERAL (SELECT c.id::text AS conversation_id, c.title, c.head_revision, rm.position,"
-            " c.created_at FROM archive_revision_message rm"
-            " JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision"
-            " WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]"
-            " AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])"
-            " ORDER BY rm.position LIMIT 1) AS h",
+            keyword_sql.KEYWORD_CANDIDATES,
             vault.id,
-            list(dict.fromkeys(message_ids)),
+            query,
             tags_all,
             tags_any,
+            limit,
+            keyword_sql.FULL_RANK_BUDGET,
+            keyword_sql.COMMON_WORD_SAMPLE,
+        )
+        return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
+
+    async def hits(
+        self, vault: VaultAccess, query: str, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]
+    ) -> dict[str, tuple[MessageHit, datetime, float]]:
+        """These messages as references with their creation time and keyword rank for the query, when a
+        head revision of the vault lists them and the tags match (an older revision's message, another
+        vault's, or one of a deleted conversation is left out)."""
+        rows = await self._pool.fetch(
+            keyword_sql.RANKED_HITS, vault.id, query, tags_all, tags_any, list(dict.fromkeys(message_ids))
         )
         return {
             r["id"]: (
@@ -191,6 +80,7 @@ class ArchiveReadStore:
                     r["position"],
                 ),
                 r["created_at"],
+                float(r["rank"]),
             )
             for r in rows
         }

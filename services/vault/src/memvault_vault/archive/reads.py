@@ -1,7 +1,7 @@
 """The archive's reads for agents: hybrid message search (vector and full-text candidates as a union,
-fused like recall; later pages read a snapshot of the first page's ranking), the context around a hit,
-several conversations at once within a byte budget, titles, and counts. Every cursor is signed, bound
-to the caller and expires (domain/signed_cursor)."""
+ranked and fused like recall; later pages read a snapshot of the first page's ranking), the context
+around a hit, several conversations at once within a byte budget, titles, and counts. Every cursor is
+signed, bound to the caller and expires (domain/signed_cursor)."""
 
 from __future__ import annotations
 
@@ -211,11 +211,14 @@ class ArchiveReads:
                 mode = HYBRID
             except Unavailable as error:
                 log.warning("archive search fell back to keyword-only", extra={"reason": error.message})
-        # The union of both lists, filtered to head revisions and the tags, then fused as recall fuses.
-        found = await self._store.hits(vault, [*ranks, *(i for i in cosines if i not in ranks)], tags_all, tags_any)
+        # The union of both lists, filtered to head revisions and the tags, then fused as recall fuses: a
+        # message only the vector side found still gets its keyword rank (below the keyword list's cut).
+        union = [*ranks, *(i for i in cosines if i not in ranks)]
+        found = await self._store.hits(vault, query, union, tags_all, tags_any)
         candidates = [
-            fusion.Found(message_id, Status.ACTIVE, created_at, ranks.get(message_id, 0.0))
-            for message_id, (_, created_at) in found.items()
+            fusion.Found(message_id, Status.ACTIVE, found[message_id][1], found[message_id][2])
+            for message_id in union
+            if message_id in found
         ]
         fused = fusion.fuse(candidates, cosines, cosine_weight=fusion.COSINE_WEIGHT if mode == HYBRID else 0.0)
         ranked = []

@@ -113,6 +113,33 @@ class ImportRecord:
     failures: list[tuple[str, str]] = field(default_factory=list)
     format: str = "chatgpt"
     created_at: datetime | None = None
+    retrying: int = 0
+    """Failed conversations a retry asked for again that the job has not reached yet."""
+
+
+@dataclass(frozen=True)
+class MessageIndexFailure:
+    """An archived message the indexer gave up on (a failed message index job)."""
+
+    message_id: str
+    conversation_id: str
+    error: str
+    attempts: int
+    failed_at: datetime
+
+
+@dataclass(frozen=True)
+class CanonicalHit:
+    """One hit of the operator's keyword search over the canonical store (`archive search`)."""
+
+    kind: str  # "message" or "memory"
+    vault: str
+    id: str  # the conversation's or the memory's id
+    revision: int  # the conversation's revision listing the message, or the memory's version
+    message_id: str  # "" for a memory
+    role: str  # the message's role, or the memory's status
+    snippet: str
+    rank: float
 
 
 @dataclass(frozen=True)
@@ -173,3 +200,45 @@ class BatchPage:
     max_bytes: int
     completed: int
     remaining: int
+
+
+# --- the vault map (vault_map) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MapGroup:
+    tag: str
+    memories: int
+    conversations: int
+    own_memories: int = 0
+    own_conversations: int = 0
+
+
+@dataclass(frozen=True)
+class MapItem:
+    kind: str
+    id: str
+    label: str
+    group: str
+    tags: list[str]
+    sources: int = 0
+    derived_from: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MapLink:
+    kind: str
+    from_id: str
+    to_id: str
+    to_label: str
+    to_drawn: bool
+
+
+@dataclass
+class VaultMap:
+    groups: list[MapGroup] = field(default_factory=list)
+    items: list[MapItem] = field(default_factory=list)
+    links: list[MapLink] = field(default_factory=list)
+    memories: int = 0
+    conversations: int = 0
+    other_tags: int = 0

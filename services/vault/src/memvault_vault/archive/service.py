@@ -15,6 +15,7 @@ from typing import Any
 from memvault_core.errors import InvalidArgument, LimitExceeded, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
+from memvault_vault.archive.operations import ArchiveOperations
 from memvault_vault.archive.packs import ContextPacks
 from memvault_vault.archive.reads import ArchiveReads
 from memvault_vault.archive.records import (
@@ -24,9 +25,12 @@ from memvault_vault.archive.records import (
     MessageRecord,
     Receipt,
     RevisionRecord,
+    VaultMap,
 )
+from memvault_vault.archive.retry_store import ArchiveRetryStore
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.archive.stream import ExportStream
+from memvault_vault.archive.vault_map import VaultMapStore, bounds
 from memvault_vault.archive.write_store import ArchiveWriteStore
 from memvault_vault.archive.writes import ArchiveWrites
 from memvault_vault.database import VaultAccess
@@ -44,6 +48,9 @@ INDEXING = "full_text"
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 FORMATS = ("chatgpt", "claude")
+CHECKPOINT_STRIKES = 3
+"""An import whose checkpoint stops on an unexpected error this many times in a row is marked failed
+(so the imports after it go on); its owner retries it once the cause is fixed."""
 
 
 def _inputs(drafts: list[Draft]) -> list[rules.MessageInput]:
@@ -86,6 +93,11 @@ class ArchiveService:
         self._accounts = accounts
         self._stream: ExportStream | None = None
         """The import being worked through, kept open between its checkpoints."""
+        self._retries = ArchiveRetryStore(store._pool)  # the archive's one pool
+        self._strikes: tuple[str, int] = ("", 0)
+        """(import id, errors in a row) of the checkpoint that last stopped on an unexpected error."""
+        # Retrying failed imports and failed message index jobs (the owner's operations).
+        self.operations = ArchiveOperations(store, self._retries, accounts)
         # Without a configured secret (tests), cursors hold for this process only.
         self._cursors = cursors or CursorSigner(os.urandom(32))
         self._reads = reads
@@ -97,6 +109,7 @@ class ArchiveService:
             accounts,
             self._pack_search,
         )
+        self._map = VaultMapStore(store._pool)  # the archive's one pool
 
     @property
     def reads(self) -> ArchiveReads:
@@ -225,6 +238,12 @@ class ArchiveService:
             )
         vault = await self._accounts.access(identity, vault_name, write=True)
         return await self._store.set_tags(vault, identity.actor, conversation_id, clean, expected_version)
+
+    async def vault_map(self, identity: Identity, vault_name: str, max_tags: int, per_tag: int) -> VaultMap:
+        """The vault's map (`vault_map`): anyone who may read the vault may read its map."""
+        max_tags, per_tag = bounds(max_tags, per_tag)
+        vault = await self._accounts.access(identity, vault_name)
+        return await self._map.read(vault, max_tags, per_tag)
 
     async def delete(self, identity: Identity, vault_name: str, conversation_id: str, confirm: str) -> tuple[int, int]:
         conversation_id = rules.parse_conversation_id(conversation_id)
@@ -391,7 +410,22 @@ class ArchiveService:
                 return await self._store.raw_part(vault_id, import_id, part)
 
             self._stream = ExportStream(import_id, fetch)
-        return await self._store.checkpoint(import_id, vault, self._stream, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+        try:
+            busy = await self._store.checkpoint(import_id, vault, self._stream, rules.IMPORT_CHECKPOINT_CONVERSATIONS)
+        except Exception as error:
+            self._close_stream()
+            strikes = self._strikes[1] + 1 if self._strikes[0] == import_id else 1
+            self._strikes = (import_id, strikes)
+            if strikes >= CHECKPOINT_STRIKES:
+                self._strikes = ("", 0)
+                await self._retries.fail_import(
+                    import_id,
+                    f"the import job stopped on an unexpected error ({type(error).__name__}) {strikes} times in a"
+                    " row; retry the import once the cause is fixed: it resumes from its last checkpoint",
+                )
+            raise
+        self._strikes = ("", 0)
+        return busy
 
     def _close_stream(self) -> None:
         if self._stream is not None:

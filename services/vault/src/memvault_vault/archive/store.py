@@ -22,6 +22,7 @@ from memvault_vault.archive.records import (
     Receipt,
     RevisionRecord,
 )
+from memvault_vault.archive.retry_store import first_retry, retry_checkpoint
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.archive import MessageInput, revision_hash
@@ -58,7 +59,7 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _import(row: asyncpg.Record, failures: list[tuple[str, str]] | None = None) -> ImportRecord:
+def _import(row: asyncpg.Record, failures: list[tuple[str, str]] | None = None, retrying: int = 0) -> ImportRecord:
     return ImportRecord(
         id=str(row["id"]),
         state=row["state"],
@@ -78,6 +79,7 @@ def _import(row: asyncpg.Record, failures: list[tuple[str, str]] | None = None) 
         failures=failures or [],
         format=row["format"],
         created_at=row["created_at"],
+        retrying=retrying,
     )
 
 
@@ -725,12 +727,14 @@ class ArchiveStore:
         if row is None:
             raise NotFound(f"no import {import_id} in vault '{vault.name}'", field="import_id")
         failures = await self._pool.fetch(
-            "SELECT conversation_ref, error FROM archive_import_failure WHERE import_id = $1 AND vault_id = $2"
-            " ORDER BY conversation_ref LIMIT 100",
+            "SELECT conversation_ref, error, count(*) FILTER (WHERE retry) OVER () AS retrying"
+            " FROM archive_import_failure WHERE import_id = $1 AND vault_id = $2"
+            " ORDER BY position NULLS LAST, conversation_ref LIMIT 100",
             import_id,
             vault.id,
         )
-        return _import(row, [(r["conversation_ref"], r["error"]) for r in failures])
+        retrying = int(failures[0]["retrying"]) if failures else 0
+        return _import(row, [(r["conversation_ref"], r["error"]) for r in failures], retrying)
 
     async def list_imports(self, vault: VaultAccess, limit: int) -> list[ImportRecord]:
         rows = await self._pool.fetch(
@@ -741,10 +745,11 @@ class ArchiveStore:
         return [_import(row) for row in rows]
 
     async def next_import(self, only: str | None = None) -> tuple[str, str, str] | None:
-        """(import id, vault id, vault name) of the oldest import waiting for work (or of `only`)."""
+        """(import id, vault id, vault name) of the oldest import waiting for work (or of `only`); an import
+        into a vault pending deletion waits (read-only: it goes on if the deletion is cancelled)."""
         row = await self._pool.fetchrow(
             "SELECT i.id::text AS id, i.vault_id::text AS vault_id, v.name FROM archive_import i"
-            " JOIN vault v ON v.id = i.vault_id WHERE i.state IN ('queued', 'running')"
+            " JOIN vault v ON v.id = i.vault_id WHERE i.state IN ('queued', 'running') AND v.delete_after IS NULL"
             " AND ($1::uuid IS NULL OR i.id = $1) ORDER BY i.created_at LIMIT 1",
             only,
         )
@@ -770,6 +775,8 @@ class ArchiveStore:
             )
             if row is None:
                 return False
+            if row["retry_next"] is not None:
+                return await retry_checkpoint(self, conn, row, vault, source, size)
             start = row["next_index"]
             try:
                 total = row["total"] or await source.count()
@@ -789,21 +796,26 @@ class ArchiveStore:
                 ref = conversation_ref(raw, index)
                 try:
                     async with conn.transaction():
-                        outcome = await self._import_one(conn, vault, row["created_by"], row["format"], raw, index)
+                        outcome = await self.import_one(conn, vault, row["created_by"], row["format"], raw, index)
                     counts[outcome] += 1
                 except (ValueError, MemvaultError, asyncpg.PostgresError) as error:
                     counts["failed"] += 1
                     await conn.execute(
-                        "INSERT INTO archive_import_failure (import_id, vault_id, conversation_ref, error)"
-                        " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                        "INSERT INTO archive_import_failure (import_id, vault_id, conversation_ref, error, position)"
+                        " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
                         import_id,
                         vault.id,
                         ref,
                         (str(error) or type(error).__name__)[:500],
+                        index,
                     )
+            finished = len(raws) < size or stop >= total
+            # A retry asked for failed conversations again: once the file is through, a pass takes them.
+            retry_from = await first_retry(conn, import_id) if finished else None
             await conn.execute(
                 "UPDATE archive_import SET total = $3, next_index = $4, imported = $5, updated = $6,"
-                " duplicates = $7, failed = $8, state = $9, updated_at = now() WHERE id = $1 AND vault_id = $2",
+                " duplicates = $7, failed = $8, state = $9, retry_next = $10, updated_at = now()"
+                " WHERE id = $1 AND vault_id = $2",
                 import_id,
                 vault.id,
                 max(total, stop),
@@ -812,11 +824,12 @@ class ArchiveStore:
                 counts["updated"],
                 counts["duplicates"],
                 counts["failed"],
-                "done" if len(raws) < size or stop >= total else "running",
+                "done" if finished and retry_from is None else "running",
+                retry_from,
             )
             return True
 
-    async def _import_one(
+    async def import_one(
         self, conn: asyncpg.Connection, vault: VaultAccess, actor: str, fmt: str, raw: Any, index: int
     ) -> str:
         parsed = PARSERS[fmt](raw, index)

@@ -309,9 +309,10 @@ class ArchiveWriteStore:
                 new_ids = [str(uuid.uuid4()) for _ in held]
                 await conn.execute(
                     "INSERT INTO archive_message (id, vault_id, conversation_id, node_id, parent_node_id, role,"
-                    " content_type, text, content, metadata, created_at, content_hash, message_key)"
+                    " content_type, text, content, metadata, created_at, content_hash, message_key, context)"
                     " SELECT n.new_id, $1, $2, m.node_id, m.parent_node_id, m.role, m.content_type, m.text,"
-                    " m.content, m.metadata, m.created_at, m.content_hash, m.message_key"
+                    # The context comes along: the join need not insert a parent before its children.
+                    " m.content, m.metadata, m.created_at, m.content_hash, m.message_key, m.context"
                     " FROM unnest($3::uuid[], $4::uuid[]) AS n (old_id, new_id)"
                     " JOIN archive_message m ON m.id = n.old_id AND m.vault_id = $5",
                     target.id,

@@ -98,7 +98,11 @@ class BackupRefused(InvalidArgument):
         super().__init__(f"backup refused, nothing was restored: {message}", field="backup")
 
 
-def header(vault: str, created_at: str, *, embeddings: bool) -> dict[str, Any]:
+ARCHIVE_SCOPE = "archive"
+"""The header's `scope` of an archive export: only the conversation archive's kinds (no `scope`: the whole vault)."""
+
+
+def header(vault: str, created_at: str, *, embeddings: bool, archive_only: bool = False) -> dict[str, Any]:
     return {
         "kind": HEADER,
         "format": FORMAT,
@@ -106,6 +110,7 @@ def header(vault: str, created_at: str, *, embeddings: bool) -> dict[str, Any]:
         "vault": vault,
         "created_at": created_at,
         "embeddings": embeddings,
+        **({"scope": ARCHIVE_SCOPE} if archive_only else {}),
     }
 
 
@@ -228,6 +233,11 @@ class BackupReader:
         del self._buffer[:start]
         if len(self._buffer) > MAX_LINE_BYTES:
             raise BackupRefused(f"line {self._line + 1} is longer than {MAX_LINE_BYTES} bytes: not a memvault backup")
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Records read so far, by kind (header and manifest not counted)."""
+        return {kind: n for kind, n in self._counts.items() if n}
 
     def finish(self) -> None:
         """Check that the file was whole: every line ended, the manifest last, its counts and hash right."""

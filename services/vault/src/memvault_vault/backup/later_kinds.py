@@ -41,6 +41,11 @@ LINES: dict[str, str] = {
     " FROM archive_import_failure f WHERE f.vault_id = $1 ORDER BY f.import_id, f.conversation_ref",
 }
 
+ARCHIVE_KINDS = tuple(kind for kind in LINES if kind not in ("source", "source_change"))
+"""The kinds of an archive export (a backup with `"scope": "archive"`): the conversation archive only."""
+
+ARCHIVE_TABLES = ("archive_conversation", "archive_idempotency", "archive_import")
+
 TABLES = {
     "source": "tracked_source",
     "source_change": "source_change",
@@ -67,6 +72,12 @@ ROWS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 async def empty(conn: asyncpg.Connection, vault_id: str) -> None:
     """Remove the vault's sources and archive (a restore with `replace`)."""
     for table in ("tracked_source", "source_change", "archive_conversation", "archive_idempotency", "archive_import"):
+        await conn.execute(f"DELETE FROM {table} WHERE vault_id = $1", vault_id)  # noqa: S608 (constant names)
+
+
+async def empty_archive(conn: asyncpg.Connection, vault_id: str) -> None:
+    """Remove the vault's conversation archive only (an archive export restored with `replace`)."""
+    for table in ARCHIVE_TABLES:
         await conn.execute(f"DELETE FROM {table} WHERE vault_id = $1", vault_id)  # noqa: S608 (constant names)
 
 

@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 256 * 1024
 """Bytes per message of a backup or export stream."""
 STAGE_RECORDS = 1000
-"""Records of a restore staged per round trip."""
+"""Records of a restore staged per round trip..."""
+STAGE_BYTES = 8 * 1024 * 1024
+"""...or fewer, when they add up to this many characters (a raw import's slice is 1 MiB, base64)."""
 EXPORT_FORMATS = ("md", "json", "jsonl")
 VECTOR_BYTES_PER_CALL = 2 * 1024 * 1024
 """Vectors moved per call to the indexer, in bytes: half of what one gRPC message may carry."""
@@ -56,10 +58,11 @@ class BackupService:
         self._accounts = accounts
         self._index = index
 
-    async def owned_vault(self, identity: Identity, vault_name: str) -> VaultRef:
-        """The vault, if this identity is one of its owners acting with the admin scope."""
+    async def owned_vault(self, identity: Identity, vault_name: str, *, write: bool = True) -> VaultRef:
+        """The vault, if this identity is one of its owners acting with the admin scope (`write`: to change it,
+        which a vault pending deletion refuses; a backup only reads)."""
         identity.require("admin")  # first: this is what a token without it should hear about
-        vault = await self._access().access(identity, vault_name, write=True)
+        vault = await self._access().access(identity, vault_name, write=write)
         if vault.role != "owner":
             raise PermissionDenied(
                 f"only an owner of vault '{vault.name}' can back it up or restore it (your role: {vault.role})"
@@ -73,13 +76,24 @@ class BackupService:
 
     # --- backup ----------------------------------------------------------------------------------------
 
-    async def backup(self, identity: Identity, vault_name: str, *, embeddings: bool) -> AsyncIterator[BackupChunk]:
-        vault = await self.owned_vault(identity, vault_name)
-        async for chunk in self.backup_vault(vault, embeddings=embeddings, actor=identity.actor):
+    async def backup(
+        self, identity: Identity, vault_name: str, *, embeddings: bool, archive_only: bool = False
+    ) -> AsyncIterator[BackupChunk]:
+        vault = await self.owned_vault(identity, vault_name, write=False)
+        async for chunk in self.backup_vault(
+            vault, embeddings=embeddings, actor=identity.actor, archive_only=archive_only
+        ):
             yield chunk
 
-    async def backup_vault(self, vault: VaultRef, *, embeddings: bool, actor: str) -> AsyncIterator[BackupChunk]:
-        """The vault's backup file in chunks, from one consistent snapshot."""
+    async def backup_vault(
+        self, vault: VaultRef, *, embeddings: bool, actor: str, archive_only: bool = False
+    ) -> AsyncIterator[BackupChunk]:
+        """The vault's backup file in chunks, from one consistent snapshot; with `archive_only`, the archive
+        export: the same format with only the conversation archive's kinds (`later_kinds.ARCHIVE_KINDS`)."""
+        if archive_only:
+            async for chunk in self._archive_export(vault, actor):
+                yield chunk
+            return
         model, dimension = "", 0
         if embeddings:
             if self._index is None:
@@ -127,6 +141,25 @@ class BackupService:
         await self._store.audit(vault, actor, "vault.backup", {"counts": dict(writer.counts)})
         log.info("vault backed up", extra={"vault": vault.name, "memories": done, "embeddings": embeddings})
 
+    async def _archive_export(self, vault: VaultRef, actor: str) -> AsyncIterator[BackupChunk]:
+        """The archive export in chunks; `done`/`total` count conversations' records for a progress line."""
+        writer = backup_format.BackupWriter()
+        out = bytearray()
+        async with self._store.snapshot(vault.id) as snapshot:
+            total = await snapshot.count_conversations()
+            head = backup_format.header(vault.name, datetime.now(UTC).isoformat(), embeddings=False, archive_only=True)
+            out += writer.line(head)
+            for kind in later_kinds.ARCHIVE_KINDS:
+                async for text in snapshot.lines(kind):
+                    out += writer.raw(text, kind)
+                    if len(out) >= CHUNK_BYTES:
+                        yield BackupChunk(bytes(out), writer.counts["conversation"], total)
+                        out.clear()
+        out += writer.manifest()
+        yield BackupChunk(bytes(out), writer.counts["conversation"], total)
+        await self._store.audit(vault, actor, "archive.export", {"counts": dict(writer.counts)})
+        log.info("archive exported", extra={"vault": vault.name, "conversations": total})
+
     async def _embedding_lines(
         self, vault: VaultRef, batch: Sequence[tuple[str, str, str]], model: str, dimension: int
     ) -> list[dict[str, Any]]:
@@ -163,24 +196,34 @@ class BackupService:
     ) -> RestoreReport:
         """Read the whole file into a staging table, check it, then write it in the same transaction."""
         async with self._store.restore_session(vault) as session:
-            if not replace and await session.holds_memories():
-                raise Conflict(
-                    f"vault '{vault.name}' holds memories or conversations; a restore replaces them only when asked to "
-                    "(replace=1, or --replace); back it up first if you may want them back",
-                    field="replace",
-                )
             reader = backup_format.BackupReader()
             staged: list[tuple[str, uuid.UUID | None, str]] = []
+            archive_only: bool | None = None  # known once the header is read: before anything else is staged
+            staged_bytes = 0
             async for chunk in chunks:
                 for record in reader.feed(chunk):
                     staged.append((record.kind, record.ref, record.raw))
-                    if len(staged) >= STAGE_RECORDS:
+                    staged_bytes += len(record.raw)
+                    if len(staged) >= STAGE_RECORDS or staged_bytes >= STAGE_BYTES:
                         await session.stage(staged)
                         staged.clear()
+                        staged_bytes = 0
+                if archive_only is None and reader.header is not None:
+                    archive_only = reader.header.get("scope") == backup_format.ARCHIVE_SCOPE
+                    if not replace:
+                        await _refuse_unless_empty(vault, session, archive_only=archive_only)
             reader.finish()
             if staged:
                 await session.stage(staged)
-            counts = await session.apply(replace=replace)
+            archive_only = bool(archive_only)
+            if archive_only:
+                unknown = set(reader.counts) - set(later_kinds.ARCHIVE_KINDS)
+                if unknown:
+                    raise backup_format.BackupRefused(
+                        "an archive export holds only the conversation archive, but this file also holds "
+                        + ", ".join(sorted(unknown))
+                    )
+            counts = await session.apply(replace=replace, archive_only=archive_only)
             kept, notices = await self._keep_embeddings(vault, session, counts.get("embedding", 0))
             await session.audit(actor, "vault.restore", {"counts": counts, "replace": replace, "embeddings_kept": kept})
         reembedding = counts.get("memory", 0) - kept
@@ -226,6 +269,24 @@ class BackupService:
                 yield bytes(out)
                 out.clear()
         yield bytes(out)
+
+
+async def _refuse_unless_empty(vault: VaultRef, session: RestoreSession, *, archive_only: bool) -> None:
+    """Without `replace`, a restore goes only into a vault holding none of what it would replace: memories or
+    conversations for a backup, conversations for an archive export."""
+    if archive_only:
+        if await session.holds_conversations():
+            raise Conflict(
+                f"vault '{vault.name}' holds conversations; restoring an archive export replaces its archive only "
+                "when asked to (replace=1, or --replace); export it first if you may want them back",
+                field="replace",
+            )
+    elif await session.holds_memories():
+        raise Conflict(
+            f"vault '{vault.name}' holds memories or conversations; a restore replaces them only when asked to "
+            "(replace=1, or --replace); back it up first if you may want them back",
+            field="replace",
+        )
 
 
 def _day(moment: datetime | None) -> str:

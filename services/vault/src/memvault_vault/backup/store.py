@@ -63,8 +63,15 @@ class Snapshot:
     async def count_memories(self) -> int:
         return int(await self._conn.fetchval("SELECT count(*) FROM memory WHERE vault_id = $1", self._vault_id))
 
+    async def count_conversations(self) -> int:
+        return int(
+            await self._conn.fetchval("SELECT count(*) FROM archive_conversation WHERE vault_id = $1", self._vault_id)
+        )
+
     async def lines(self, kind: str) -> AsyncIterator[str]:
-        async for row in self._conn.cursor(_LINES[kind], self._vault_id, prefetch=FETCH):
+        # a raw import's line is up to 1 MiB of bytes (base64): a few at a time, not FETCH of them
+        prefetch = 2 if kind == "import_chunk" else FETCH
+        async for row in self._conn.cursor(_LINES[kind], self._vault_id, prefetch=prefetch):
             yield row[0]
 
     async def memories(self) -> AsyncIterator[list[tuple[str, str, str]]]:
@@ -130,6 +137,9 @@ class RestoreSession:
         self._vault = vault
         self._remap = False
 
+    async def holds_conversations(self) -> bool:
+        return await later_kinds.holds_conversations(self._conn, self._vault.id)
+
     async def holds_memories(self) -> bool:
         """Whether the vault holds memories or archived conversations (what a restore would replace)."""
         return bool(
@@ -140,11 +150,14 @@ class RestoreSession:
         """(kind, the memory or batch id it is about, line of JSON) in file order."""
         await self._conn.copy_records_to_table("restore_record", records=list(records), columns=["kind", "ref", "body"])
 
-    async def apply(self, *, replace: bool) -> dict[str, int]:
-        """Write the staged records into the vault (after emptying it when `replace`); counts by kind."""
+    async def apply(self, *, replace: bool, archive_only: bool = False) -> dict[str, int]:
+        """Write the staged records into the vault (after emptying it when `replace`); counts by kind. With
+        `archive_only` (an archive export) only the conversation archive is replaced and written."""
         conn, vault_id = self._conn, self._vault.id
         await conn.execute("CREATE INDEX ON restore_record (ref, kind)")
         await conn.execute("ANALYZE restore_record")
+        if archive_only:
+            return await self._apply_archive(replace=replace)
         gone: list[str] = []
         gone_conversations: list[str] = []
         if replace:
@@ -254,6 +267,41 @@ class RestoreSession:
         await self._enqueue([events.conversation_deleted(i, vault_id) for i in gone_conversations])
         async for batch in self._restored_memories():
             await self._enqueue([events.memory_created(i, vault_id, h) for i, h in batch])
+        async for messages in self._restored_messages():
+            await self._enqueue([events.message_archived(i, vault_id, c, n, h) for i, c, n, h in messages])
+        return counts
+
+    async def _apply_archive(self, *, replace: bool) -> dict[str, int]:
+        conn, vault_id = self._conn, self._vault.id
+        gone_conversations: list[str] = []
+        if replace:
+            gone_conversations = [
+                r[0]
+                for r in await conn.fetch(
+                    "SELECT c.id::text FROM archive_conversation c WHERE c.vault_id = $1 AND NOT EXISTS"
+                    " (SELECT 1 FROM restore_record r WHERE r.ref = c.id AND r.kind = 'conversation')",
+                    vault_id,
+                )
+            ]
+            await later_kinds.empty_archive(conn, vault_id)
+        taken = " OR ".join(
+            f"EXISTS (SELECT 1 FROM restore_record r JOIN {later_kinds.TABLES[kind]} t ON t.id = r.ref"  # noqa: S608
+            f" WHERE r.kind = '{kind}')"
+            for kind in OWN_IDS
+            if kind in later_kinds.ARCHIVE_KINDS
+        )
+        self._remap = bool(await conn.fetchval(f"SELECT {taken}"))
+        if self._remap:
+            await conn.execute(
+                "INSERT INTO restore_id (old, new) SELECT DISTINCT ref, gen_random_uuid()"
+                " FROM restore_record WHERE kind = ANY($1::text[])",
+                list(OWN_IDS),
+            )
+        columns_of = {
+            table: await _insertable_columns(conn, table, ()) for table in {table for _, table, _ in later_kinds.ROWS}
+        }
+        counts = await later_kinds.apply(conn, vault_id, columns_of)
+        await self._enqueue([events.conversation_deleted(i, vault_id) for i in gone_conversations])
         async for messages in self._restored_messages():
             await self._enqueue([events.message_archived(i, vault_id, c, n, h) for i, c, n, h in messages])
         return counts

@@ -6,11 +6,13 @@ Similar call):
 
 - near-duplicate: cosine >= NEAR_DUPLICATE_COSINE *and* the same facts (numbers, versions, IP
   addresses, dates, month and day names, negations, and names and other identifiers: people,
-  places, products, emails, URLs, hostnames, paths): skipped, naming the memory it repeats;
+  places, products, emails, URLs, hostnames, paths) *and* not the same sentence with a word
+  changed or two parts swapped (`wording`): skipped, naming the memory it repeats;
 - similar: cosine >= SIMILAR_COSINE: stored and linked (`similar_to`), because it may be an
   update or a contradiction ("1 Gbps" vs "2 Gbps" scores like a rewording; only the facts differ),
   or a fact about someone or something else ("Xavier Eriksen orders oat flat white" vs "Marco
-  Eriksen orders oat flat white": 0.92 and more, only the name differs).
+  Eriksen orders oat flat white": 0.92 and more, only the name differs; "the support team's
+  standup" vs "the infra team's standup"; "flies from Lisbon to Porto" vs "from Porto to Lisbon").
 
 The numbers were calibrated on the bundled all-MiniLM-L6-v2 embedder with the pairs in
 `tests/bench/similarity_pairs.py` (`python -m tests.bench.lifecycle similarity`, table in
@@ -27,7 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memvault_vault.domain import wording
 from memvault_vault.domain.memory import Status
+from memvault_vault.domain.wording import NUMBER_WORDS, PERIODS
 
 NEAR_DUPLICATE_COSINE = 0.93
 SIMILAR_COSINE = 0.80
@@ -59,13 +63,6 @@ def sendable(pending: Sequence[tuple[str, str]], budget: int = PENDING_TEXT_BYTE
     return kept
 
 
-_NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14",
-    "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19", "twenty": "20",
-    "thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000", "dozen": "12",
-    "once": "1", "twice": "2",
-}  # fmt: skip
 _NAMED_DATES = {
     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
     "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
@@ -73,9 +70,6 @@ _NAMED_DATES = {
     "yesterday", "morning", "afternoon", "evening", "noon", "midnight", "am", "pm", "hour", "night", "day",
     "week", "fortnight", "month", "quarter", "year",
 }  # fmt: skip
-# "nightly" says what "every night" says.
-_PERIODS = {"hourly": "hour", "nightly": "night", "daily": "day", "weekly": "week", "monthly": "month",
-            "quarterly": "quarter", "yearly": "year", "annually": "year", "annual": "year"}  # fmt: skip
 # Negations, and the verbs that turn a statement around the same way ("likes" / "dislikes").
 _NEGATIONS = {
     "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "nowhere", "cannot", "without",
@@ -222,9 +216,9 @@ def facts(text: str) -> Facts:
         rest = pattern.sub(" ", rest)
     values.extend(_number(m.group(0)) for m in _NUMBER.finditer(rest))
     words = _WORD.findall(rest)
-    values.extend(_NUMBER_WORDS[w] for w in words if w in _NUMBER_WORDS)
+    values.extend(NUMBER_WORDS[w] for w in words if w in NUMBER_WORDS)
     negations = sum(1 for w in words if w in _NEGATIONS or w.endswith("n't"))
-    dates = sorted({_PERIODS.get(w, w) for w in words} & _NAMED_DATES)
+    dates = sorted({PERIODS.get(w, w) for w in words} & _NAMED_DATES)
     return Facts(tuple(sorted(Counter(values).elements())), tuple(dates), negations)
 
 
@@ -235,8 +229,9 @@ def same_values(a: str, b: str) -> bool:
 
 
 def same_facts(a: str, b: str) -> bool:
-    """Same values, dates and negations (`same_values`) and the same names (`same_identifiers`)."""
-    return same_values(a, b) and same_identifiers(a, b)
+    """Same values, dates and negations (`same_values`), the same names (`same_identifiers`), and not one
+    sentence with a word substituted or two parts swapped (`wording.changed_in_place`)."""
+    return same_values(a, b) and same_identifiers(a, b) and not wording.changed_in_place(a, b)
 
 
 def negated(a: str, b: str) -> bool:

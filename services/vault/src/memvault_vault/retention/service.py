@@ -27,6 +27,9 @@ async def run_periodically(store: RetentionStore, interval_seconds: float) -> No
         report = await store.purge(runner="in-process")
         if report:
             log.info("retention purged", extra={"vaults": len(report), "memories": sum(p.memories for p in report)})
+        deleted = await store.delete_due_vaults(datetime.now(UTC))
+        if deleted:
+            log.info("vaults deleted after their grace period", extra={"vaults": len(deleted)})
         await asyncio.sleep(interval_seconds)
 
     await run_forever(step, "retention")
@@ -65,7 +68,7 @@ class RetentionService:
 
     async def purge_vault(self, identity: Identity, vault_name: str, *, dry_run: bool) -> Purged:
         identity.require("admin")
-        vault = await self._accounts.access(identity, vault_name, write=True)
+        vault = await self._accounts.access(identity, vault_name, write=not dry_run)
         if vault.role != "owner":
             raise PermissionDenied(
                 f"only an owner of vault '{vault.name}' can run its retention (your role: {vault.role})"

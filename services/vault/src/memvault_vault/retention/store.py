@@ -10,6 +10,7 @@ from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, lock_vault
 from memvault_vault.outbox import events
 from memvault_vault.outbox.store import enqueue
+from memvault_vault.retention import vault_deletion
 from memvault_vault.retention.records import Purged
 
 AUDIT_COUNT_CAP = 10_000
@@ -71,6 +72,10 @@ class RetentionStore:
             else:
                 await transaction.commit()
             return report
+
+    async def delete_due_vaults(self, now: datetime, *, dry_run: bool = False) -> list[str]:
+        """Delete the vaults whose deletion grace period ended at or before `now` (`vault_deletion`)."""
+        return await vault_deletion.delete_due_vaults(self._pool, now, dry_run=dry_run)
 
     async def outlook(self, vault_id: str) -> tuple[Purged, bool, datetime | None, datetime | None]:
         """In one read-only statement: what the next run removes from the vault as things stand (no

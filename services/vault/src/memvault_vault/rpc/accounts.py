@@ -154,3 +154,21 @@ class AccountServicer(accounts_pb2_grpc.AccountServiceServicer):
                 for r in records
             ]
         )
+
+    async def ScheduleVaultDeletion(
+        self, request: apb.ScheduleVaultDeletionRequest, context: grpc.aio.ServicerContext
+    ) -> apb.ScheduleVaultDeletionResponse:
+        identity = self._identity(context)
+        vault, delete_after, scheduled = await self._accounts.schedule_deletion(
+            identity, request.vault, request.confirm
+        )
+        return apb.ScheduleVaultDeletionResponse(
+            vault=vault.name, delete_after=wire.to_timestamp(delete_after), scheduled=scheduled
+        )
+
+    async def CancelVaultDeletion(
+        self, request: apb.CancelVaultDeletionRequest, context: grpc.aio.ServicerContext
+    ) -> apb.CancelVaultDeletionResponse:
+        identity = self._identity(context)
+        vault, cancelled = await self._accounts.cancel_deletion(identity, request.vault)
+        return apb.CancelVaultDeletionResponse(vault=vault.name, cancelled=cancelled)

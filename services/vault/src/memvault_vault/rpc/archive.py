@@ -13,7 +13,7 @@ from memvault.vault.v1 import archive_pb2_grpc
 from memvault_core import wire
 from memvault_core.grpc import identity_token
 from memvault_core.identity import Identity, IdentitySigner
-from memvault_vault.archive.records import ConversationRecord, ImportRecord, MessageRecord, Receipt
+from memvault_vault.archive.records import ConversationRecord, ImportRecord, MessageRecord, Receipt, VaultMap
 from memvault_vault.archive.service import ArchiveService, Draft
 from memvault_vault.domain.archive import snippet
 from memvault_vault.domain.archive_reads import DEFAULT_CONTEXT_MESSAGES
@@ -54,6 +54,40 @@ def derived(source: dict[str, Any] | None) -> pb.DerivedFrom | None:
     if not source:
         return None
     return pb.DerivedFrom(vault=source["vault"], conversation_id=source["conversation_id"], revision=source["revision"])
+
+
+def vault_map_message(found: VaultMap) -> pb.GetVaultMapResponse:
+    return pb.GetVaultMapResponse(
+        groups=[
+            pb.VaultMapGroup(
+                tag=g.tag,
+                memories=g.memories,
+                conversations=g.conversations,
+                own_memories=g.own_memories,
+                own_conversations=g.own_conversations,
+            )
+            for g in found.groups
+        ],
+        items=[
+            pb.VaultMapItem(
+                kind=i.kind,
+                id=i.id,
+                label=i.label,
+                group=i.group,
+                tags=i.tags,
+                sources=i.sources,
+                derived_from=derived(i.derived_from),
+            )
+            for i in found.items
+        ],
+        links=[
+            pb.VaultMapLink(kind=k.kind, from_id=k.from_id, to_id=k.to_id, to_label=k.to_label, to_drawn=k.to_drawn)
+            for k in found.links
+        ],
+        memories=found.memories,
+        conversations=found.conversations,
+        other_tags=found.other_tags,
+    )
 
 
 def archived(m: MessageRecord) -> pb.ArchivedMessage:
@@ -114,6 +148,7 @@ def import_status(record: ImportRecord) -> pb.ImportStatus:
         parts=record.parts,
         format=record.format,
         created_at=wire.to_timestamp(record.created_at),
+        retrying=record.retrying,
     )
 
 
@@ -208,6 +243,14 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
             ],
             next_cursor=more,
         )
+
+    async def GetVaultMap(
+        self, request: pb.GetVaultMapRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetVaultMapResponse:
+        found = await self._archive.vault_map(
+            self._identity(context), request.vault, request.max_tags, request.items_per_tag
+        )
+        return vault_map_message(found)
 
     async def SetTags(self, request: pb.SetTagsRequest, context: grpc.aio.ServicerContext) -> pb.SetTagsResponse:
         tags, version = await self._archive.set_tags(
@@ -347,6 +390,40 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
     ) -> pb.ListImportsResponse:
         records = await self._archive.list_imports(self._identity(context), request.vault, request.limit)
         return pb.ListImportsResponse(imports=[import_status(r) for r in records])
+
+    async def RetryImport(
+        self, request: pb.RetryImportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryImportResponse:
+        record = await self._archive.operations.retry_import(self._identity(context), request.vault, request.import_id)
+        return pb.RetryImportResponse(**{"import": import_status(record)})
+
+    async def ListMessageIndexFailures(
+        self, request: pb.ListMessageIndexFailuresRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListMessageIndexFailuresResponse:
+        failures, total = await self._archive.operations.message_failures(
+            self._identity(context), request.vault, request.limit
+        )
+        return pb.ListMessageIndexFailuresResponse(
+            failures=[
+                pb.MessageIndexFailure(
+                    message_id=f.message_id,
+                    conversation_id=f.conversation_id,
+                    error=f.error,
+                    attempts=f.attempts,
+                    failed_at=wire.to_timestamp(f.failed_at),
+                )
+                for f in failures
+            ],
+            total=total,
+        )
+
+    async def RetryMessageIndex(
+        self, request: pb.RetryMessageIndexRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryMessageIndexResponse:
+        retried = await self._archive.operations.retry_messages(
+            self._identity(context), request.vault, list(request.message_ids)
+        )
+        return pb.RetryMessageIndexResponse(retried=retried)
 
     async def GetMessageContext(
         self, request: pb.GetMessageContextRequest, context: grpc.aio.ServicerContext

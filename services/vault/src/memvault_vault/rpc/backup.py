@@ -30,7 +30,9 @@ class BackupServicer(backup_pb2_grpc.BackupServiceServicer):
         self, request: pb.BackupRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.BackupResponse]:
         identity = self._signer.verify(identity_token(context))
-        chunks = self._service.backup(identity, request.vault, embeddings=not request.omit_embeddings)
+        chunks = self._service.backup(
+            identity, request.vault, embeddings=not request.omit_embeddings, archive_only=request.archive_only
+        )
         async for chunk in chunks:
             yield pb.BackupResponse(
                 data=chunk.data, memories_done=chunk.memories_done, memories_total=chunk.memories_total

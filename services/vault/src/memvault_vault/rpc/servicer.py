@@ -44,7 +44,15 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
     ) -> vpb.ListVaultsResponse:
         vaults = await self._services.accounts.vaults(self._identity(context))
         return vpb.ListVaultsResponse(
-            vaults=[vpb.VaultInfo(name=v.name, role=v.role, approval_mode=v.approval_mode) for v in vaults]
+            vaults=[
+                vpb.VaultInfo(
+                    name=v.name,
+                    role=v.role,
+                    approval_mode=v.approval_mode,
+                    delete_after=wire.to_timestamp(v.delete_after),
+                )
+                for v in vaults
+            ]
         )
 
     async def GetOperatingGuide(

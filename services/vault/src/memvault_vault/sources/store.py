@@ -196,9 +196,11 @@ class SourceStore:
         return [source_from_row(r) for r in rows]
 
     async def due(self, vault_id: str | None, limit: int) -> list[tuple[TrackedSource, str]]:
-        """Sources whose check is due (in one vault, or every vault), each with its vault's approval mode."""
+        """Sources whose check is due (in one vault, or every vault), each with its vault's approval mode; a
+        vault pending deletion is read-only, so its sources wait (checked again if the deletion is cancelled)."""
         rows = await self._pool.fetch(
             _SELECT_DUE + " WHERE ($1::uuid IS NULL OR s.vault_id = $1::uuid) AND s.next_check_at <= now()"
+            " AND v.delete_after IS NULL"
             " AND (s.claimed_until IS NULL OR s.claimed_until < now())"
             " ORDER BY s.next_check_at, s.id LIMIT $2",
             vault_id,

@@ -432,3 +432,97 @@ class ListAuditResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAuditResponse: _TypeAlias = ListAuditResponse  # noqa: Y015
+
+@_typing.final
+class ScheduleVaultDeletionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONFIRM_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    confirm: _builtins.str
+    """The vault's name again, exactly: the deletion is refused otherwise."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        confirm: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm", b"confirm", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScheduleVaultDeletionRequest: _TypeAlias = ScheduleVaultDeletionRequest  # noqa: Y015
+
+@_typing.final
+class ScheduleVaultDeletionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    DELETE_AFTER_FIELD_NUMBER: _builtins.int
+    SCHEDULED_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    scheduled: _builtins.bool
+    """False when the deletion was already pending (its date is unchanged)."""
+    @_builtins.property
+    def delete_after(self) -> _timestamp_pb2.Timestamp:
+        """When the vault will really be deleted (unless the deletion is cancelled before)."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        delete_after: _timestamp_pb2.Timestamp | None = ...,
+        scheduled: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delete_after", b"delete_after"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delete_after", b"delete_after", "scheduled", b"scheduled", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScheduleVaultDeletionResponse: _TypeAlias = ScheduleVaultDeletionResponse  # noqa: Y015
+
+@_typing.final
+class CancelVaultDeletionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelVaultDeletionRequest: _TypeAlias = CancelVaultDeletionRequest  # noqa: Y015
+
+@_typing.final
+class CancelVaultDeletionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    cancelled: _builtins.bool
+    """False when no deletion was pending."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        cancelled: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelVaultDeletionResponse: _TypeAlias = CancelVaultDeletionResponse  # noqa: Y015

@@ -75,6 +75,16 @@ class AccountServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ListAuditRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ListAuditResponse.FromString,
                 _registered_method=True)
+        self.ScheduleVaultDeletion = channel.unary_unary(
+                '/memvault.vault.v1.AccountService/ScheduleVaultDeletion',
+                request_serializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ScheduleVaultDeletionRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ScheduleVaultDeletionResponse.FromString,
+                _registered_method=True)
+        self.CancelVaultDeletion = channel.unary_unary(
+                '/memvault.vault.v1.AccountService/CancelVaultDeletion',
+                request_serializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.CancelVaultDeletionRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.CancelVaultDeletionResponse.FromString,
+                _registered_method=True)
 
 
 class AccountServiceServicer:
@@ -135,6 +145,21 @@ class AccountServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScheduleVaultDeletion(self, request, context):
+        """Mark a vault the caller owns for deletion after a grace period (7 days): from now on it is
+        read-only for every client and agent; the retention runner deletes it once the date has passed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelVaultDeletion(self, request, context):
+        """Cancel a vault's pending deletion: it is writable again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AccountServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +197,16 @@ def add_AccountServiceServicer_to_server(servicer, server):
                     servicer.ListAudit,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ListAuditRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ListAuditResponse.SerializeToString,
+            ),
+            'ScheduleVaultDeletion': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScheduleVaultDeletion,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ScheduleVaultDeletionRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.ScheduleVaultDeletionResponse.SerializeToString,
+            ),
+            'CancelVaultDeletion': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelVaultDeletion,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.CancelVaultDeletionRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_accounts__pb2.CancelVaultDeletionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -369,6 +404,60 @@ class AccountService:
             '/memvault.vault.v1.AccountService/ListAudit',
             memvault_dot_vault_dot_v1_dot_accounts__pb2.ListAuditRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_accounts__pb2.ListAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScheduleVaultDeletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.AccountService/ScheduleVaultDeletion',
+            memvault_dot_vault_dot_v1_dot_accounts__pb2.ScheduleVaultDeletionRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_accounts__pb2.ScheduleVaultDeletionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelVaultDeletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.AccountService/CancelVaultDeletion',
+            memvault_dot_vault_dot_v1_dot_accounts__pb2.CancelVaultDeletionRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_accounts__pb2.CancelVaultDeletionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -53,6 +53,12 @@ class AccountServiceStub:
     """Record something the gateway did for the caller (sign-in, grant, revocation...)."""
     ListAudit: _grpc.UnaryUnaryMultiCallable[_accounts_pb2.ListAuditRequest, _accounts_pb2.ListAuditResponse]
     """Audit entries about the caller's account and the vaults the caller owns, newest first."""
+    ScheduleVaultDeletion: _grpc.UnaryUnaryMultiCallable[_accounts_pb2.ScheduleVaultDeletionRequest, _accounts_pb2.ScheduleVaultDeletionResponse]
+    """Mark a vault the caller owns for deletion after a grace period (7 days): from now on it is
+    read-only for every client and agent; the retention runner deletes it once the date has passed.
+    """
+    CancelVaultDeletion: _grpc.UnaryUnaryMultiCallable[_accounts_pb2.CancelVaultDeletionRequest, _accounts_pb2.CancelVaultDeletionResponse]
+    """Cancel a vault's pending deletion: it is writable again."""
 
 @_typing.type_check_only
 class AccountServiceAsyncStub(AccountServiceStub):
@@ -79,6 +85,12 @@ class AccountServiceAsyncStub(AccountServiceStub):
     """Record something the gateway did for the caller (sign-in, grant, revocation...)."""
     ListAudit: _aio.UnaryUnaryMultiCallable[_accounts_pb2.ListAuditRequest, _accounts_pb2.ListAuditResponse]  # type: ignore[assignment]
     """Audit entries about the caller's account and the vaults the caller owns, newest first."""
+    ScheduleVaultDeletion: _aio.UnaryUnaryMultiCallable[_accounts_pb2.ScheduleVaultDeletionRequest, _accounts_pb2.ScheduleVaultDeletionResponse]  # type: ignore[assignment]
+    """Mark a vault the caller owns for deletion after a grace period (7 days): from now on it is
+    read-only for every client and agent; the retention runner deletes it once the date has passed.
+    """
+    CancelVaultDeletion: _aio.UnaryUnaryMultiCallable[_accounts_pb2.CancelVaultDeletionRequest, _accounts_pb2.CancelVaultDeletionResponse]  # type: ignore[assignment]
+    """Cancel a vault's pending deletion: it is writable again."""
 
 class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
     """AccountService is what the gateway needs from the vault to sign people in and
@@ -144,5 +156,23 @@ class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_accounts_pb2.ListAuditResponse, _abc.Awaitable[_accounts_pb2.ListAuditResponse]]:
         """Audit entries about the caller's account and the vaults the caller owns, newest first."""
+
+    @_abc_1.abstractmethod
+    def ScheduleVaultDeletion(
+        self,
+        request: _accounts_pb2.ScheduleVaultDeletionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_accounts_pb2.ScheduleVaultDeletionResponse, _abc.Awaitable[_accounts_pb2.ScheduleVaultDeletionResponse]]:
+        """Mark a vault the caller owns for deletion after a grace period (7 days): from now on it is
+        read-only for every client and agent; the retention runner deletes it once the date has passed.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelVaultDeletion(
+        self,
+        request: _accounts_pb2.CancelVaultDeletionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_accounts_pb2.CancelVaultDeletionResponse, _abc.Awaitable[_accounts_pb2.CancelVaultDeletionResponse]]:
+        """Cancel a vault's pending deletion: it is writable again."""
 
 def add_AccountServiceServicer_to_server(servicer: AccountServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1051,6 +1051,7 @@ class ImportStatus(_message.Message):
     UPDATED_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    RETRYING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: _builtins.str
     """uploading, queued, running, done, failed or duplicate."""
@@ -1070,6 +1071,8 @@ class ImportStatus(_message.Message):
     updated: _builtins.int
     format: _builtins.str
     """chatgpt or claude."""
+    retrying: _builtins.int
+    """Failed conversations a retry asked for again that the job has not reached yet."""
     @_builtins.property
     def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportFailure]: ...
     @_builtins.property
@@ -1095,10 +1098,11 @@ class ImportStatus(_message.Message):
         updated: _builtins.int = ...,
         format: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        retrying: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "done", b"done", "duplicate_of", b"duplicate_of", "duplicates", b"duplicates", "error", b"error", "failed", b"failed", "failures", b"failures", "filename", b"filename", "format", b"format", "id", b"id", "imported", b"imported", "parts", b"parts", "remaining", b"remaining", "sha256", b"sha256", "size", b"size", "state", b"state", "total", b"total", "updated", b"updated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "done", b"done", "duplicate_of", b"duplicate_of", "duplicates", b"duplicates", "error", b"error", "failed", b"failed", "failures", b"failures", "filename", b"filename", "format", b"format", "id", b"id", "imported", b"imported", "parts", b"parts", "remaining", b"remaining", "retrying", b"retrying", "sha256", b"sha256", "size", b"size", "state", b"state", "total", b"total", "updated", b"updated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2354,3 +2358,350 @@ class BuildContextPackResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BuildContextPackResponse: _TypeAlias = BuildContextPackResponse  # noqa: Y015
+
+@_typing.final
+class RetryImportRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    IMPORT_ID_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    import_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        import_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["import_id", b"import_id", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryImportRequest: _TypeAlias = RetryImportRequest  # noqa: Y015
+
+@_typing.final
+class RetryImportResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IMPORT_FIELD_NUMBER: _builtins.int
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["import", b"import"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["import", b"import"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryImportResponse: _TypeAlias = RetryImportResponse  # noqa: Y015
+
+@_typing.final
+class ListMessageIndexFailuresRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    limit: _builtins.int
+    """1 to 200; 0 means 50."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMessageIndexFailuresRequest: _TypeAlias = ListMessageIndexFailuresRequest  # noqa: Y015
+
+@_typing.final
+class MessageIndexFailure(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    FAILED_AT_FIELD_NUMBER: _builtins.int
+    message_id: _builtins.str
+    conversation_id: _builtins.str
+    error: _builtins.str
+    attempts: _builtins.int
+    @_builtins.property
+    def failed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        message_id: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        error: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+        failed_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["failed_at", b"failed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "conversation_id", b"conversation_id", "error", b"error", "failed_at", b"failed_at", "message_id", b"message_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessageIndexFailure: _TypeAlias = MessageIndexFailure  # noqa: Y015
+
+@_typing.final
+class ListMessageIndexFailuresResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAILURES_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    total: _builtins.int
+    """Failed message index jobs of the vault in all."""
+    @_builtins.property
+    def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageIndexFailure]: ...
+    def __init__(
+        self,
+        *,
+        failures: _abc.Iterable[Global___MessageIndexFailure] | None = ...,
+        total: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failures", b"failures", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMessageIndexFailuresResponse: _TypeAlias = ListMessageIndexFailuresResponse  # noqa: Y015
+
+@_typing.final
+class RetryMessageIndexRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    @_builtins.property
+    def message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 1000; empty retries every failed one of the vault."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        message_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message_ids", b"message_ids", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryMessageIndexRequest: _TypeAlias = RetryMessageIndexRequest  # noqa: Y015
+
+@_typing.final
+class RetryMessageIndexResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETRIED_FIELD_NUMBER: _builtins.int
+    retried: _builtins.int
+    def __init__(
+        self,
+        *,
+        retried: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["retried", b"retried"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryMessageIndexResponse: _TypeAlias = RetryMessageIndexResponse  # noqa: Y015
+
+@_typing.final
+class GetVaultMapRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    MAX_TAGS_FIELD_NUMBER: _builtins.int
+    ITEMS_PER_TAG_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    max_tags: _builtins.int
+    """The largest tags drawn (default 12, at most 30)."""
+    items_per_tag: _builtins.int
+    """Memories and, separately, conversations drawn per tag (default 6, at most 20)."""
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        max_tags: _builtins.int = ...,
+        items_per_tag: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items_per_tag", b"items_per_tag", "max_tags", b"max_tags", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetVaultMapRequest: _TypeAlias = GetVaultMapRequest  # noqa: Y015
+
+@_typing.final
+class VaultMapGroup(_message.Message):
+    """One tag of the map ("" for the items with none of the drawn tags and no tag at all)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAG_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    OWN_MEMORIES_FIELD_NUMBER: _builtins.int
+    OWN_CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    tag: _builtins.str
+    memories: _builtins.int
+    """Active memories and conversations carrying this tag (for "": carrying no tag)."""
+    conversations: _builtins.int
+    own_memories: _builtins.int
+    """Of them, those whose box this is (no smaller drawn tag of theirs): what "and N more" counts from."""
+    own_conversations: _builtins.int
+    def __init__(
+        self,
+        *,
+        tag: _builtins.str = ...,
+        memories: _builtins.int = ...,
+        conversations: _builtins.int = ...,
+        own_memories: _builtins.int = ...,
+        own_conversations: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "memories", b"memories", "own_conversations", b"own_conversations", "own_memories", b"own_memories", "tag", b"tag"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VaultMapGroup: _TypeAlias = VaultMapGroup  # noqa: Y015
+
+@_typing.final
+class VaultMapItem(_message.Message):
+    """A memory or conversation drawn in the group of its smallest drawn tag."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    SOURCES_FIELD_NUMBER: _builtins.int
+    DERIVED_FROM_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """memory | conversation"""
+    id: _builtins.str
+    label: _builtins.str
+    """The memory's first words, or the conversation's title ("" when it has none)."""
+    group: _builtins.str
+    sources: _builtins.int
+    """Memories: the tracked sources (files, URLs) it was taken from."""
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def derived_from(self) -> Global___DerivedFrom:
+        """Conversations: the copy's derived_from (another vault's conversation and revision)."""
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        id: _builtins.str = ...,
+        label: _builtins.str = ...,
+        group: _builtins.str = ...,
+        tags: _abc.Iterable[_builtins.str] | None = ...,
+        sources: _builtins.int = ...,
+        derived_from: Global___DerivedFrom | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["derived_from", b"derived_from"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["derived_from", b"derived_from", "group", b"group", "id", b"id", "kind", b"kind", "label", b"label", "sources", b"sources", "tags", b"tags"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VaultMapItem: _TypeAlias = VaultMapItem  # noqa: Y015
+
+@_typing.final
+class VaultMapLink(_message.Message):
+    """A link stored from a drawn item: replaces | similar | depends_on (memory to memory)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    FROM_ID_FIELD_NUMBER: _builtins.int
+    TO_ID_FIELD_NUMBER: _builtins.int
+    TO_LABEL_FIELD_NUMBER: _builtins.int
+    TO_DRAWN_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    from_id: _builtins.str
+    to_id: _builtins.str
+    to_label: _builtins.str
+    """The target memory's first words; whether it is drawn on the map too."""
+    to_drawn: _builtins.bool
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        from_id: _builtins.str = ...,
+        to_id: _builtins.str = ...,
+        to_label: _builtins.str = ...,
+        to_drawn: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_id", b"from_id", "kind", b"kind", "to_drawn", b"to_drawn", "to_id", b"to_id", "to_label", b"to_label"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VaultMapLink: _TypeAlias = VaultMapLink  # noqa: Y015
+
+@_typing.final
+class GetVaultMapResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    ITEMS_FIELD_NUMBER: _builtins.int
+    LINKS_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    OTHER_TAGS_FIELD_NUMBER: _builtins.int
+    memories: _builtins.int
+    conversations: _builtins.int
+    other_tags: _builtins.int
+    """Tags in the vault beyond the drawn ones."""
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___VaultMapGroup]:
+        """Largest first (memories and conversations together), then by tag; the untagged group last."""
+
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___VaultMapItem]:
+        """By group, then memories before conversations, newest first, then id."""
+
+    @_builtins.property
+    def links(self) -> _containers.RepeatedCompositeFieldContainer[Global___VaultMapLink]:
+        """By from_id, kind, to_id."""
+
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___VaultMapGroup] | None = ...,
+        items: _abc.Iterable[Global___VaultMapItem] | None = ...,
+        links: _abc.Iterable[Global___VaultMapLink] | None = ...,
+        memories: _builtins.int = ...,
+        conversations: _builtins.int = ...,
+        other_tags: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "groups", b"groups", "items", b"items", "links", b"links", "memories", b"memories", "other_tags", b"other_tags"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetVaultMapResponse: _TypeAlias = GetVaultMapResponse  # noqa: Y015

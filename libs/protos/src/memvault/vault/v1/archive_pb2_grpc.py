@@ -161,6 +161,26 @@ class ArchiveServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.FromString,
                 _registered_method=True)
+        self.RetryImport = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/RetryImport',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryImportRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryImportResponse.FromString,
+                _registered_method=True)
+        self.ListMessageIndexFailures = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/ListMessageIndexFailures',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListMessageIndexFailuresRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListMessageIndexFailuresResponse.FromString,
+                _registered_method=True)
+        self.RetryMessageIndex = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/RetryMessageIndex',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexResponse.FromString,
+                _registered_method=True)
+        self.GetVaultMap = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetVaultMap',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapResponse.FromString,
+                _registered_method=True)
 
 
 class ArchiveServiceServicer:
@@ -344,6 +364,37 @@ class ArchiveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryImport(self, request, context):
+        """Queue a failed import again (owners): it resumes from its last checkpoint, then imports its failed
+        conversations again. An import that did not fail is refused (a conflict, ALREADY_EXISTS).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMessageIndexFailures(self, request, context):
+        """The vault's failed message index jobs (archived messages the indexer gave up on), newest first (owners).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryMessageIndex(self, request, context):
+        """Send failed message index jobs to the indexer again (owners): these, or with none every failed one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetVaultMap(self, request, context):
+        """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+        links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+        same answer, in the same order, for the same data.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ArchiveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -471,6 +522,26 @@ def add_ArchiveServiceServicer_to_server(servicer, server):
                     servicer.ListImports,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.SerializeToString,
+            ),
+            'RetryImport': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryImport,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryImportRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryImportResponse.SerializeToString,
+            ),
+            'ListMessageIndexFailures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMessageIndexFailures,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListMessageIndexFailuresRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ListMessageIndexFailuresResponse.SerializeToString,
+            ),
+            'RetryMessageIndex': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryMessageIndex,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexResponse.SerializeToString,
+            ),
+            'GetVaultMap': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVaultMap,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1150,6 +1221,114 @@ class ArchiveService:
             '/memvault.vault.v1.ArchiveService/ListImports',
             memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_archive__pb2.ListImportsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryImport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/RetryImport',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.RetryImportRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.RetryImportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMessageIndexFailures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/ListMessageIndexFailures',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ListMessageIndexFailuresRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.ListMessageIndexFailuresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryMessageIndex(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/RetryMessageIndex',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.RetryMessageIndexResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVaultMap(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetVaultMap',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetVaultMapResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -87,6 +87,19 @@ class ArchiveServiceStub:
     """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
     ListImports: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]
     """The vault's imports with their progress, newest first."""
+    RetryImport: _grpc.UnaryUnaryMultiCallable[_archive_pb2.RetryImportRequest, _archive_pb2.RetryImportResponse]
+    """Queue a failed import again (owners): it resumes from its last checkpoint, then imports its failed
+    conversations again. An import that did not fail is refused (a conflict, ALREADY_EXISTS).
+    """
+    ListMessageIndexFailures: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ListMessageIndexFailuresRequest, _archive_pb2.ListMessageIndexFailuresResponse]
+    """The vault's failed message index jobs (archived messages the indexer gave up on), newest first (owners)."""
+    RetryMessageIndex: _grpc.UnaryUnaryMultiCallable[_archive_pb2.RetryMessageIndexRequest, _archive_pb2.RetryMessageIndexResponse]
+    """Send failed message index jobs to the indexer again (owners): these, or with none every failed one."""
+    GetVaultMap: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetVaultMapRequest, _archive_pb2.GetVaultMapResponse]
+    """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+    links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+    same answer, in the same order, for the same data.
+    """
 
 @_typing.type_check_only
 class ArchiveServiceAsyncStub(ArchiveServiceStub):
@@ -147,6 +160,19 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """A deterministic, revision-pinned context pack fitted to token and byte budgets."""
     ListImports: _aio.UnaryUnaryMultiCallable[_archive_pb2.ListImportsRequest, _archive_pb2.ListImportsResponse]  # type: ignore[assignment]
     """The vault's imports with their progress, newest first."""
+    RetryImport: _aio.UnaryUnaryMultiCallable[_archive_pb2.RetryImportRequest, _archive_pb2.RetryImportResponse]  # type: ignore[assignment]
+    """Queue a failed import again (owners): it resumes from its last checkpoint, then imports its failed
+    conversations again. An import that did not fail is refused (a conflict, ALREADY_EXISTS).
+    """
+    ListMessageIndexFailures: _aio.UnaryUnaryMultiCallable[_archive_pb2.ListMessageIndexFailuresRequest, _archive_pb2.ListMessageIndexFailuresResponse]  # type: ignore[assignment]
+    """The vault's failed message index jobs (archived messages the indexer gave up on), newest first (owners)."""
+    RetryMessageIndex: _aio.UnaryUnaryMultiCallable[_archive_pb2.RetryMessageIndexRequest, _archive_pb2.RetryMessageIndexResponse]  # type: ignore[assignment]
+    """Send failed message index jobs to the indexer again (owners): these, or with none every failed one."""
+    GetVaultMap: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetVaultMapRequest, _archive_pb2.GetVaultMapResponse]  # type: ignore[assignment]
+    """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+    links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+    same answer, in the same order, for the same data.
+    """
 
 class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
     """ArchiveService keeps whole conversations with immutable revisions, and ChatGPT exports byte
@@ -354,5 +380,42 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.ListImportsResponse, _abc.Awaitable[_archive_pb2.ListImportsResponse]]:
         """The vault's imports with their progress, newest first."""
+
+    @_abc_1.abstractmethod
+    def RetryImport(
+        self,
+        request: _archive_pb2.RetryImportRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.RetryImportResponse, _abc.Awaitable[_archive_pb2.RetryImportResponse]]:
+        """Queue a failed import again (owners): it resumes from its last checkpoint, then imports its failed
+        conversations again. An import that did not fail is refused (a conflict, ALREADY_EXISTS).
+        """
+
+    @_abc_1.abstractmethod
+    def ListMessageIndexFailures(
+        self,
+        request: _archive_pb2.ListMessageIndexFailuresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.ListMessageIndexFailuresResponse, _abc.Awaitable[_archive_pb2.ListMessageIndexFailuresResponse]]:
+        """The vault's failed message index jobs (archived messages the indexer gave up on), newest first (owners)."""
+
+    @_abc_1.abstractmethod
+    def RetryMessageIndex(
+        self,
+        request: _archive_pb2.RetryMessageIndexRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.RetryMessageIndexResponse, _abc.Awaitable[_archive_pb2.RetryMessageIndexResponse]]:
+        """Send failed message index jobs to the indexer again (owners): these, or with none every failed one."""
+
+    @_abc_1.abstractmethod
+    def GetVaultMap(
+        self,
+        request: _archive_pb2.GetVaultMapRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.GetVaultMapResponse, _abc.Awaitable[_archive_pb2.GetVaultMapResponse]]:
+        """A map of the vault: its largest tags, for each a few of its memories and conversations, and the
+        links stored between them (replaces, similar, depends on, copied from, tracked sources); the
+        same answer, in the same order, for the same data.
+        """
 
 def add_ArchiveServiceServicer_to_server(servicer: ArchiveServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -24,31 +24,31 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ememvault/vault/v1/backup.proto\x12\x11memvault.vault.v1\"7\n\rBackupRequest\x12\r\n\x05vault\x18\x01 \x01(\t\x12\x17\n\x0fomit_embeddings\x18\x02 \x01(\x08\"M\n\x0e\x42\x61\x63kupResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x15\n\rmemories_done\x18\x02 \x01(\x03\x12\x16\n\x0ememories_total\x18\x03 \x01(\x03\"0\n\x0eRestoreOptions\x12\r\n\x05vault\x18\x01 \x01(\t\x12\x0f\n\x07replace\x18\x02 \x01(\x08\"^\n\x0eRestoreRequest\x12\x34\n\x07options\x18\x01 \x01(\x0b\x32!.memvault.vault.v1.RestoreOptionsH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\",\n\rRestoredCount\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\x91\x01\n\x0fRestoreResponse\x12\r\n\x05vault\x18\x01 \x01(\t\x12\x30\n\x06\x63ounts\x18\x02 \x03(\x0b\x32 .memvault.vault.v1.RestoredCount\x12\x17\n\x0f\x65mbeddings_kept\x18\x03 \x01(\x03\x12\x13\n\x0breembedding\x18\x04 \x01(\x03\x12\x0f\n\x07notices\x18\x05 \x03(\t\"O\n\rExportRequest\x12\r\n\x05vault\x18\x01 \x01(\t\x12/\n\x06\x66ormat\x18\x02 \x01(\x0e\x32\x1f.memvault.vault.v1.ExportFormat\"\x1e\n\x0e\x45xportResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c*z\n\x0c\x45xportFormat\x12\x1d\n\x19\x45XPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45XPORT_FORMAT_MARKDOWN\x10\x01\x12\x16\n\x12\x45XPORT_FORMAT_JSON\x10\x02\x12\x17\n\x13\x45XPORT_FORMAT_JSONL\x10\x03\x32\x85\x02\n\rBackupService\x12O\n\x06\x42\x61\x63kup\x12 .memvault.vault.v1.BackupRequest\x1a!.memvault.vault.v1.BackupResponse0\x01\x12R\n\x07Restore\x12!.memvault.vault.v1.RestoreRequest\x1a\".memvault.vault.v1.RestoreResponse(\x01\x12O\n\x06\x45xport\x12 .memvault.vault.v1.ExportRequest\x1a!.memvault.vault.v1.ExportResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ememvault/vault/v1/backup.proto\x12\x11memvault.vault.v1\"M\n\rBackupRequest\x12\r\n\x05vault\x18\x01 \x01(\t\x12\x17\n\x0fomit_embeddings\x18\x02 \x01(\x08\x12\x14\n\x0c\x61rchive_only\x18\x03 \x01(\x08\"M\n\x0e\x42\x61\x63kupResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x15\n\rmemories_done\x18\x02 \x01(\x03\x12\x16\n\x0ememories_total\x18\x03 \x01(\x03\"0\n\x0eRestoreOptions\x12\r\n\x05vault\x18\x01 \x01(\t\x12\x0f\n\x07replace\x18\x02 \x01(\x08\"^\n\x0eRestoreRequest\x12\x34\n\x07options\x18\x01 \x01(\x0b\x32!.memvault.vault.v1.RestoreOptionsH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\",\n\rRestoredCount\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\"\x91\x01\n\x0fRestoreResponse\x12\r\n\x05vault\x18\x01 \x01(\t\x12\x30\n\x06\x63ounts\x18\x02 \x03(\x0b\x32 .memvault.vault.v1.RestoredCount\x12\x17\n\x0f\x65mbeddings_kept\x18\x03 \x01(\x03\x12\x13\n\x0breembedding\x18\x04 \x01(\x03\x12\x0f\n\x07notices\x18\x05 \x03(\t\"O\n\rExportRequest\x12\r\n\x05vault\x18\x01 \x01(\t\x12/\n\x06\x66ormat\x18\x02 \x01(\x0e\x32\x1f.memvault.vault.v1.ExportFormat\"\x1e\n\x0e\x45xportResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c*z\n\x0c\x45xportFormat\x12\x1d\n\x19\x45XPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45XPORT_FORMAT_MARKDOWN\x10\x01\x12\x16\n\x12\x45XPORT_FORMAT_JSON\x10\x02\x12\x17\n\x13\x45XPORT_FORMAT_JSONL\x10\x03\x32\x85\x02\n\rBackupService\x12O\n\x06\x42\x61\x63kup\x12 .memvault.vault.v1.BackupRequest\x1a!.memvault.vault.v1.BackupResponse0\x01\x12R\n\x07Restore\x12!.memvault.vault.v1.RestoreRequest\x1a\".memvault.vault.v1.RestoreResponse(\x01\x12O\n\x06\x45xport\x12 .memvault.vault.v1.ExportRequest\x1a!.memvault.vault.v1.ExportResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memvault.vault.v1.backup_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXPORTFORMAT']._serialized_start=642
-  _globals['_EXPORTFORMAT']._serialized_end=764
+  _globals['_EXPORTFORMAT']._serialized_start=664
+  _globals['_EXPORTFORMAT']._serialized_end=786
   _globals['_BACKUPREQUEST']._serialized_start=53
-  _globals['_BACKUPREQUEST']._serialized_end=108
-  _globals['_BACKUPRESPONSE']._serialized_start=110
-  _globals['_BACKUPRESPONSE']._serialized_end=187
-  _globals['_RESTOREOPTIONS']._serialized_start=189
-  _globals['_RESTOREOPTIONS']._serialized_end=237
-  _globals['_RESTOREREQUEST']._serialized_start=239
-  _globals['_RESTOREREQUEST']._serialized_end=333
-  _globals['_RESTOREDCOUNT']._serialized_start=335
-  _globals['_RESTOREDCOUNT']._serialized_end=379
-  _globals['_RESTORERESPONSE']._serialized_start=382
-  _globals['_RESTORERESPONSE']._serialized_end=527
-  _globals['_EXPORTREQUEST']._serialized_start=529
-  _globals['_EXPORTREQUEST']._serialized_end=608
-  _globals['_EXPORTRESPONSE']._serialized_start=610
-  _globals['_EXPORTRESPONSE']._serialized_end=640
-  _globals['_BACKUPSERVICE']._serialized_start=767
-  _globals['_BACKUPSERVICE']._serialized_end=1028
+  _globals['_BACKUPREQUEST']._serialized_end=130
+  _globals['_BACKUPRESPONSE']._serialized_start=132
+  _globals['_BACKUPRESPONSE']._serialized_end=209
+  _globals['_RESTOREOPTIONS']._serialized_start=211
+  _globals['_RESTOREOPTIONS']._serialized_end=259
+  _globals['_RESTOREREQUEST']._serialized_start=261
+  _globals['_RESTOREREQUEST']._serialized_end=355
+  _globals['_RESTOREDCOUNT']._serialized_start=357
+  _globals['_RESTOREDCOUNT']._serialized_end=401
+  _globals['_RESTORERESPONSE']._serialized_start=404
+  _globals['_RESTORERESPONSE']._serialized_end=549
+  _globals['_EXPORTREQUEST']._serialized_start=551
+  _globals['_EXPORTREQUEST']._serialized_end=630
+  _globals['_EXPORTRESPONSE']._serialized_start=632
+  _globals['_EXPORTRESPONSE']._serialized_end=662
+  _globals['_BACKUPSERVICE']._serialized_start=789
+  _globals['_BACKUPSERVICE']._serialized_end=1050
 # @@protoc_insertion_point(module_scope)

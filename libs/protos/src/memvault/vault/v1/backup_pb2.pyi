@@ -50,18 +50,25 @@ class BackupRequest(_message.Message):
 
     VAULT_FIELD_NUMBER: _builtins.int
     OMIT_EMBEDDINGS_FIELD_NUMBER: _builtins.int
+    ARCHIVE_ONLY_FIELD_NUMBER: _builtins.int
     vault: _builtins.str
     omit_embeddings: _builtins.bool
     """Leave out each memory's embedding (a smaller file; restore re-embeds)."""
+    archive_only: _builtins.bool
+    """Only the conversation archive (conversations, every revision and message, idempotency keys,
+    raw imports and their outcomes): the archive export, a backup file whose header says
+    `"scope": "archive"` (docs/backup-format.md). Needs no indexer.
+    """
     def __init__(
         self,
         *,
         vault: _builtins.str = ...,
         omit_embeddings: _builtins.bool = ...,
+        archive_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["omit_embeddings", b"omit_embeddings", "vault", b"vault"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive_only", b"archive_only", "omit_embeddings", b"omit_embeddings", "vault", b"vault"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

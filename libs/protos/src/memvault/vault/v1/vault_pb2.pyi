@@ -194,19 +194,25 @@ class VaultInfo(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     APPROVAL_MODE_FIELD_NUMBER: _builtins.int
+    DELETE_AFTER_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     role: _builtins.str
     approval_mode: _builtins.str
+    @_builtins.property
+    def delete_after(self) -> _timestamp_pb2.Timestamp:
+        """Set while the vault is pending deletion (read-only until then): when it will be deleted."""
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         role: _builtins.str = ...,
         approval_mode: _builtins.str = ...,
+        delete_after: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delete_after", b"delete_after"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval_mode", b"approval_mode", "name", b"name", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval_mode", b"approval_mode", "delete_after", b"delete_after", "name", b"name", "role", b"role"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -49,3 +49,41 @@ for (const button of document.querySelectorAll("button[data-copy]")) {
     }
   });
 }
+
+// Downloads with a progress line (the archive export): read the stream, say how much has arrived, then
+// save it. Without script the link is a plain download and the browser shows its own progress.
+for (const link of document.querySelectorAll("a[data-progress]")) {
+  link.addEventListener("click", async (event) => {
+    const line = document.getElementById(link.dataset.progress);
+    if (!line || !window.ReadableStream) return;
+    event.preventDefault();
+    const say = (template, bytes) => { line.textContent = template.replace("%(mb)s", (bytes / 1e6).toFixed(1)); };
+    let received = 0;
+    try {
+      const response = await fetch(link.href, { credentials: "same-origin" });
+      if (!response.ok || !response.body) { window.location.href = link.href; return; }
+      const reader = response.body.getReader();
+      const parts = [];
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        parts.push(value);
+        received += value.length;
+        say(link.dataset.received, received);
+      }
+      const disposition = response.headers.get("Content-Disposition") || "";
+      const name = (disposition.match(/filename="([^"]+)"/) || [])[1] || "memvault-archive.jsonl";
+      const url = URL.createObjectURL(new Blob(parts, { type: "application/x-ndjson" }));
+      const save = document.createElement("a");
+      save.href = url;
+      save.download = name;
+      document.body.appendChild(save);
+      save.click();
+      save.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      say(link.dataset.done, received);
+    } catch {
+      say(link.dataset.failed, received);
+    }
+  });
+}

@@ -1,0 +1,134 @@
+"""The SQL of archive search's keyword side, ranked as recall ranks memories (recall/store.py, and
+docs/research-fusion.md): each query lexeme weighs its BM25 idf from the vault's own message counts
+(archive_lexeme_stats, kept exact by triggers, migration 0032) times its ts_rank in the message's
+search vector (its date and text at weight A, the message before it at weight D). A word most
+messages share barely counts; a rare one decides.
+
+Parameters: $1 vault id, $2 query; then each statement's own."""
+
+from __future__ import annotations
+
+from typing import Final
+
+TERMS: Final = """
+    terms AS MATERIALIZED (
+        SELECT q.lexeme, quote_literal(q.lexeme) AS literal, quote_literal(q.lexeme)::tsquery AS query,
+               coalesce(s.ndoc, 0) AS df, total.n AS total,
+               ln(1 + (greatest(total.n, coalesce(s.ndoc, 0)) - coalesce(s.ndoc, 0) + 0.5)
+                      / (coalesce(s.ndoc, 0) + 0.5)) AS idf
+        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS q
+        CROSS JOIN (SELECT coalesce(max(ndoc), 0) AS n FROM archive_text_stats WHERE vault_id = $1) AS total
+        LEFT JOIN archive_lexeme_stats AS s ON s.vault_id = $1 AND s.lexeme = q.lexeme
+    )
+"""
+RANK: Final = "coalesce((SELECT sum(terms.idf * ts_rank(m.search, terms.query)) FROM terms), 0)"
+
+RANK_BUDGET: Final = 5000
+"""Above this many (estimated) rows, only messages with two query lexemes or a rare one are ranked."""
+RARE_LEXEME_DOCS: Final = 100
+"""A lexeme in at most this many messages of the vault is rare: one is enough to be ranked."""
+FULL_RANK_BUDGET = RANK_BUDGET
+"""Messages (counted, an upper bound) of the rarest clauses whose every match is ranked ($6)."""
+COMMON_WORD_SAMPLE = 1_000
+"""Messages ranked of each clause beyond FULL_RANK_BUDGET ($7): its first matches, not its best."""
+
+# Which messages are ranked, as recall chooses memories: lexemes in more than a tenth of the vault's
+# messages (and more than 100) are left out of the match unless the query has nothing rarer; when the
+# lexemes left would still match more than RANK_BUDGET messages, only those holding lexemes of two
+# different query words, or one rare lexeme, are ranked (ranking reads every matched row).
+#
+# At scale (tests/bench/archive_search.py, 1,000,000 messages) even that may be hundreds of thousands
+# of rows: a query of one common word, or pairs of common words. So the chosen clauses (a lexeme, or a
+# pair of them) are taken rarest first by their exact counts (a pair counts as its rarer lexeme, an
+# upper bound), and while those counts summed stay within FULL_RANK_BUDGET every message matching them
+# is ranked; of each clause beyond it only COMMON_WORD_SAMPLE messages are. FULL_RANK_BUDGET is
+# RANK_BUDGET: wherever recall's rule above ranks every match with counts below it, so does this, and
+# a vault whose query clauses match fewer messages than that ranks exactly as recall does.
+_MATCHING = f"""
+    cut AS (
+        SELECT terms.lexeme, literal, df, words.n AS word FROM terms
+        LEFT JOIN (
+            SELECT DISTINCT w.n, l.lexeme
+            FROM regexp_split_to_table($2, '[[:space:]]+') WITH ORDINALITY AS w (word, n),
+                 unnest(tsvector_to_array(to_tsvector('english', w.word))) AS l (lexeme)
+        ) AS words ON words.lexeme = terms.lexeme
+        WHERE df > 0 AND (df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0))
+    ),
+    narrow AS MATERIALIZED (
+        SELECT (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) > {RANK_BUDGET}
+           AND (SELECT count(DISTINCT word) FROM cut) >= 2 AS pairs
+    ),
+    clauses AS (
+        SELECT DISTINCT clause, bound FROM (
+            SELECT literal AS clause, df AS bound FROM cut, narrow WHERE NOT narrow.pairs
+            UNION ALL
+            SELECT '(' || a.literal || ' & ' || b.literal || ')', least(a.df, b.df)
+            FROM cut a JOIN cut b ON a.lexeme < b.lexeme AND a.word <> b.word, narrow WHERE narrow.pairs
+            UNION ALL
+            SELECT literal, df FROM cut, narrow WHERE narrow.pairs AND df <= {RARE_LEXEME_DOCS}
+        ) AS c
+    ),
+    split AS MATERIALIZED (
+        SELECT clause, clause::tsquery AS query, sum(bound) OVER (ORDER BY bound, clause) <= $6 AS whole
+        FROM clauses
+    ),
+    every AS MATERIALIZED (SELECT (string_agg(clause, ' | ') FILTER (WHERE whole))::tsquery AS query FROM split)
+"""  # noqa: S608 - constants only
+
+# Listed by a head revision whose conversation carries the tags ($3 all of them, $4 any of them).
+_ON_HEAD = """
+    EXISTS (SELECT 1 FROM archive_revision_message rm
+            JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
+            WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]
+              AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[]))
+"""
+
+KEYWORD_CANDIDATES: Final = f"""
+    WITH {TERMS}, {_MATCHING},
+    matched AS (
+        SELECT m.id FROM archive_message m, every
+        WHERE m.vault_id = $1 AND m.search @@ every.query AND {_ON_HEAD}
+        UNION
+        SELECT s.id FROM split CROSS JOIN LATERAL (
+            SELECT m.id FROM archive_message m, every
+            WHERE NOT split.whole AND m.vault_id = $1 AND m.search @@ split.query
+              AND NOT coalesce(m.search @@ every.query, false) AND {_ON_HEAD}
+            LIMIT $7
+        ) AS s
+    ),
+    ranked AS (
+        SELECT m.id, {RANK} AS rank
+        FROM matched JOIN archive_message m ON m.id = matched.id
+        ORDER BY rank DESC, m.id
+        LIMIT $5
+    )
+    SELECT r.id::text AS id, r.rank,
+           CASE WHEN EXISTS (SELECT 1 FROM archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed')
+                THEN NULL
+                ELSE coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text) END AS pending
+    FROM ranked r JOIN archive_message m ON m.id = r.id
+    ORDER BY r.rank DESC, r.id
+"""  # noqa: S608 - joins constant SQL fragments, no input
+"""(id, rank, text to embed when the index does not hold the message yet) of the best keyword matches;
+$3 tags all, $4 tags any, $5 how many, $6 FULL_RANK_BUDGET, $7 COMMON_WORD_SAMPLE."""
+RANKED_HITS: Final = f"""
+    WITH {TERMS}
+    SELECT m.id::text AS id, m.text, m.role, h.conversation_id, h.title, h.head_revision, h.position,
+           coalesce(m.created_at, h.created_at) AS created_at, {RANK} AS rank
+    FROM unnest($5::uuid[]) AS wanted (id)
+    JOIN archive_message m ON m.id = wanted.id AND m.vault_id = $1
+    CROSS JOIN LATERAL (
+        SELECT c.id::text AS conversation_id, c.title, c.head_revision, rm.position, c.created_at
+        FROM archive_revision_message rm
+        JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
+        WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]
+          AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
+        ORDER BY rm.position
+        LIMIT 1
+    ) AS h
+"""  # noqa: S608 - joins constant SQL fragments, no input
+"""These messages ($5) as hits of head revisions with the tags, each with its keyword rank (0 when it
+shares no word with the query), as recall ranks the memories only its vector side found. Driven from
+the ids, one message at a time (LATERAL): a plan made for any parameters (asyncpg's prepared statements
+get one after five calls) otherwise starts from the conversations matching the tags, which without tags
+is every message of the vault (seconds at 1,000,000). $5 must not repeat an id."""

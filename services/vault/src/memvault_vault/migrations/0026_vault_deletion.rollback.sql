@@ -1,0 +1,3 @@
+DROP INDEX IF EXISTS vault_pending_deletion;
+ALTER TABLE vault DROP COLUMN IF EXISTS deletion_requested_by;
+ALTER TABLE vault DROP COLUMN IF EXISTS delete_after;

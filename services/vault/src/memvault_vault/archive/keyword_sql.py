@@ -76,21 +76,26 @@ _MATCHING = f"""
 """  # noqa: S608 - constants only
 
 # Listed by a head revision whose conversation carries the tags ($3 all of them, $4 any of them).
+# OFFSET 0 keeps it a probe of each matched message: a plan made for any parameters (asyncpg's prepared
+# statements get one after five calls) otherwise turns it into a join starting from the conversations
+# matching the tags, without tags every message of the vault (2.5 s at 200,000 messages for a word in
+# 1,400 of them; tests/bench/archive_search_sql.py).
 _ON_HEAD = """
     EXISTS (SELECT 1 FROM archive_revision_message rm
             JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
             WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]
-              AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[]))
+              AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
+            OFFSET 0)
 """
 
 KEYWORD_CANDIDATES: Final = f"""
     WITH {TERMS}, {_MATCHING},
     matched AS (
-        SELECT m.id FROM archive_message m, every
+        SELECT m.id, m.search FROM archive_message m, every
         WHERE m.vault_id = $1 AND m.search @@ every.query AND {_ON_HEAD}
-        UNION
-        SELECT s.id FROM split CROSS JOIN LATERAL (
-            SELECT m.id FROM archive_message m, every
+        UNION ALL
+        SELECT s.id, s.search FROM split CROSS JOIN LATERAL (
+            SELECT m.id, m.search FROM archive_message m, every
             WHERE NOT split.whole AND m.vault_id = $1 AND m.search @@ split.query
               AND NOT coalesce(m.search @@ every.query, false) AND {_ON_HEAD}
             LIMIT $7
@@ -98,7 +103,7 @@ KEYWORD_CANDIDATES: Final = f"""
     ),
     ranked AS (
         SELECT m.id, {RANK} AS rank
-        FROM matched JOIN archive_message m ON m.id = matched.id
+        FROM (SELECT DISTINCT ON (id) id, search FROM matched ORDER BY id) AS m
         ORDER BY rank DESC, m.id
         LIMIT $5
     )

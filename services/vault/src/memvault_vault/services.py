@@ -9,6 +9,7 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.archive.reading_store import ArchiveReadStore
 from memvault_vault.archive.reads import ArchiveReads
+from memvault_vault.archive.search_snapshots import SearchSnapshots
 from memvault_vault.archive.service import ArchiveService
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.audit.service import AuditService
@@ -97,7 +98,7 @@ class VaultServices:
                 ArchiveStore(database),
                 accounts,
                 cursors=cursors,
-                reads=ArchiveReads(ArchiveReadStore(database), accounts, index, cursors),
+                reads=ArchiveReads(ArchiveReadStore(database), accounts, index, cursors, SearchSnapshots(database)),
             ),
             index_feed=IndexFeedService(feed, progress),
             backup=BackupService(BackupStore(database), accounts, index),

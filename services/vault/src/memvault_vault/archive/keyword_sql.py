@@ -27,11 +27,23 @@ RANK_BUDGET: Final = 5000
 """Above this many (estimated) rows, only messages with two query lexemes or a rare one are ranked."""
 RARE_LEXEME_DOCS: Final = 100
 """A lexeme in at most this many messages of the vault is rare: one is enough to be ranked."""
+FULL_RANK_BUDGET = RANK_BUDGET
+"""Messages (counted, an upper bound) of the rarest clauses whose every match is ranked ($6)."""
+COMMON_WORD_SAMPLE = 1_000
+"""Messages ranked of each clause beyond FULL_RANK_BUDGET ($7): its first matches, not its best."""
 
 # Which messages are ranked, as recall chooses memories: lexemes in more than a tenth of the vault's
 # messages (and more than 100) are left out of the match unless the query has nothing rarer; when the
 # lexemes left would still match more than RANK_BUDGET messages, only those holding lexemes of two
 # different query words, or one rare lexeme, are ranked (ranking reads every matched row).
+#
+# At scale (tests/bench/archive_search.py, 1,000,000 messages) even that may be hundreds of thousands
+# of rows: a query of one common word, or pairs of common words. So the chosen clauses (a lexeme, or a
+# pair of them) are taken rarest first by their exact counts (a pair counts as its rarer lexeme, an
+# upper bound), and while those counts summed stay within FULL_RANK_BUDGET every message matching them
+# is ranked; of each clause beyond it only COMMON_WORD_SAMPLE messages are. FULL_RANK_BUDGET is
+# RANK_BUDGET: wherever recall's rule above ranks every match with counts below it, so does this, and
+# a vault whose query clauses match fewer messages than that ranks exactly as recall does.
 _MATCHING = f"""
     cut AS (
         SELECT terms.lexeme, literal, df, words.n AS word FROM terms
@@ -42,35 +54,56 @@ _MATCHING = f"""
         ) AS words ON words.lexeme = terms.lexeme
         WHERE df > 0 AND (df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0))
     ),
-    matching AS MATERIALIZED (
-        SELECT (CASE
-            WHEN (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) <= {RANK_BUDGET}
-              OR (SELECT count(DISTINCT word) FROM cut) < 2
-                THEN (SELECT coalesce(string_agg(DISTINCT literal, ' | '), '') FROM cut)
-            ELSE (SELECT string_agg(DISTINCT clause, ' | ') FROM (
-                SELECT '(' || a.literal || ' & ' || b.literal || ')' AS clause
-                FROM cut a JOIN cut b ON a.lexeme < b.lexeme AND a.word <> b.word
-                UNION ALL
-                SELECT literal FROM cut WHERE df <= {RARE_LEXEME_DOCS}
-            ) AS clauses)
-        END)::tsquery AS query
-    )
+    narrow AS MATERIALIZED (
+        SELECT (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) > {RANK_BUDGET}
+           AND (SELECT count(DISTINCT word) FROM cut) >= 2 AS pairs
+    ),
+    clauses AS (
+        SELECT DISTINCT clause, bound FROM (
+            SELECT literal AS clause, df AS bound FROM cut, narrow WHERE NOT narrow.pairs
+            UNION ALL
+            SELECT '(' || a.literal || ' & ' || b.literal || ')', least(a.df, b.df)
+            FROM cut a JOIN cut b ON a.lexeme < b.lexeme AND a.word <> b.word, narrow WHERE narrow.pairs
+            UNION ALL
+            SELECT literal, df FROM cut, narrow WHERE narrow.pairs AND df <= {RARE_LEXEME_DOCS}
+        ) AS c
+    ),
+    split AS MATERIALIZED (
+        SELECT clause, clause::tsquery AS query, sum(bound) OVER (ORDER BY bound, clause) <= $6 AS whole
+        FROM clauses
+    ),
+    every AS MATERIALIZED (SELECT (string_agg(clause, ' | ') FILTER (WHERE whole))::tsquery AS query FROM split)
 """  # noqa: S608 - constants only
 
 # Listed by a head revision whose conversation carries the tags ($3 all of them, $4 any of them).
+# OFFSET 0 keeps it a probe of each matched message: a plan made for any parameters (asyncpg's prepared
+# statements get one after five calls) otherwise turns it into a join starting from the conversations
+# matching the tags, without tags every message of the vault (2.5 s at 200,000 messages for a word in
+# 1,400 of them; tests/bench/archive_search_sql.py).
 _ON_HEAD = """
     EXISTS (SELECT 1 FROM archive_revision_message rm
             JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
             WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]
-              AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[]))
+              AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
+            OFFSET 0)
 """
 
 KEYWORD_CANDIDATES: Final = f"""
     WITH {TERMS}, {_MATCHING},
+    matched AS (
+        SELECT m.id, m.search FROM archive_message m, every
+        WHERE m.vault_id = $1 AND m.search @@ every.query AND {_ON_HEAD}
+        UNION ALL
+        SELECT s.id, s.search FROM split CROSS JOIN LATERAL (
+            SELECT m.id, m.search FROM archive_message m, every
+            WHERE NOT split.whole AND m.vault_id = $1 AND m.search @@ split.query
+              AND NOT coalesce(m.search @@ every.query, false) AND {_ON_HEAD}
+            LIMIT $7
+        ) AS s
+    ),
     ranked AS (
         SELECT m.id, {RANK} AS rank
-        FROM archive_message m, matching
-        WHERE m.vault_id = $1 AND m.search @@ matching.query AND {_ON_HEAD}
+        FROM (SELECT DISTINCT ON (id) id, search FROM matched ORDER BY id) AS m
         ORDER BY rank DESC, m.id
         LIMIT $5
     )
@@ -82,17 +115,25 @@ KEYWORD_CANDIDATES: Final = f"""
     ORDER BY r.rank DESC, r.id
 """  # noqa: S608 - joins constant SQL fragments, no input
 """(id, rank, text to embed when the index does not hold the message yet) of the best keyword matches;
-$3 tags all, $4 tags any, $5 how many."""
-
+$3 tags all, $4 tags any, $5 how many, $6 FULL_RANK_BUDGET, $7 COMMON_WORD_SAMPLE."""
 RANKED_HITS: Final = f"""
     WITH {TERMS}
-    SELECT DISTINCT ON (m.id) m.id::text AS id, m.text, m.role, c.id::text AS conversation_id, c.title,
-           c.head_revision, rm.position, coalesce(m.created_at, c.created_at) AS created_at, {RANK} AS rank
-    FROM archive_message m JOIN archive_revision_message rm ON rm.message_id = m.id
-    JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
-    WHERE m.id = ANY($5::uuid[]) AND m.vault_id = $1 AND c.vault_id = $1 AND c.tags @> $3::text[]
-      AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
-    ORDER BY m.id, rm.position
+    SELECT m.id::text AS id, m.text, m.role, h.conversation_id, h.title, h.head_revision, h.position,
+           coalesce(m.created_at, h.created_at) AS created_at, {RANK} AS rank
+    FROM unnest($5::uuid[]) AS wanted (id)
+    JOIN archive_message m ON m.id = wanted.id AND m.vault_id = $1
+    CROSS JOIN LATERAL (
+        SELECT c.id::text AS conversation_id, c.title, c.head_revision, rm.position, c.created_at
+        FROM archive_revision_message rm
+        JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
+        WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]
+          AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
+        ORDER BY rm.position
+        LIMIT 1
+    ) AS h
 """  # noqa: S608 - joins constant SQL fragments, no input
 """These messages ($5) as hits of head revisions with the tags, each with its keyword rank (0 when it
-shares no word with the query), as recall ranks the memories only its vector side found."""
+shares no word with the query), as recall ranks the memories only its vector side found. Driven from
+the ids, one message at a time (LATERAL): a plan made for any parameters (asyncpg's prepared statements
+get one after five calls) otherwise starts from the conversations matching the tags, which without tags
+is every message of the vault (seconds at 1,000,000). $5 must not repeat an id."""

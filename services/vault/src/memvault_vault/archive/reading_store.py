@@ -44,8 +44,18 @@ class ArchiveReadStore:
         self, vault: VaultAccess, query: str, tags_all: list[str], tags_any: list[str], limit: int
     ) -> list[tuple[str, float, str | None]]:
         """(message id, keyword rank, its text when the vector index does not hold it yet) of the best
-        messages of head revisions sharing a word with the query, ranked as recall ranks memories."""
-        rows = await self._pool.fetch(keyword_sql.KEYWORD_CANDIDATES, vault.id, query, tags_all, tags_any, limit)
+        messages of head revisions sharing a word with the query, ranked as recall ranks memories; at
+        scale, the clauses past keyword_sql.FULL_RANK_BUDGET are sampled (keyword_sql)."""
+        rows = await self._pool.fetch(
+            keyword_sql.KEYWORD_CANDIDATES,
+            vault.id,
+            query,
+            tags_all,
+            tags_any,
+            limit,
+            keyword_sql.FULL_RANK_BUDGET,
+            keyword_sql.COMMON_WORD_SAMPLE,
+        )
         return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
 
     async def hits(
@@ -54,7 +64,9 @@ class ArchiveReadStore:
         """These messages as references with their creation time and keyword rank for the query, when a
         head revision of the vault lists them and the tags match (an older revision's message, another
         vault's, or one of a deleted conversation is left out)."""
-        rows = await self._pool.fetch(keyword_sql.RANKED_HITS, vault.id, query, tags_all, tags_any, list(message_ids))
+        rows = await self._pool.fetch(
+            keyword_sql.RANKED_HITS, vault.id, query, tags_all, tags_any, list(dict.fromkeys(message_ids))
+        )
         return {
             r["id"]: (
                 MessageHit(

@@ -1,10 +1,13 @@
 """The archive's reads for agents: hybrid message search (vector and full-text candidates as a union,
-ranked and fused like recall), the context around a hit, several conversations at once within a byte budget,
-titles, and counts. Every cursor is signed, bound to the caller and expires (domain/signed_cursor)."""
+ranked and fused like recall; later pages read a snapshot of the first page's ranking), the context
+around a hit, several conversations at once within a byte budget, titles, and counts. Every cursor is
+signed, bound to the caller and expires (domain/signed_cursor)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import uuid
 from typing import Any
 
 from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound, Unavailable
@@ -21,6 +24,7 @@ from memvault_vault.archive.records import (
     Oversized,
     SearchPage,
 )
+from memvault_vault.archive.search_snapshots import SearchSnapshots, Snapshot
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import archive_reads as reads
 from memvault_vault.domain import cursor as fingerprints
@@ -39,15 +43,26 @@ def _caller(identity: Identity) -> str:
     return CursorSigner.caller_of(identity.subject, identity.client)
 
 
+def _caller_key(identity: Identity) -> str:
+    """What a search snapshot keeps of its caller: a hash, not the account itself."""
+    return hashlib.sha256(_caller(identity).encode()).hexdigest()
+
+
 def _message_size(m: MessageRecord) -> int:
     return reads.size(reads.message_item(m.id, m.position, m.role, m.content_type, m.text, m.created_at)) + 1
 
 
 class ArchiveReads:
     def __init__(
-        self, store: ArchiveReadStore, accounts: AccountService, index: IndexClient | None, cursors: CursorSigner
+        self,
+        store: ArchiveReadStore,
+        accounts: AccountService,
+        index: IndexClient | None,
+        cursors: CursorSigner,
+        snapshots: SearchSnapshots,
     ) -> None:
         self._store = store
+        self._snapshots = snapshots
         self._accounts = accounts
         self._index = index
         self._cursors = cursors
@@ -65,8 +80,12 @@ class ArchiveReads:
         limit: int,
         max_bytes: int,
         page: str,
+        continued: bool = True,
     ) -> SearchPage:
-        """A page of hits over head revisions, best first, within `max_bytes`; the cursor holds the query."""
+        """A page of hits over head revisions, best first, within `max_bytes`. The first page ranks and,
+        when more follow, keeps the ranked list as a snapshot: the cursor names it, so later pages read
+        the same list (a message written meanwhile neither shifts, repeats nor skips a hit). Without
+        `continued` (a caller that reads one page only) nothing is kept and no cursor is returned."""
         if limit < 0:
             raise InvalidArgument("limit must not be negative", field="limit")
         if limit > rules.MAX_SEARCH_RESULTS:
@@ -74,44 +93,48 @@ class ArchiveReads:
         limit = limit or rules.DEFAULT_SEARCH_RESULTS
         budget = reads.budget(max_bytes)
         vault = await self._accounts.access(identity, vault_name)
+        caller = _caller_key(identity)
         offset = 0
+        snapshot: Snapshot | None = None
+        ranked: list[MessageHit] = []
+        window: list[MessageHit | None]
         if page:
-            position = self._cursors.open(page, "archive-search", _caller(identity), fingerprints.fingerprint(vault.id))
-            assert position is not None
-            stored_query, stored_offset = position.get("q"), position.get("o")
-            stored_all, stored_any = position.get("ta"), position.get("ty")
-            if not isinstance(stored_query, str) or not isinstance(stored_offset, int) or stored_offset < 0:
-                raise InvalidArgument("cursor is not one this server issued; omit it to start again", field="cursor")
-            offset = stored_offset
-            if query.strip() and query.strip() != stored_query:
+            snapshot, offset = await self._continued(identity, vault, page, caller)
+            if query.strip() and query.strip() != snapshot.query:
                 raise InvalidArgument(
                     "cursor continues another query; send the cursor alone, or the new query alone", field="cursor"
                 )
             if (tags_all or tags_any) and (rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)) != (
-                stored_all,
-                stored_any,
+                snapshot.tags_all,
+                snapshot.tags_any,
             ):
                 raise InvalidArgument("cursor continues other tag filters; send the cursor alone", field="cursor")
-            query, tags_all, tags_any = stored_query, list(stored_all or []), list(stored_any or [])
-        query = query.strip()
-        if not query:
-            raise InvalidArgument("query is empty", field="query")
-        if len(query) > rules.MAX_QUERY_CHARS:
-            raise LimitExceeded(f"query is longer than {rules.MAX_QUERY_CHARS} characters", field="query")
-        tags_all, tags_any = rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)
-
-        ranked, mode = await self._rank(vault, query, tags_all, tags_any)
+            query, tags_all, tags_any, mode = snapshot.query, snapshot.tags_all, snapshot.tags_any, snapshot.mode
+            total = len(snapshot.hits)
+            window = await self._snapshots.resolve(vault, snapshot.hits[offset : offset + limit])
+        else:
+            query = query.strip()
+            if not query:
+                raise InvalidArgument("query is empty", field="query")
+            if len(query) > rules.MAX_QUERY_CHARS:
+                raise LimitExceeded(f"query is longer than {rules.MAX_QUERY_CHARS} characters", field="query")
+            tags_all, tags_any = rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)
+            ranked, mode = await self._rank(vault, query, tags_all, tags_any)
+            total = len(ranked)
+            window = list(ranked[:limit])
         warnings = (
             ["semantic search is unavailable right now; only messages sharing words with the query were searched"]
             if mode == KEYWORD_ONLY
             else []
         )
-        window = ranked[offset : offset + limit]
-        more_after = offset + len(window) < len(ranked)
         cursor_reserve = 600 + len(query.encode()) * 2 + sum(len(t) for t in tags_all + tags_any) * 2
         used = reads.ENVELOPE_BYTES + reads.size(warnings) + cursor_reserve
         hits: list[MessageHit] = []
+        consumed = 0
         for hit in window:
+            if hit is None:  # deleted since the snapshot: passed over
+                consumed += 1
+                continue
             cost = reads.size(
                 reads.hit_item(
                     hit.conversation_id,
@@ -125,19 +148,46 @@ class ArchiveReads:
                 )
             )
             if used + cost + 1 > budget and hits:
-                more_after = True
                 break
             hits.append(hit)
+            consumed += 1
             used += cost + 1
         next_cursor = ""
-        if more_after:
+        if continued and offset + consumed < total:
+            if snapshot is None:
+                snapshot_id = await self._snapshots.save(
+                    vault, caller, query, tags_all, tags_any, mode, ranked, self._cursors.ttl_seconds
+                )
+            else:
+                snapshot_id = snapshot.id
             next_cursor = self._cursors.seal(
                 "archive-search",
                 _caller(identity),
                 fingerprints.fingerprint(vault.id),
-                {"q": query, "o": offset + len(hits), "ta": tags_all, "ty": tags_any},
+                {"s": snapshot_id, "o": offset + consumed},
             )
         return SearchPage(query, hits, next_cursor, mode, warnings, used - cursor_reserve + len(next_cursor), budget)
+
+    async def _continued(self, identity: Identity, vault: Any, page: str, caller: str) -> tuple[Snapshot, int]:
+        """The snapshot a search cursor names and the offset it continues at."""
+        position = self._cursors.open(page, "archive-search", _caller(identity), fingerprints.fingerprint(vault.id))
+        assert position is not None
+        snapshot_id, offset = position.get("s"), position.get("o")
+        if not isinstance(snapshot_id, str) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgument("cursor is not one this server issued; omit it to start again", field="cursor")
+        try:
+            snapshot_id = str(uuid.UUID(snapshot_id))
+        except ValueError:
+            raise InvalidArgument(
+                "cursor is not one this server issued; omit it to start again", field="cursor"
+            ) from None
+        snapshot = await self._snapshots.load(vault, caller, snapshot_id, self._cursors.ttl_seconds)
+        if snapshot is None:
+            raise InvalidArgument(
+                "cursor expired (the results it continues are no longer kept); repeat the search without it",
+                field="cursor",
+            )
+        return snapshot, offset
 
     async def _rank(
         self, vault: Any, query: str, tags_all: list[str], tags_any: list[str]

@@ -123,7 +123,7 @@ class ArchiveService:
     ) -> list[MessageHit]:
         """A context pack's optional search: the agents' hybrid search, first page."""
         page = await self.reads.search(
-            identity, vault_name, query, tags_all=[], tags_any=tags, limit=limit, max_bytes=0, page=""
+            identity, vault_name, query, tags_all=[], tags_any=tags, limit=limit, max_bytes=0, page="", continued=False
         )
         return page.hits
 

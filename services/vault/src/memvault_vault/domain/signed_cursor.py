@@ -41,6 +41,11 @@ class CursorSigner:
         self._ttl = ttl_seconds
         self._clock = clock
 
+    @property
+    def ttl_seconds(self) -> int:
+        """How long a cursor sealed now stays valid."""
+        return self._ttl
+
     def _caller(self, caller: str) -> str:
         return _b64(hmac.new(self._key, b"caller\x00" + caller.encode(), hashlib.sha256).digest()[:12])
 

@@ -1,0 +1,1 @@
+DROP TABLE archive_search_snapshot;

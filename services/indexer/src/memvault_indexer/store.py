@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, Field, SecretStr
 
 from memvault_core.errors import Conflict, InvalidArgument, NotFound, Unavailable
+from memvault_indexer import sparse_copy
 from memvault_indexer.embedder import model_slug
 
 VECTOR_NAME = "dense"
@@ -533,7 +534,7 @@ class EdgeVectorStore:
                 generation = self._generation
                 for leftover in (staging, retired):
                     await asyncio.to_thread(shutil.rmtree, leftover, True)
-                await self._reopen_after(lambda: shutil.copytree(self._path, staging))
+                await self._reopen_after(lambda: sparse_copy.copy_tree(self._path, staging))
                 self._journal = []
             try:
                 child = await asyncio.create_subprocess_exec(

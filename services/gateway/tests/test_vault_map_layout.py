@@ -69,6 +69,7 @@ class Viewer:
     role = "viewer"
     can_review = False
     is_owner = False
+    delete_after = ""
 
     def url(self, section: str) -> str:
         return f"/dashboard/default/{section}"

@@ -317,3 +317,13 @@ def test_a_pid_file_naming_a_process_of_someone_else_is_left_alone(tmp_path: Pat
     finally:
         other.kill()
         other.wait()
+
+
+def test_service_ports_skip_the_ports_service_env_hands_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metrics port the caller chose was free and is free again: the OS may offer it to the stack too."""
+    import memvault_devstack.stack as stack_module
+
+    offers = iter([[41001, 41002, 41003, 41004], [41005, 41006, 41007, 41008]])
+    monkeypatch.setattr(stack_module, "free_ports", lambda count: next(offers))
+    stack = Stack(tmp_path, service_env={"mcp": {"MEMVAULT_METRICS__PORT": "41003"}})
+    assert stack.ports == {"vault": 41005, "indexer": 41006, "mcp": 41007, "gateway": 41008}

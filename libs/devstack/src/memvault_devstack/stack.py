@@ -430,8 +430,18 @@ class Stack:
     # -- steps ------------------------------------------------------------------------------------
 
     def _choose_ports(self) -> dict[str, int]:
-        vault, indexer, mcp, gateway = free_ports(4)
-        return {"vault": vault, "indexer": indexer, "mcp": mcp, "gateway": self._gateway_port or gateway}
+        # Ports that `service_env` hands a service (a metrics port, say) were free when the caller chose
+        # them and are free again now: the OS may offer them once more, so they are skipped.
+        taken = {
+            int(value)
+            for values in self.service_env.values()
+            for key, value in values.items()
+            if key.endswith("PORT") and value.isdigit()
+        }
+        while True:
+            vault, indexer, mcp, gateway = free_ports(4)
+            if not taken & {vault, indexer, mcp, gateway}:
+                return {"vault": vault, "indexer": indexer, "mcp": mcp, "gateway": self._gateway_port or gateway}
 
     def _stop_leftover_services(self) -> None:
         # A memvault-dev killed with SIGKILL leaves its services running, the gateway on its port.

@@ -161,15 +161,7 @@ class RestoreSession:
         gone: list[str] = []
         gone_conversations: list[str] = []
         if replace:
-            # conversations the file does not hold: the index drops their messages' points
-            gone_conversations = [
-                r[0]
-                for r in await conn.fetch(
-                    "SELECT c.id::text FROM archive_conversation c WHERE c.vault_id = $1 AND NOT EXISTS"
-                    " (SELECT 1 FROM restore_record r WHERE r.ref = c.id AND r.kind = 'conversation')",
-                    vault_id,
-                )
-            ]
+            gone_conversations = await self._conversations_not_in_file()
             gone = [
                 r[0]
                 for r in await conn.fetch(
@@ -271,18 +263,20 @@ class RestoreSession:
             await self._enqueue([events.message_archived(i, vault_id, c, n, h) for i, c, n, h in messages])
         return counts
 
+    async def _conversations_not_in_file(self) -> list[str]:
+        """The vault's conversations the file does not hold: the index drops their messages' points."""
+        rows = await self._conn.fetch(
+            "SELECT c.id::text FROM archive_conversation c WHERE c.vault_id = $1 AND NOT EXISTS"
+            " (SELECT 1 FROM restore_record r WHERE r.ref = c.id AND r.kind = 'conversation')",
+            self._vault.id,
+        )
+        return [r[0] for r in rows]
+
     async def _apply_archive(self, *, replace: bool) -> dict[str, int]:
         conn, vault_id = self._conn, self._vault.id
         gone_conversations: list[str] = []
         if replace:
-            gone_conversations = [
-                r[0]
-                for r in await conn.fetch(
-                    "SELECT c.id::text FROM archive_conversation c WHERE c.vault_id = $1 AND NOT EXISTS"
-                    " (SELECT 1 FROM restore_record r WHERE r.ref = c.id AND r.kind = 'conversation')",
-                    vault_id,
-                )
-            ]
+            gone_conversations = await self._conversations_not_in_file()
             await later_kinds.empty_archive(conn, vault_id)
         taken = " OR ".join(
             f"EXISTS (SELECT 1 FROM restore_record r JOIN {later_kinds.TABLES[kind]} t ON t.id = r.ref"  # noqa: S608

@@ -150,3 +150,76 @@ async def test_a_common_word_ranks_a_bounded_sample_and_a_rarer_word_every_match
     monkeypatch.setattr(keyword_sql, "FULL_RANK_BUDGET", 10_000)
     # (62: "only ... here" holds the word through the message before it)
     assert len(await reading_store.ArchiveReadStore(database).keyword_candidates(vault, common, [], [], 100)) == 62
+
+
+async def test_the_keyword_limit_is_filled_by_head_messages_with_the_tags_however_the_others_rank(
+    owner: Caller, database: Database
+) -> None:
+    from memvault_core.identity import Identity
+    from memvault_vault.archive import reading_store
+    from memvault_vault.services import VaultServices
+
+    word = f"zh{uuid.uuid4().hex[:8]}"
+    kept = await create(owner, [f"{word} kept {n}" for n in range(4)], tags=["keep"])
+    # Better matches (the word twice) in a conversation without the tag...
+    await create(owner, [f"{word} {word} elsewhere {n}" for n in range(6)], tags=["other"])
+    # ...and in an earlier revision of a tagged conversation, no longer on its head.
+    replaced = await create(owner, [f"{word} {word} {word} old {n}" for n in range(6)], tags=["keep"])
+    await stub(owner).ReplaceTranscript(
+        pb.ReplaceTranscriptRequest(
+            vault=owner.vault,
+            conversation_id=replaced.conversation_id,
+            base_revision=1,
+            messages=[pb.MessageDraft(role="user", text=f"{word} now")],
+        ),
+        metadata=owner.metadata(),
+    )
+    store = reading_store.ArchiveReadStore(database)
+    vault = await VaultServices.build(database, cursor_secret=CURSOR_KEY).accounts.access(
+        Identity(subject=owner.subject, scopes=frozenset({"read"})), owner.vault
+    )
+
+    async def texts(tags_all: list[str], limit: int) -> list[str]:
+        found = await store.keyword_candidates(vault, word, tags_all, [], limit)
+        rows = dict(
+            await database.pool.fetch(
+                "SELECT id::text, text FROM archive_message WHERE id = ANY($1::uuid[])", [i for i, _, _ in found]
+            )
+        )
+        return [rows[i] for i, _, _ in found]
+
+    # The ranking is checked against heads and tags after it, best first, until the limit is full.
+    assert await texts(["keep"], 3) and len(await texts(["keep"], 3)) == 3
+    assert all(" old " not in t and "elsewhere" not in t for t in await texts(["keep"], 10))
+    assert len(await texts(["keep"], 10)) == 5  # four kept and the replacement
+    assert sorted(await texts([], 6)) == sorted(f"{word} {word} elsewhere {n}" for n in range(6))
+    assert len(await texts([], 50)) == 11 and kept.conversation_id
+
+
+async def test_a_dense_word_is_sampled_by_reading_in_order_and_finds_what_the_index_finds(
+    owner: Caller, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memvault_core.identity import Identity
+    from memvault_vault.archive import keyword_sql, reading_store
+    from memvault_vault.services import VaultServices
+
+    word = f"zd{uuid.uuid4().hex[:8]}"
+    await create(owner, [f"{word} note {n}" + " filler" * n for n in range(30)])
+    await create(owner, ["nothing in common"] * 5)
+    store = reading_store.ArchiveReadStore(database)
+    vault = await VaultServices.build(database, cursor_secret=CURSOR_KEY).accounts.access(
+        Identity(subject=owner.subject, scopes=frozenset({"read"})), owner.vault
+    )
+    # Past the full-rank budget, with a sample larger than the matches: both ways find all 30.
+    monkeypatch.setattr(keyword_sql, "FULL_RANK_BUDGET", 1)
+    monkeypatch.setattr(keyword_sql, "COMMON_WORD_SAMPLE", 1000)
+    found = {}
+    for name, share in (("index", 1e9), ("in order", 0.0)):
+        monkeypatch.setattr(keyword_sql, "DENSE_SHARE", share)
+        found[name] = await store.keyword_candidates(vault, word, [], [], 100)
+    assert len(found["index"]) == 30 and found["index"] == found["in order"]
+    # A sample smaller than the matches: each way ranks that many of them.
+    monkeypatch.setattr(keyword_sql, "COMMON_WORD_SAMPLE", 7)
+    for share in (1e9, 0.0):
+        monkeypatch.setattr(keyword_sql, "DENSE_SHARE", share)
+        assert len(await store.keyword_candidates(vault, word, [], [], 100)) == 7

@@ -42,7 +42,11 @@ class Database:
     async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Database:
         # JIT compiles a plan for a query the planner thinks is costly; recall's full-text query in a large
         # vault crosses that line and pays tens of milliseconds to compile what runs in a few.
-        return cls(await create_pool(dsn, min_size, max_size, server_settings={"jit": "off"}))
+        # Synchronized scans start a large table's scan where the last one was: archive search samples a
+        # very common word by reading the table in order (archive/keyword_sql.py), and the same search
+        # should rank the same sample each time.
+        settings = {"jit": "off", "synchronize_seqscans": "off"}
+        return cls(await create_pool(dsn, min_size, max_size, server_settings=settings))
 
     async def close(self) -> None:
         await self.pool.close()

@@ -55,6 +55,7 @@ class ArchiveReadStore:
             limit,
             keyword_sql.FULL_RANK_BUDGET,
             keyword_sql.COMMON_WORD_SAMPLE,
+            keyword_sql.DENSE_SHARE,
         )
         return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
 

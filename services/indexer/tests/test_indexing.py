@@ -102,3 +102,29 @@ async def test_a_call_sent_again_after_its_deadline_reuses_the_embedding_under_w
     assert embedder.embedded == [*texts, "one more"]  # each text embedded once
     assert np.array_equal(again[:5], await indexer.embed(texts))  # and kept, though the first call was cancelled
     assert len(embedder.embedded) == 6
+
+
+@pytest.mark.integration
+async def test_a_search_and_a_scoring_call_sent_together_embed_the_query_once(tmp_path: Path) -> None:
+    # Archive search asks for the nearest messages while Postgres ranks the keyword side, then has the
+    # keyword hits scored against the same query: the second call waits for the first one's embedding.
+    embedder = SlowEmbedder()
+    store = EdgeVectorStore(tmp_path, model="slow", dimension=8)
+    await store.ensure_collection()
+    ids = [uuid.uuid4() for _ in range(20)]
+    vectors = np.random.default_rng(1).standard_normal((20, 8)).astype(np.float32)
+    await store.upsert([IndexedMemory(i, "v1", v, "h", kind="message") for i, v in zip(ids, vectors, strict=True)])
+    indexer = Indexer(embedder, store, None)  # type: ignore[arg-type]  # no feed: nothing is indexed here
+
+    nearest = asyncio.create_task(indexer.search("v1", "where is the ferry", 5, messages=True))
+    await asyncio.sleep(0.05)  # the query is being embedded
+    scored = await indexer.search("v1", "where is the ferry", 0, [str(ids[0]), str(ids[1])], messages=True)
+    near = await nearest
+    assert embedder.embedded == ["where is the ferry"]
+    assert set(scored) == {str(ids[0]), str(ids[1])} and len(near) == 5
+    query = embedder.embed(["where is the ferry"])[0]
+    query /= np.linalg.norm(query)
+    for memory_id in scored:
+        vector = vectors[ids.index(uuid.UUID(memory_id))]
+        assert scored[memory_id] == pytest.approx(float(query @ vector / np.linalg.norm(vector)), abs=1e-5)
+    await store.close()

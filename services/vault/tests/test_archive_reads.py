@@ -414,6 +414,10 @@ async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
     # (deck shares "ferry" through the message before it, at a low weight)
     assert [i for i, _ in index.calls[-1]["pending"]] == [ferry, deck] and index.calls[-1]["messages"]
     assert "the ferry leaves at noon" in index.calls[-1]["pending"][0][1]
+    # Two calls: the nearest messages, asked before the keyword side is known, then the keyword hits scored.
+    nearest, scoring = index.calls[-2:]
+    assert (nearest["limit"], nearest["score_ids"], nearest["pending"], nearest["messages"]) == (50, [], [], True)
+    assert scoring["limit"] == 0
 
     # Once indexed, it is scored by its stored vector instead.
     await database.pool.execute(

@@ -5,6 +5,7 @@ signed, bound to the caller and expires (domain/signed_cursor)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import uuid
@@ -192,24 +193,47 @@ class ArchiveReads:
     async def _rank(
         self, vault: Any, query: str, tags_all: list[str], tags_any: list[str]
     ) -> tuple[list[MessageHit], str]:
-        keyword = await self._store.keyword_candidates(vault, query, tags_all, tags_any, reads.SEARCH_CANDIDATES)
+        # Both sides at once: the indexer embeds the query and finds the nearest messages while Postgres
+        # ranks the keyword matches; then a second, small call scores the keyword hits against the same
+        # query. The indexer embeds the query once for both calls (a text being embedded is awaited, a
+        # recent one kept: Indexer.embed), so the second call costs a round trip and a lookup, and the
+        # search's time is the slower side's instead of the sum (archive-search in docs/benchmarks.md).
+        index = self._index
+        nearest = (
+            asyncio.ensure_future(
+                index.search(vault.id, query, limit=reads.SEARCH_CANDIDATES, score_ids=[], pending=[], messages=True)
+            )
+            if index is not None
+            else None
+        )
+        try:
+            keyword = await self._store.keyword_candidates(vault, query, tags_all, tags_any, reads.SEARCH_CANDIDATES)
+        except BaseException:
+            if nearest is not None:
+                nearest.cancel()
+                await asyncio.gather(nearest, return_exceptions=True)
+            raise
         ranks = {message_id: rank for message_id, rank, _ in keyword}
         # Keyword hits the indexer has not reached yet (a fresh import) are scored from their text.
         pending = [(message_id, text) for message_id, _, text in keyword if text][: fusion.PENDING_TO_SCORE]
         cosines: dict[str, float] = {}
         mode = KEYWORD_ONLY
-        if self._index is not None:
-            try:
-                cosines = await self._index.search(
-                    vault.id,
-                    query,
-                    limit=reads.SEARCH_CANDIDATES,
-                    score_ids=[i for i in ranks if i not in dict(pending)],
-                    pending=pending,
-                    messages=True,
-                )
-                mode = HYBRID
-            except Unavailable as error:
+        if index is not None and nearest is not None:
+            scoring = index.search(
+                vault.id,
+                query,
+                limit=0,
+                score_ids=[i for i in ranks if i not in dict(pending)],
+                pending=pending,
+                messages=True,
+            )
+            near, scored = await asyncio.gather(nearest, scoring, return_exceptions=True)
+            if isinstance(near, dict) and isinstance(scored, dict):
+                cosines, mode = {**near, **scored}, HYBRID
+            else:
+                error = next(answer for answer in (near, scored) if isinstance(answer, BaseException))
+                if not isinstance(error, Unavailable):
+                    raise error
                 log.warning("archive search fell back to keyword-only", extra={"reason": error.message})
         # The union of both lists, filtered to head revisions and the tags, then fused as recall fuses: a
         # message only the vector side found still gets its keyword rank (below the keyword list's cut).

@@ -240,12 +240,14 @@ async def backend_pids(dsn: str) -> list[int]:
         await conn.close()
 
 
-async def measure(stack: Stack, dsn: str, calls: int) -> tuple[dict[str, list[float]], dict[str, float], int]:
+async def measure(
+    stack: Stack, dsn: str, calls: int, query_seed: int = 99
+) -> tuple[dict[str, list[float]], dict[str, float], int]:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    queries = Generator(seed=99).queries(calls + 3)
+    queries = Generator(seed=query_seed).queries(calls + 3)
     times: dict[str, list[float]] = {}
     total = 0
     async with (
@@ -339,7 +341,7 @@ async def bench(args: argparse.Namespace) -> str:
                 seeded_note.write_text(notes)
             await asyncio.to_thread(stack.start_services)  # the indexer again, on the filled store
         load_before = load()
-        times, used, total = await measure(stack, stack.postgres_dsn, args.calls)
+        times, used, total = await measure(stack, stack.postgres_dsn, args.calls, args.query_seed)
         load_after = load()
     finally:
         await asyncio.to_thread(stack.stop)
@@ -391,6 +393,12 @@ def main() -> None:
         help="points in the vector store (100,000): the --real ones and the other messages of their conversations",
     )
     parser.add_argument("--calls", type=int, default=40, help="timed searches per kind of query (40)")
+    parser.add_argument(
+        "--query-seed",
+        type=int,
+        default=99,
+        help="seed of the generated queries (99); another seed asks what no earlier run read into the caches",
+    )
     parser.add_argument(
         "--keep",
         default="",

@@ -96,6 +96,7 @@ class Run:
     model_texts: int = 0
     started_rss: dict[str, float] = field(default_factory=dict)
     peak_rss: dict[str, float] = field(default_factory=dict)
+    settled_peak_rss: float = 0.0
     restarted_rss: float = 0.0
     restarted_peak_rss: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)
@@ -249,7 +250,9 @@ async def pipeline(
 
 async def restarted_indexer(stack: Stack, owner: tuple[str, str], run: Run, args: argparse.Namespace) -> None:
     """The indexer started again on the same points, after searches that read them: what holding the
-    data costs, apart from the import's own memory (RSS now and its peak since the restart)."""
+    data costs, apart from the import's own memory (RSS now and its peak since the restart). First the
+    peak of the indexer that ran the import, up to now: it includes the index build once writes paused."""
+    run.settled_peak_rss = report.peak_rss_mib(stack.process("indexer").pid)
     await asyncio.to_thread(stack.stop_service, "indexer")
     await asyncio.to_thread(stack.restart, "indexer")
     await found_first(stack, *owner, await sample_messages(stack.postgres_dsn, args.searches))
@@ -294,7 +297,8 @@ async def one_run(path: Path, conversations: int, messages: int, kill: bool, arg
         f"{run.model_rate:.0f} texts/s on {run.model_texts:,} of the same texts: {run.share:.0%}; CPU ms per message "
         f"{1000 * sum(run.cpu.values()) / run.messages:.1f} ({run.cpu}), the model alone {run.model_cpu_ms:.1f}; load {' → '.join(run.loads)}; "
         f"{'; '.join(run.kills) or 'no kills'}; {run.points}; search {run.search}; counts {run.counts}; "
-        f"peak RSS {run.peak_rss}; started {run.started_rss}; indexer restarted on the same points: RSS "
+        f"peak RSS {run.peak_rss}; started {run.started_rss}; indexer peak after the index build "
+        f"{run.settled_peak_rss:.0f} MiB; indexer restarted on the same points: RSS "
         f"{run.restarted_rss:.0f} MiB, peak {run.restarted_peak_rss:.0f} MiB",
         flush=True,
     )
@@ -331,11 +335,13 @@ def table(runs: list[Run], conversations: int, messages: int, size_mb: float) ->
         "",
         "| run | "
         + " | ".join(f"{n} RSS started → peak MiB" for n in names)
+        + " | indexer peak until idle and the index built MiB"
         + " | indexer restarted on the same points, after searches: RSS (peak) MiB |",
-        "|---|" + "---:|" * (len(names) + 1),
+        "|---|" + "---:|" * (len(names) + 2),
     ]
     for run in runs:
         cells = [f"{run.started_rss.get(n, 0):.0f} → {run.peak_rss.get(n, 0):.0f}" for n in names]
+        cells.append(f"{run.settled_peak_rss:.0f}")
         cells.append(f"{run.restarted_rss:.0f} ({run.restarted_peak_rss:.0f})")
         lines.append(f"| {'kill' if run.kill else 'plain'} | " + " | ".join(cells) + " |")
     lines += ["", report.cpu_header("CPU ms per message, until searchable")]

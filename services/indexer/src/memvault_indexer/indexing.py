@@ -89,10 +89,10 @@ class Indexer:
                 self._running[text] = (work, position)
             work.add_done_callback(lambda done, batch=missing: self._done(batch, done, keep))  # type: ignore[misc]
             running.update((text, (work, position)) for position, text in enumerate(missing))
-        for embedding in dict.fromkeys(work for work, _ in running.values()):
+        for embedding in dict.fromkeys(future for future, _ in running.values()):
             await asyncio.shield(embedding)
-        for text, (work, position) in running.items():
-            found[text] = work.result()[position]
+        for text, (embedding, row) in running.items():
+            found[text] = embedding.result()[row]
         if not texts:
             return np.zeros((0, self.embedder.dimension), dtype=np.float32)
         return np.stack([found[t] for t in texts])

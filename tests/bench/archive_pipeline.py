@@ -13,7 +13,9 @@ indexer's consumer), then:
   the indexer embedded (the feed's text of `--model-texts` messages spread over the export): texts/s,
   and the pipeline's messages/s as a share of it (goal: at least 80 %);
 - the peak RSS of each service (VmHWM; the highest of each process a service ran as) beside its RSS
-  once started, CPU seconds per process, and the load average;
+  once started, CPU seconds per process, and the load average; then the indexer's peak once it has been
+  idle a while (its index build after the import included), and its RSS when started again on the same
+  points and asked the same searches: what holding the data costs, apart from the import's own memory;
 - a search for sampled messages over /api/v1 (each should come back first, in hybrid mode);
 - the vector store against Postgres (the indexer stopped): one point per message, none missing or extra.
 

@@ -13,7 +13,9 @@ indexer's consumer), then:
   the indexer embedded (the feed's text of `--model-texts` messages spread over the export): texts/s,
   and the pipeline's messages/s as a share of it (goal: at least 80 %);
 - the peak RSS of each service (VmHWM; the highest of each process a service ran as) beside its RSS
-  once started, CPU seconds per process, and the load average;
+  once started, CPU seconds per process, and the load average; then the indexer's peak once it has been
+  idle a while (its index build after the import included), and its RSS when started again on the same
+  points and asked the same searches: what holding the data costs, apart from the import's own memory;
 - a search for sampled messages over /api/v1 (each should come back first, in hybrid mode);
 - the vector store against Postgres (the indexer stopped): one point per message, none missing or extra.
 
@@ -96,6 +98,9 @@ class Run:
     model_texts: int = 0
     started_rss: dict[str, float] = field(default_factory=dict)
     peak_rss: dict[str, float] = field(default_factory=dict)
+    settled_peak_rss: float = 0.0
+    restarted_rss: float = 0.0
+    restarted_peak_rss: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)
     loads: list[str] = field(default_factory=list)
     kills: list[str] = field(default_factory=list)
@@ -189,7 +194,10 @@ async def kill_and_restart(stack: Stack, peaks: Peaks, meter: ServiceCpu, name: 
     meter.after_restart(name)
 
 
-async def pipeline(stack: Stack, database: str, path: Path, expected: int, run: Run, args: argparse.Namespace) -> None:
+async def pipeline(
+    stack: Stack, database: str, path: Path, expected: int, run: Run, args: argparse.Namespace
+) -> tuple[str, str]:
+    """Import the export and wait until every message is searchable; returns the owner's (token, vault)."""
     token, vault = await owner_token(stack)
     peaks = Peaks(stack)
     run.started_rss = {name: rss_mib(stack.process(name).pid) for name in stack.services}
@@ -239,6 +247,19 @@ async def pipeline(stack: Stack, database: str, path: Path, expected: int, run: 
     await connection.close()
     run.counts = {k: getattr(final, k) for k in ("state", "total", "imported", "updated", "duplicates", "failed")}
     run.search = await found_first(stack, token, vault, await sample_messages(stack.postgres_dsn, args.searches))
+    return token, vault
+
+
+async def restarted_indexer(stack: Stack, owner: tuple[str, str], run: Run, args: argparse.Namespace) -> None:
+    """The indexer started again on the same points, after searches that read them: what holding the
+    data costs, apart from the import's own memory (RSS now and its peak since the restart). First the
+    peak of the indexer that ran the import, up to now: it includes the index build once writes paused."""
+    run.settled_peak_rss = report.peak_rss_mib(stack.process("indexer").pid)
+    await asyncio.to_thread(stack.stop_service, "indexer")
+    await asyncio.to_thread(stack.restart, "indexer")
+    await found_first(stack, *owner, await sample_messages(stack.postgres_dsn, args.searches))
+    pid = stack.process("indexer").pid
+    run.restarted_rss, run.restarted_peak_rss = rss_mib(pid), report.peak_rss_mib(pid)
 
 
 async def one_run(path: Path, conversations: int, messages: int, kill: bool, args: argparse.Namespace) -> Run:
@@ -258,11 +279,12 @@ async def one_run(path: Path, conversations: int, messages: int, kill: bool, arg
     run = Run(kill=kill, messages=messages)
     try:
         await asyncio.to_thread(stack.start)
-        await pipeline(stack, database, path, messages, run, args)
+        owner = await pipeline(stack, database, path, messages, run, args)
         texts = await indexed_texts(stack.postgres_dsn, min(args.model_texts, messages))
         run.model_texts = len(texts)
         run.loads.append(load())
         run.model_rate, run.model_cpu_ms = await asyncio.to_thread(model_alone, texts)
+        await restarted_indexer(stack, owner, run, args)
         await asyncio.to_thread(stack.stop_service, "indexer")
         run.points = await points_against_messages(stack)
     finally:
@@ -277,7 +299,9 @@ async def one_run(path: Path, conversations: int, messages: int, kill: bool, arg
         f"{run.model_rate:.0f} texts/s on {run.model_texts:,} of the same texts: {run.share:.0%}; CPU ms per message "
         f"{1000 * sum(run.cpu.values()) / run.messages:.1f} ({run.cpu}), the model alone {run.model_cpu_ms:.1f}; load {' → '.join(run.loads)}; "
         f"{'; '.join(run.kills) or 'no kills'}; {run.points}; search {run.search}; counts {run.counts}; "
-        f"peak RSS {run.peak_rss}; started {run.started_rss}",
+        f"peak RSS {run.peak_rss}; started {run.started_rss}; indexer peak after the index build "
+        f"{run.settled_peak_rss:.0f} MiB; indexer restarted on the same points: RSS "
+        f"{run.restarted_rss:.0f} MiB, peak {run.restarted_peak_rss:.0f} MiB",
         flush=True,
     )
     return run
@@ -311,11 +335,16 @@ def table(runs: list[Run], conversations: int, messages: int, size_mb: float) ->
     names = [n for n in SERVICES]
     lines += [
         "",
-        "| run | " + " | ".join(f"{n} RSS started → peak MiB" for n in names) + " |",
-        "|---|" + "---:|" * len(names),
+        "| run | "
+        + " | ".join(f"{n} RSS started → peak MiB" for n in names)
+        + " | indexer peak until idle and the index built MiB"
+        + " | indexer restarted on the same points, after searches: RSS (peak) MiB |",
+        "|---|" + "---:|" * (len(names) + 2),
     ]
     for run in runs:
         cells = [f"{run.started_rss.get(n, 0):.0f} → {run.peak_rss.get(n, 0):.0f}" for n in names]
+        cells.append(f"{run.settled_peak_rss:.0f}")
+        cells.append(f"{run.restarted_rss:.0f} ({run.restarted_peak_rss:.0f})")
         lines.append(f"| {'kill' if run.kill else 'plain'} | " + " | ".join(cells) + " |")
     lines += ["", report.cpu_header("CPU ms per message, until searchable")]
     for run in runs:

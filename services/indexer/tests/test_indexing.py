@@ -128,3 +128,24 @@ async def test_a_search_and_a_scoring_call_sent_together_embed_the_query_once(tm
         vector = vectors[ids.index(uuid.UUID(memory_id))]
         assert scored[memory_id] == pytest.approx(float(query @ vector / np.linalg.norm(vector)), abs=1e-5)
     await store.close()
+
+
+@pytest.mark.unit
+async def test_texts_embedded_for_indexing_are_not_cached_but_a_duplicate_checks_are_reused() -> None:
+    embedder = SlowEmbedder()
+    indexer = Indexer(embedder, None, None)  # type: ignore[arg-type]  # only the embedder is used here
+    checked = await indexer.embed(["checked before its write"])  # a write's duplicate check
+    indexed = await indexer.embed(["checked before its write", "an archived message"], keep=False)
+    assert embedder.embedded == ["checked before its write", "an archived message"]  # the check's vector reused
+    assert np.array_equal(indexed[0], checked[0])
+
+    # An import's messages are not kept: memory stays flat however many there are.
+    await indexer.embed(["an archived message"])
+    assert embedder.embedded.count("an archived message") == 2
+
+    # A search for a text being indexed right now waits for that embedding instead of making its own.
+    writing = asyncio.create_task(indexer.embed(["being indexed"], keep=False))
+    await asyncio.sleep(0.05)
+    searched = await indexer.embed(["being indexed"])
+    assert np.array_equal(searched, await writing)
+    assert embedder.embedded.count("being indexed") == 1

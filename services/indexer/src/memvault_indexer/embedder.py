@@ -142,6 +142,10 @@ class OnnxMiniLMEmbedder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        # A memory pattern is planned and pre-allocated per input shape, and every batch of texts has a shape
+        # of its own (its longest text): without it an import's peak was about 80 MiB lower, at the same CPU
+        # per text (docs/benchmarks.md, bench:archive-pipeline).
+        options.enable_mem_pattern = False
         self._session = onnxruntime.InferenceSession(
             str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
         )

@@ -26,7 +26,8 @@ from memvault_indexer.store import EdgeVectorStore, IndexedMemory, SearchFilters
 log = logging.getLogger(__name__)
 
 EMBEDDING_CACHE_SIZE = 20_000
-"""Texts whose embeddings are kept (about 30 MB at 384 dimensions)."""
+"""Texts whose embeddings are kept: those of duplicate checks, searches and similarity questions, not those
+embedded to be indexed (at most about 40 MiB with texts of 450 characters at 384 dimensions)."""
 OPTIMIZE_AFTER_POINTS = 500
 OPTIMIZE_DURING_BURST_POINTS = 5_000
 OPTIMIZE_AFTER_SHARE = 0.2
@@ -58,8 +59,8 @@ class Indexer:
         self.feed = feed
         self._since_optimize = 0
         self._recent: dict[str, np.ndarray] = {}
-        self._running: dict[str, asyncio.Future[np.ndarray]] = {}
-        """Texts being embedded now, by the embedding that computes them."""
+        self._running: dict[str, tuple[asyncio.Future[np.ndarray], int]] = {}
+        """Texts being embedded now: the embedding that computes them and their row in its result."""
         self.filling = False
         """True while the collection is being filled from scratch (a rebuild, a new model's empty collection):
         searches are refused meanwhile, so recall answers keyword-only rather than from a partial index."""
@@ -68,38 +69,39 @@ class Indexer:
     def model(self) -> str:
         return self.embedder.name
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> np.ndarray:
         """Embeddings of texts, computed off the event loop; recently embedded texts come from a cache.
 
         The same text is often embedded twice in a row: a write's duplicate check embeds it, then
         indexing does; recall embeds a query, then scores keyword hits against it. And a call whose
         caller gave up (a deadline on a busy machine) is often sent again at once: the texts still
         being embedded for the first are awaited, not embedded a second time, and an embedding
-        finishes and is kept even when the call that started it is cancelled.
+        finishes (and with `keep` is cached) even when the call that started it is cancelled.
+        `keep=False` (indexing: nothing asks for a text again once its point is stored) leaves the
+        cache as it was, so an import of any size holds no more than it did before.
         """
         found = {t: self._recent[t] for t in texts if t in self._recent}
         running = {t: self._running[t] for t in texts if t not in found and t in self._running}
         missing = list(dict.fromkeys(t for t in texts if t not in found and t not in running))
         if missing:
             work = asyncio.ensure_future(asyncio.to_thread(timed_embedding, self.embedder.embed, missing))
-            for text in missing:
-                self._running[text] = work
-            work.add_done_callback(lambda done, batch=missing: self._keep(batch, done))  # type: ignore[misc]
-            running.update(dict.fromkeys(missing, work))
-        for embedding in dict.fromkeys(running.values()):
+            for position, text in enumerate(missing):
+                self._running[text] = (work, position)
+            work.add_done_callback(lambda done, batch=missing: self._done(batch, done, keep))  # type: ignore[misc]
+            running.update((text, (work, position)) for position, text in enumerate(missing))
+        for embedding in dict.fromkeys(future for future, _ in running.values()):
             await asyncio.shield(embedding)
-        for text in running:
-            # Kept by `_keep`, unless so many texts came since that it was dropped again: then once more.
-            found[text] = self._recent[text] if text in self._recent else (await self.embed([text]))[0]
+        for text, (embedding, row) in running.items():
+            found[text] = embedding.result()[row]
         if not texts:
             return np.zeros((0, self.embedder.dimension), dtype=np.float32)
         return np.stack([found[t] for t in texts])
 
-    def _keep(self, texts: list[str], work: asyncio.Future[np.ndarray]) -> None:
+    def _done(self, texts: list[str], work: asyncio.Future[np.ndarray], keep: bool) -> None:
         for text in texts:
-            if self._running.get(text) is work:
+            if self._running.get(text, (None, 0))[0] is work:
                 del self._running[text]
-        if work.cancelled() or work.exception() is not None:
+        if not keep or work.cancelled() or work.exception() is not None:
             return  # whoever awaits it gets the error
         for text, vector in zip(texts, work.result(), strict=True):
             self._recent.pop(text, None)
@@ -134,7 +136,7 @@ class Indexer:
     async def _write(self, documents: Sequence[Document]) -> None:
         if not documents:
             return
-        vectors = await self.embed([d.content for d in documents])
+        vectors = await self.embed([d.content for d in documents], keep=False)
         await self.store.upsert(
             [
                 IndexedMemory(

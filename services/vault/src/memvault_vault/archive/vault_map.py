@@ -3,9 +3,9 @@ stored between memories, the tracked sources of memories and the provenance of c
 
 Bounded by the vault's combinations of tags, not its items: the memories' counts per combination are
 kept by triggers (`memory_tag_stats`), each combination's newest memories come from its own index
-entries (`memory_active_tags`), each drawn group's newest conversations through the listing index
-(`archive_conversation_vault`), and links are read only for the items drawn. Every order ends in an id, so the same data gives the same map, byte for
-byte, whatever order it was written in.
+entries (`memory_active_tags`), each drawn group's newest conversations through the tags index, and
+links are read only for the items drawn. Every order ends in an id, so the same data gives the same
+map, byte for byte, whatever order it was written in.
 
 An item is drawn in the group of the smallest drawn tag it carries (the most specific; of two tags
 of one size, the later by name); items with

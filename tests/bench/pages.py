@@ -6,7 +6,8 @@ through the API): 100,000 memories of the benchmark corpus (500 of them proposal
 with an active memory, so the review queue has something to show beside each), one memory with 100
 versions in its history, 1,000,000 audit log entries, and 3,000 archived conversations tagged like
 the memories (1 in 100 a copy from another vault) with every 20th memory similar to the next, for
-the archive pages and the vault map. Each page is then asked for `--calls`
+the archive pages and the vault map (the oldest 3,000 memories also carry `legacy`, a large tag with
+nothing new in it). Each page is then asked for `--calls`
 times in sequence by one client on the same machine (loopback HTTP with the session cookie); the
 time is from sending the request to the last byte of the page.
 
@@ -90,7 +91,8 @@ async def seed(
                 uuid.uuid4().hex + uuid.uuid4().hex,
                 TYPES[i % len(TYPES)],
                 f"bench.key.{i // 200}" if i % 200 == 0 else None,
-                ["bench", f"t{i % 50}"],
+                # The oldest 3,000 also carry `legacy`: a large tag with no new memories (the map's worst case).
+                ["bench", f"t{i % 50}", *(["legacy"] if i < 3_000 else [])],
                 "import:bench.md" if i % 3 == 0 else "",
                 "mcp:Bench agent" if i % 2 else "",
                 "imported" if i % 3 == 0 else "stated",

@@ -263,3 +263,64 @@ async def test_a_viewer_reads_the_map_but_cannot_change_tags(
         metadata=owner.metadata(),
     )
     assert (list(changed.tags), changed.tags_version) == (["cat", "vet"], 2)
+
+
+async def tag_counts(
+    database: Database, vault_id: str
+) -> tuple[dict[tuple[str, ...], int], dict[tuple[str, ...], int]]:
+    """The counts the triggers keep (without the zeros) and the same counted from the memories."""
+    kept = await database.pool.fetch(
+        "SELECT tags, active FROM memory_tag_stats WHERE vault_id = $1 AND active <> 0", vault_id
+    )
+    counted = await database.pool.fetch(
+        "SELECT tags, count(*) AS n FROM memory WHERE vault_id = $1 AND status = 'active' GROUP BY tags", vault_id
+    )
+    return {tuple(r["tags"]): r["active"] for r in kept}, {tuple(r["tags"]): r["n"] for r in counted}
+
+
+async def test_the_tag_counts_follow_every_write_and_the_newest_items_of_an_old_tag_are_found(
+    database: Database, archive_stub: archive_pb2_grpc.ArchiveServiceStub
+) -> None:
+    owner = await new_owner(database, archive_stub)
+    vault_id = await vault_id_of(database, owner)
+    data = vault_data()
+    await write(database, vault_id, data, reverse=False)
+    m = [row["id"] for row in data["memories"]]
+    kept, counted = await tag_counts(database, vault_id)
+    assert kept == counted and kept[("home", "cat")] == 1 and ("work",) in kept
+    # Many rows in one statement, a proposal approved, an active one superseded, tags changed on an
+    # active and on a superseded memory, several statements in one transaction, deletions.
+    await database.pool.execute(
+        "INSERT INTO memory (vault_id, content, content_hash, type, tags, trust, status, created_at)"
+        " SELECT $1, 'old ' || n, md5('old ' || n), 'fact', ARRAY['old', 'home'], 'stated',"
+        "        CASE WHEN n % 4 = 0 THEN 'proposed' ELSE 'active' END, $2::timestamptz - make_interval(days => n)"
+        " FROM generate_series(1, 40) n",
+        vault_id,
+        T0,
+    )
+    await database.pool.execute(
+        "UPDATE memory SET status = 'active' WHERE vault_id = $1 AND content = 'old 4'", vault_id
+    )
+    async with database.pool.acquire() as conn, conn.transaction():
+        await conn.execute("UPDATE memory SET status = 'superseded' WHERE id = $1", m[2])
+        await conn.execute("UPDATE memory SET tags = ARRAY['work', 'home'] WHERE id = $1", m[3])
+        await conn.execute("UPDATE memory SET tags = ARRAY['gone'] WHERE id = $1", m[5])
+        await conn.execute("UPDATE memory SET pinned = true WHERE vault_id = $1", vault_id)
+    await database.pool.execute("DELETE FROM memory WHERE vault_id = $1 AND content IN ('old 1', 'old 8')", vault_id)
+    kept, counted = await tag_counts(database, vault_id)
+    assert kept == counted
+    assert (kept[("old", "home")], kept[("work", "home")], kept.get(("home",))) == (40 - 10 + 1 - 1, 1, None)
+    assert ("gone",) not in kept  # tags changed on a memory that is not active
+    # 'old' (30 memories, all older than every other memory) is the most specific of the largest tags: the
+    # map finds its newest ones.
+    found = await get_map(owner, max_tags=3, items_per_tag=2)
+    assert [(g.tag, g.memories, g.own_memories) for g in found.groups][:2] == [("home", 33, 1), ("old", 30, 30)]
+    newest = await database.pool.fetch(
+        "SELECT id::text FROM memory WHERE vault_id = $1 AND status = 'active' AND 'old' = ANY (tags)"
+        " ORDER BY created_at DESC, id DESC LIMIT 2",
+        vault_id,
+    )
+    assert [i.id for i in found.items if i.group == "old"] == [r["id"] for r in newest]
+    # A vault's deletion takes its memories and their counts with it.
+    await database.pool.execute("DELETE FROM vault WHERE id = $1", vault_id)
+    assert await database.pool.fetchval("SELECT count(*) FROM memory_tag_stats WHERE vault_id = $1", vault_id) == 0

@@ -1,10 +1,11 @@
 """The vault map's data (the dashboard draws it): the largest tags, a few items in each, and the links
 stored between memories, the tracked sources of memories and the provenance of copied conversations.
 
-Bounded whatever the vault's size: the tags are counted once, then each drawn group reads its newest
-items through the listing indexes (`memory_listing`, `archive_conversation_vault`), and links are read
-only for the items drawn. Every order ends in an id, so the same data gives the same map, byte for
-byte, whatever order it was written in.
+Bounded by the vault's combinations of tags, not its items: the memories' counts per combination are
+kept by triggers (`memory_tag_stats`), each combination's newest memories come from its own index
+entries (`memory_active_tags`), each drawn group's newest conversations through the tags index, and
+links are read only for the items drawn. Every order ends in an id, so the same data gives the same
+map, byte for byte, whatever order it was written in.
 
 An item is drawn in the group of the smallest drawn tag it carries (the most specific; of two tags
 of one size, the later by name); items with
@@ -58,30 +59,37 @@ def bounds(max_tags: int, per_tag: int) -> tuple[int, int]:
     return max_tags or DEFAULT_TAGS, per_tag or DEFAULT_PER_TAG
 
 
-# One pass over the vault: how many active memories (conversations) carry each combination of tags.
-# Every count of the map follows from these rows, far fewer than the items in a real vault.
+# How many active memories (conversations) carry each combination of tags. Every count of the map
+# follows from these rows, far fewer than the items in a real vault: the memories' are kept by
+# triggers (migration 0033), the conversations' counted here (a vault holds far fewer of them).
 _MEMORY_COMBINATIONS = """
-SELECT tags, count(*) AS n FROM memory WHERE vault_id = $1 AND status = 'active' GROUP BY tags
+SELECT tags, active AS n FROM memory_tag_stats WHERE vault_id = $1 AND active > 0
 """
 _CONVERSATION_COMBINATIONS = """
 SELECT tags, count(*) AS n FROM archive_conversation WHERE vault_id = $1 GROUP BY tags
 """
 
-# Group n (1-based) holds the items with tag n and none of the smaller drawn tags after it; group 0 the
-# items with no drawn tag. Newest first through the listing index, ties by id.
+# Group n (1-based) holds the items whose last drawn tag is tag n; group 0 the items with no drawn
+# tag. Each combination of tags belongs to one group, so the newest few of each combination (an
+# index-only scan of memory_active_tags, newest first) hold the newest few of each group; only the
+# winners' rows are read. Ties by id.
 _MEMORIES = """
-SELECT g.n, m.id::text AS id, left(m.content, $4) AS label, m.tags, m.created_at AS at
-FROM unnest($2::text[]) WITH ORDINALITY AS g (tag, n)
-CROSS JOIN LATERAL (
-    SELECT id, content, tags, created_at FROM memory
-    WHERE vault_id = $1 AND status = 'active' AND tags @> ARRAY[g.tag] AND NOT tags && $2[(g.n + 1)::int:]
-    ORDER BY created_at DESC, id DESC LIMIT $3
-) AS m
-WHERE g.n = ANY($5::bigint[])
-UNION ALL
-(SELECT 0, id::text, left(content, $4), tags, created_at FROM memory
- WHERE $6 AND vault_id = $1 AND status = 'active' AND NOT tags && $2::text[]
- ORDER BY created_at DESC, id DESC LIMIT $3)
+WITH combination AS (
+    SELECT s.tags, coalesce(
+        (SELECT max(g.n) FROM unnest($2::text[]) WITH ORDINALITY AS g (tag, n) WHERE g.tag = ANY (s.tags)), 0
+    ) AS n
+    FROM memory_tag_stats AS s WHERE s.vault_id = $1 AND s.active > 0
+), newest AS (
+    SELECT c.n, m.id, row_number() OVER (PARTITION BY c.n ORDER BY m.created_at DESC, m.id DESC) AS place
+    FROM combination AS c CROSS JOIN LATERAL (
+        SELECT id, created_at FROM memory
+        WHERE vault_id = $1 AND status = 'active' AND tags = c.tags
+        ORDER BY created_at DESC, id DESC LIMIT $3
+    ) AS m
+)
+SELECT w.n, m.id::text AS id, left(m.content, $4) AS label, m.tags, m.created_at AS at
+FROM newest AS w JOIN memory AS m ON m.id = w.id
+WHERE w.place <= $3
 """
 
 _CONVERSATIONS = """
@@ -136,15 +144,11 @@ class VaultMapStore:
             )
             tags = [g.tag for g in counts.groups if g.tag]
             # Only the groups with something of their own are read (a group with none would scan them all).
-            memory_groups = [n for n, g in enumerate(counts.groups, 1) if g.tag and g.own_memories]
             conversation_groups = [n for n, g in enumerate(counts.groups, 1) if g.tag and g.own_conversations]
-            memories_other = counts.groups[-1].own_memories if counts.groups and not counts.groups[-1].tag else 0
             conversations_other = (
                 counts.groups[-1].own_conversations if counts.groups and not counts.groups[-1].tag else 0
             )
-            memory_rows = await conn.fetch(
-                _MEMORIES, vault.id, tags, per_tag, LABEL_CHARS, memory_groups, memories_other > 0
-            )
+            memory_rows = await conn.fetch(_MEMORIES, vault.id, tags, per_tag, LABEL_CHARS)
             conversation_rows = await conn.fetch(
                 _CONVERSATIONS, vault.id, tags, per_tag, conversation_groups, conversations_other > 0
             )

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memvault_devstack.layout import SERVICES
 from memvault_devstack.postgres import create_database, drop_database
-from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.stack import Stack
 from tests.bench import corpus, report
 from tests.bench.run import IN_FLIGHT, bulk_remember_all, until_indexed, until_vector_index_built
 from tests.e2e.e2e_helpers import call, mcp_session

@@ -43,8 +43,9 @@ from typing import Any
 
 import asyncpg
 
+from memvault_devstack.layout import SERVICES
 from memvault_devstack.postgres import create_database, drop_database
-from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.stack import Stack
 from tests.bench import report
 from tests.bench.ab import StackMeter
 from tests.bench.archive_import_rss import write_export

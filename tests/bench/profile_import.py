@@ -23,8 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+from memvault_devstack.layout import SERVICES
 from memvault_devstack.postgres import create_database, drop_database
-from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.stack import Stack
 from tests.bench import corpus
 from tests.bench.ab import StackMeter
 from tests.bench.run import bulk_remember_all, until_indexed

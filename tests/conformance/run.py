@@ -44,9 +44,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from memvault_devstack.layout import OWNER_SUBJECT
 from memvault_devstack.ports import free_port
 from memvault_devstack.postgres import create_database, drop_database
-from memvault_devstack.stack import OWNER_SUBJECT, Stack
+from memvault_devstack.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "conformance"

@@ -15,8 +15,9 @@ from e2e_helpers import call, call_error, eventually, mcp_session
 from prometheus_client.parser import text_string_to_metric_families
 
 from memvault_devstack.fixtures import StackStarter
+from memvault_devstack.layout import SERVICES
 from memvault_devstack.ports import free_ports
-from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

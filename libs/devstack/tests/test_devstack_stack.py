@@ -16,10 +16,11 @@ import pytest
 
 from memvault_devstack.errors import DevstackError
 from memvault_devstack.fixtures import StackStarter
+from memvault_devstack.layout import SERVICES
 from memvault_devstack.nats import JetStreamProbe
 from memvault_devstack.ports import port_accepts
 from memvault_devstack.processes import process_alive, stop_leftover
-from memvault_devstack.stack import SERVICES, Stack
+from memvault_devstack.stack import Stack
 from memvault_devstack.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
@@ -321,9 +322,9 @@ def test_a_pid_file_naming_a_process_of_someone_else_is_left_alone(tmp_path: Pat
 
 def test_service_ports_skip_the_ports_service_env_hands_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A metrics port the caller chose was free and is free again: the OS may offer it to the stack too."""
-    import memvault_devstack.stack as stack_module
+    import memvault_devstack.layout as layout_module
 
     offers = iter([[41001, 41002, 41003, 41004], [41005, 41006, 41007, 41008]])
-    monkeypatch.setattr(stack_module, "free_ports", lambda count: next(offers))
+    monkeypatch.setattr(layout_module, "free_ports", lambda count: next(offers))
     stack = Stack(tmp_path, service_env={"mcp": {"MEMVAULT_METRICS__PORT": "41003"}})
     assert stack.ports == {"vault": 41005, "indexer": 41006, "mcp": 41007, "gateway": 41008}

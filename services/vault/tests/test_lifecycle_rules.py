@@ -11,18 +11,9 @@ from memvault_core.errors import InvalidArgument, LimitExceeded
 from memvault_vault.domain import duplicates
 from memvault_vault.domain.duplicates import Decision, Match, decide
 from memvault_vault.domain.imports import split_text
+from memvault_vault.domain.inputs import SecretFound, validate_items
 from memvault_vault.domain.lifecycle import warnings_for
-from memvault_vault.domain.memory import (
-    Draft,
-    Memory,
-    MemoryType,
-    RecallHit,
-    SecretFound,
-    Status,
-    Trust,
-    review_date,
-    validate_items,
-)
+from memvault_vault.domain.memory import Draft, Memory, MemoryType, RecallHit, Status, Trust, review_date
 
 pytestmark = pytest.mark.unit
 

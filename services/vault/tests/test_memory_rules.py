@@ -10,20 +10,15 @@ from memvault_core import limits
 from memvault_core.errors import InvalidArgument, LimitExceeded
 from memvault_vault.domain import cursor
 from memvault_vault.domain.filters import MemoryFilter, memory_filter
-from memvault_vault.domain.memory import (
-    Draft,
-    MemoryType,
-    Status,
-    content_hash,
-    initial_status,
+from memvault_vault.domain.inputs import (
     parse_memory_id,
     parse_metadata,
-    review_after,
     validate_bulk,
     validate_draft,
     validate_page_size,
     validate_query,
 )
+from memvault_vault.domain.memory import Draft, MemoryType, Status, content_hash, initial_status, review_after
 from memvault_vault.domain.signed_cursor import CursorSigner
 
 pytestmark = pytest.mark.unit

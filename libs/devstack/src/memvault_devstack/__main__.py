@@ -16,7 +16,8 @@ from types import FrameType
 
 from memvault_devstack.claim import running_stack
 from memvault_devstack.errors import DevstackError
-from memvault_devstack.stack import OWNER_SUBJECT, SERVICES, Stack
+from memvault_devstack.layout import OWNER_SUBJECT, SERVICES
+from memvault_devstack.stack import Stack
 from memvault_devstack.supervisor import Supervisor
 
 DEFAULT_GATEWAY_PORT = 8080

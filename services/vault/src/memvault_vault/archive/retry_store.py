@@ -29,7 +29,7 @@ from memvault_vault.outbox.events import message_archived
 from memvault_vault.outbox.store import enqueue
 
 if TYPE_CHECKING:
-    from memvault_vault.archive.store import ArchiveStore, Conversations
+    from memvault_vault.archive.import_store import ArchiveImportStore, Conversations
 
 RETRYABLE = "only a failed import, or a done one with failed conversations, can be retried"
 
@@ -47,7 +47,7 @@ async def first_retry(conn: asyncpg.Connection, import_id: str) -> int | None:
 
 
 async def retry_checkpoint(
-    store: ArchiveStore,
+    store: ArchiveImportStore,
     conn: asyncpg.Connection,
     row: asyncpg.Record,
     vault: VaultAccess,

@@ -12,7 +12,7 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.audit.records import AuditRecord
 from memvault_vault.audit.store import AuditStore
 from memvault_vault.database import VaultAccess
-from memvault_vault.domain.memory import validate_page_size
+from memvault_vault.domain.inputs import validate_page_size
 
 
 class AuditService:

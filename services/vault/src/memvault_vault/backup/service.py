@@ -20,7 +20,8 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.backup import format as backup_format
 from memvault_vault.backup import later_kinds
 from memvault_vault.backup.records import BackupChunk, ExportRow, RestoreReport, VaultRef
-from memvault_vault.backup.store import BackupStore, RestoreSession
+from memvault_vault.backup.restore_store import RestoreSession
+from memvault_vault.backup.store import BackupStore
 from memvault_vault.index_client import IndexClient
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ def default_revision() -> str:
 
 def validate_text(text: str) -> str:
     """A guide the owner saves: not empty, within max_guide_chars, and with no secrets in it."""
-    from memvault_vault.domain.memory import check_secret
+    from memvault_vault.domain.inputs import check_secret
 
     text = text.strip()
     if not text:

@@ -11,7 +11,7 @@ from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import guide as guide_rules
-from memvault_vault.domain.memory import parse_approval_mode, validate_page_size
+from memvault_vault.domain.inputs import parse_approval_mode, validate_page_size
 from memvault_vault.guide.records import GuideView
 from memvault_vault.guide.store import GuideStore
 

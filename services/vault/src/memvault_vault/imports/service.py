@@ -12,7 +12,8 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import cursor
 from memvault_vault.domain.imports import split_text
-from memvault_vault.domain.memory import Draft, MemoryType, Trust, check_secret, validate_items, validate_page_size
+from memvault_vault.domain.inputs import check_secret, validate_items, validate_page_size
+from memvault_vault.domain.memory import Draft, MemoryType, Trust
 from memvault_vault.imports.records import BatchInfo, UndoReport
 from memvault_vault.imports.store import ImportStore
 from memvault_vault.memories.records import WriteSummary

@@ -11,7 +11,7 @@ from memvault_core.errors import Conflict
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess, lock_vault
 from memvault_vault.imports.records import BatchInfo, UndoReport
-from memvault_vault.memories.store import write_history
+from memvault_vault.memories.steps import write_history
 from memvault_vault.outbox import events
 from memvault_vault.outbox.store import enqueue
 

@@ -9,7 +9,7 @@ from memvault.index.v1 import index_pb2
 from memvault_core.errors import InvalidArgument, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
-from memvault_vault.domain.memory import parse_memory_id
+from memvault_vault.domain.inputs import parse_memory_id
 from memvault_vault.index_admin.records import IndexFailure
 from memvault_vault.index_admin.store import IndexAdminStore
 from memvault_vault.index_client import IndexClient

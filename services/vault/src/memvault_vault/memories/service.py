@@ -15,6 +15,7 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import cursor, lifecycle
 from memvault_vault.domain.filters import MemoryFilter
+from memvault_vault.domain.inputs import check_reason, parse_memory_id, validate_draft, validate_page_size
 from memvault_vault.domain.memory import (
     ApprovalMode,
     Draft,
@@ -24,12 +25,8 @@ from memvault_vault.domain.memory import (
     Status,
     Trust,
     WriteResult,
-    check_reason,
     content_hash,
     fit_page,
-    parse_memory_id,
-    validate_draft,
-    validate_page_size,
 )
 from memvault_vault.memories.records import (
     Candidate,

@@ -19,16 +19,8 @@ from memvault_vault.audit.store import AuditStore
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import duplicates
 from memvault_vault.domain.duplicates import Decision, DuplicateCheck
-from memvault_vault.domain.memory import (
-    Draft,
-    Outcome,
-    SecretFound,
-    Status,
-    Trust,
-    WriteResult,
-    check_draft_secrets,
-    initial_status,
-)
+from memvault_vault.domain.inputs import SecretFound, check_draft_secrets
+from memvault_vault.domain.memory import Draft, Outcome, Status, Trust, WriteResult, initial_status
 from memvault_vault.index_client import IndexClient
 from memvault_vault.index_feed.progress import IndexProgress
 from memvault_vault.index_feed.store import IndexFeedStore

@@ -15,6 +15,7 @@ from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import cursor, fusion, lifecycle
 from memvault_vault.domain.filters import MemoryFilter
+from memvault_vault.domain.inputs import validate_page_size, validate_query
 from memvault_vault.domain.memory import (
     AS_OF_STATUSES,
     RECALLABLE_BY_DEFAULT,
@@ -24,8 +25,6 @@ from memvault_vault.domain.memory import (
     RecallPage,
     Status,
     fit_page,
-    validate_page_size,
-    validate_query,
 )
 from memvault_vault.index_client import IndexClient
 from memvault_vault.index_feed.store import IndexFeedStore

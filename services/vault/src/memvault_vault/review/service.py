@@ -11,7 +11,8 @@ from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain import cursor, lifecycle
-from memvault_vault.domain.memory import Memory, check_reason, parse_memory_id, review_after, validate_page_size
+from memvault_vault.domain.inputs import check_reason, parse_memory_id, validate_page_size
+from memvault_vault.domain.memory import Memory, review_after
 from memvault_vault.memories.store import MemoryStore
 from memvault_vault.review.records import Finding
 from memvault_vault.review.store import ReviewStore

@@ -10,7 +10,7 @@ from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess, lock_vault
 from memvault_vault.domain.memory import Memory, Status, check_version, require_status
 from memvault_vault.memories.records import memory_from_row
-from memvault_vault.memories.store import flag_dependents, locked, retire, same_key_active, write_history
+from memvault_vault.memories.steps import flag_dependents, locked, retire, same_key_active, write_history
 
 _FINDINGS = """
     SELECT * FROM (

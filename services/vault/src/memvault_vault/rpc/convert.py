@@ -15,17 +15,8 @@ from memvault_core import wire
 from memvault_core.errors import InvalidArgument
 from memvault_vault.domain.duplicates import DuplicateCheck
 from memvault_vault.domain.filters import MemoryFilter, memory_filter
-from memvault_vault.domain.memory import (
-    Draft,
-    Memory,
-    MemoryType,
-    MemoryWarning,
-    Outcome,
-    Status,
-    Trust,
-    WriteResult,
-    parse_metadata,
-)
+from memvault_vault.domain.inputs import parse_metadata
+from memvault_vault.domain.memory import Draft, Memory, MemoryType, MemoryWarning, Outcome, Status, Trust, WriteResult
 from memvault_vault.imports.records import BatchInfo
 from memvault_vault.retention.records import RetentionOutlook
 

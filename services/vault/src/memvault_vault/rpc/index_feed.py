@@ -10,7 +10,7 @@ from memvault.vault.v1 import index_feed_pb2_grpc
 from memvault_core.errors import InvalidArgument
 from memvault_core.grpc import identity_token
 from memvault_core.identity import IdentitySigner
-from memvault_vault.domain.memory import parse_memory_id
+from memvault_vault.domain.inputs import parse_memory_id
 from memvault_vault.index_feed.records import Document, IndexReport
 from memvault_vault.index_feed.service import IndexFeedService
 

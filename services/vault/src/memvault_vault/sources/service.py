@@ -19,7 +19,8 @@ from memvault_core.errors import Conflict, InvalidArgument, MemvaultError, NotFo
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
 from memvault_vault.database import VaultAccess
-from memvault_vault.domain.memory import Draft, Memory, Status, Trust, content_hash, parse_memory_id
+from memvault_vault.domain.inputs import parse_memory_id
+from memvault_vault.domain.memory import Draft, Memory, Status, Trust, content_hash
 from memvault_vault.domain.sources import (
     ChangeStatus,
     Reading,

@@ -3,7 +3,6 @@ moves. Every query is filtered by the vault id."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from collections.abc import Callable, Sequence
@@ -22,7 +21,7 @@ from memvault_vault.archive.records import (
     Receipt,
     RevisionRecord,
 )
-from memvault_vault.archive.retry_store import first_retry, retry_checkpoint
+from memvault_vault.archive.retry_store import first_retry, retry_checkpoint, stored_sha256
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.archive import MessageInput, revision_hash
@@ -649,15 +648,8 @@ class ArchiveStore:
         return None if data is None else bytes(data)
 
     async def raw_sha256(self, vault_id: str, import_id: str) -> str:
-        digest = hashlib.sha256()
         async with self._pool.acquire() as conn, conn.transaction():
-            async for r in conn.cursor(
-                "SELECT data FROM archive_import_chunk WHERE import_id = $1 AND vault_id = $2 ORDER BY part",
-                import_id,
-                vault_id,
-            ):
-                digest.update(r["data"])
-        return digest.hexdigest()
+            return await stored_sha256(conn, vault_id, import_id)
 
     async def finish_import(self, vault: VaultAccess, actor: str, import_id: str) -> ImportRecord:
         record = await self.get_import(vault, import_id)

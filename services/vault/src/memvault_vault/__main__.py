@@ -36,6 +36,7 @@ from memvault_core.postgres import address, database_error, is_connection_failur
 from memvault_core.settings import load_settings
 from memvault_core.telemetry import setup_telemetry, shutdown_telemetry
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.allocator import fix_mmap_threshold
 from memvault_vault.archive import commands as archive_commands
 from memvault_vault.backup import commands as backup_commands
 from memvault_vault.database import Database
@@ -88,6 +89,7 @@ def _cursor_secret(settings: Settings) -> bytes:
 
 
 async def serve(settings: Settings) -> None:
+    fix_mmap_threshold()
     dsn = settings.postgres.dsn
     try:
         database = await Database.connect(dsn, settings.postgres.pool_min_size, settings.postgres.pool_max_size)

@@ -4,7 +4,6 @@ checkpoints, each conversation written as a revision (revision_store.py). Part o
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -14,7 +13,7 @@ from memvault_core.errors import Conflict, InvalidArgument, LimitExceeded, Memva
 from memvault_vault.archive import chatgpt, claude
 from memvault_vault.archive.chatgpt import ExportError, ParsedConversation, conversation_ref
 from memvault_vault.archive.records import ImportRecord
-from memvault_vault.archive.retry_store import first_retry, retry_checkpoint
+from memvault_vault.archive.retry_store import first_retry, retry_checkpoint, stored_sha256
 from memvault_vault.archive.revision_store import ArchiveRevisionStore
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import VaultAccess
@@ -146,15 +145,8 @@ class ArchiveImportStore(ArchiveRevisionStore):
         return None if data is None else bytes(data)
 
     async def raw_sha256(self, vault_id: str, import_id: str) -> str:
-        digest = hashlib.sha256()
         async with self._pool.acquire() as conn, conn.transaction():
-            async for r in conn.cursor(
-                "SELECT data FROM archive_import_chunk WHERE import_id = $1 AND vault_id = $2 ORDER BY part",
-                import_id,
-                vault_id,
-            ):
-                digest.update(r["data"])
-        return digest.hexdigest()
+            return await stored_sha256(conn, vault_id, import_id)
 
     async def finish_import(self, vault: VaultAccess, actor: str, import_id: str) -> ImportRecord:
         record = await self.get_import(vault, import_id)

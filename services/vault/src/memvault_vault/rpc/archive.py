@@ -13,7 +13,15 @@ from memvault_vault.archive.service import ArchiveService
 from memvault_vault.domain.archive import snippet
 from memvault_vault.domain.archive_reads import DEFAULT_CONTEXT_MESSAGES
 from memvault_vault.domain.archive_writes import check_request_size
-from memvault_vault.rpc.archive_convert import drafts, import_status, message, receipt, summary, vault_map_message
+from memvault_vault.rpc.archive_convert import (
+    archived,
+    drafts,
+    import_status,
+    message,
+    receipt,
+    summary,
+    vault_map_message,
+)
 
 
 class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
@@ -163,22 +171,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
         return pb.GetConversationResponse(
             conversation=summary(record),
             revision=revision,
-            messages=[
-                pb.ArchivedMessage(
-                    id=m.id,
-                    node_id=m.node_id,
-                    parent_node_id=m.parent_node_id or "",
-                    role=m.role,
-                    content_type=m.content_type,
-                    text=m.text,
-                    content_json=m.content or "",
-                    created_at=wire.to_timestamp(m.created_at),
-                    active=m.active,
-                    position=m.position,
-                    key=m.key or "",
-                )
-                for m in messages
-            ],
+            messages=[archived(m) for m in messages],
             next_cursor=more,
         )
 

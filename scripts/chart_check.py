@@ -420,6 +420,14 @@ def check_release(checks: Checks, file_name: str, manifests: list[Manifest]) -> 
         if label(job, "app.kubernetes.io/component") == "migrate":
             hook = str(dig(job, ("metadata", "annotations", "helm.sh/hook")) or "")
             checks.check("pre-upgrade" in hook, f"{file_name}: migration Job does not run before upgrades")
+    for cluster in kinds.get("Cluster", []):
+        # CloudNativePG takes postgresql.conf values as strings only; searches want a sized buffer cache.
+        parameters = dig(cluster, ("spec", "postgresql", "parameters")) or {}
+        checks.check(
+            all(isinstance(value, str) for value in parameters.values()),
+            f"{file_name}: the Postgres cluster's parameters must all be strings: {parameters}",
+        )
+        checks.check("shared_buffers" in parameters, f"{file_name}: the Postgres cluster does not size shared_buffers")
 
 
 def metric_names(expression: str) -> set[str]:

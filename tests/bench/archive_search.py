@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.bench.archive_search [--messages 1000000] [--real 10000] [--points 100000] [--keep DIR]
 
-Needs MEMVAULT_TEST_POSTGRES_DSN and MEMVAULT_TEST_NATS_URL. Starts vault, indexer, mcp and the
+Needs MEMVAULT_TEST_POSTGRES_DSN (or `--embedded`: the stack's own Postgres, configured as `make run`
+configures it) and MEMVAULT_TEST_NATS_URL. Starts vault, indexer, mcp and the
 gateway (dev mode) as processes (the indexer with its embedded default store, Qdrant Edge), then seeds the owner's vault
 straight into Postgres with COPY into the real tables (embedding a million texts through the indexer
 would take most of an hour on two cores): generated conversations (tests/bench/archive_corpus.py),
@@ -227,6 +228,98 @@ async def default_vault(dsn: str) -> str:
         await conn.close()
 
 
+ARCHIVE_RELATIONS = """
+    WITH tables AS (SELECT oid, reltoastrelid FROM pg_class WHERE relname LIKE 'archive%' AND relkind = 'r'),
+    heaps AS (SELECT oid FROM tables UNION SELECT reltoastrelid FROM tables WHERE reltoastrelid <> 0)
+    SELECT oid FROM heaps UNION SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM heaps)
+"""
+"""Every relation of the archive: its tables, their TOAST tables and the indexes on both."""
+
+
+async def prewarm(dsn: str) -> float:
+    """Read every archive relation into Postgres's buffers, as the importer's INSERTs leave the pages
+    they write (the bench's COPY goes through a small ring of buffers instead): MB read."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        blocks = await conn.fetchval(
+            f"SELECT coalesce(sum(pg_prewarm(oid)), 0) FROM ({ARCHIVE_RELATIONS}) AS r"  # noqa: S608 - constant
+            " WHERE pg_relation_size(oid) > 0"
+        )
+        return int(blocks) * 8192 / 2**20
+    finally:
+        await conn.close()
+
+
+async def cached_share(dsn: str) -> str:
+    """How much of the archive's relations Postgres's buffers hold now, and the buffers' size."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+        cached, total = await conn.fetchrow(
+            f"""WITH archive AS (SELECT c.relfilenode, pg_relation_size(c.oid) AS bytes
+                                 FROM pg_class c WHERE c.oid IN ({ARCHIVE_RELATIONS}))
+                SELECT (SELECT count(*) FROM pg_buffercache b JOIN archive a ON b.relfilenode = a.relfilenode
+                        WHERE b.relforknumber = 0 AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())),
+                       (SELECT sum(bytes) / 8192 FROM archive)"""  # noqa: S608 - constant
+        )
+        buffers = await conn.fetchval("SHOW shared_buffers")
+        return (
+            f"{cached * 8192 / 2**20:,.0f} MB of the archive's {total * 8192 / 2**20:,.0f} MB of files "
+            f"in Postgres's buffers (shared_buffers {buffers})"
+        )
+    finally:
+        await conn.close()
+
+
+async def evict_database_files(dsn: str) -> float:
+    """Drop this database's files from the operating system's page cache (posix_fadvise DONTNEED; the
+    server must be on this machine): MB of files."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        directory = Path(await conn.fetchval(
+            "SELECT current_setting('data_directory') || '/base/' || oid FROM pg_database WHERE datname = current_database()"
+        ))  # fmt: skip
+    finally:
+        await conn.close()
+    return evict_files(directory)
+
+
+def evict_files(directory: Path) -> float:
+    size = 0
+    for path in directory.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as file:
+                os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            size += path.stat().st_size
+    return size / 2**20
+
+
+async def until_autoprewarm_done(dsn: str, limit_seconds: float = 600) -> float:
+    """Wait for pg_prewarm's autoprewarm to read back the pages the buffers held at the last shutdown:
+    seconds waited (its worker is launched at start and exits when done)."""
+    started = time.perf_counter()
+    conn = await asyncpg.connect(dsn)
+    try:
+        if "pg_prewarm" not in (await conn.fetchval("SHOW shared_preload_libraries")):
+            return 0.0
+        quiet_since = None
+        while time.perf_counter() - started < limit_seconds:
+            working = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autoprewarm worker'"
+            )
+            if working:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.perf_counter()
+            elif time.perf_counter() - quiet_since > 3:
+                return quiet_since - started
+            await asyncio.sleep(0.2)
+        raise TimeoutError("autoprewarm did not finish")
+    finally:
+        await conn.close()
+
+
 async def backend_pids(dsn: str) -> list[int]:
     conn = await asyncpg.connect(dsn)
     try:
@@ -291,18 +384,27 @@ async def measure(
 
 
 async def bench(args: argparse.Namespace) -> str:
-    server = os.environ.get("MEMVAULT_TEST_POSTGRES_DSN")
-    if not server:
-        raise SystemExit("set MEMVAULT_TEST_POSTGRES_DSN (a server this makes a database on)")
+    server = None if args.embedded else os.environ.get("MEMVAULT_TEST_POSTGRES_DSN")
+    if not server and not args.embedded:
+        raise SystemExit("set MEMVAULT_TEST_POSTGRES_DSN (a server this makes a database on), or pass --embedded")
     keep = Path(args.keep) if args.keep else None
     data_dir = keep or ROOT / "build" / "bench" / secrets.token_hex(3)
-    database = (keep / "database").read_text().strip() if keep and (keep / "database").exists() else None
-    reused = database is not None
-    database = database or f"memvault_bench_{secrets.token_hex(3)}"
-    dsn = create_database(server, database, exist_ok=reused)
-    if keep:
-        keep.mkdir(parents=True, exist_ok=True)
-        (keep / "database").write_text(database)
+    if keep and (keep / "postgres").is_file():  # where earlier versions of this bench noted the seeding
+        (keep / "postgres").rename(keep / "postgres-seeded")
+    dsn = database = None
+    conditions = []
+    if server:
+        database = (keep / "database").read_text().strip() if keep and (keep / "database").exists() else None
+        reused = database is not None
+        database = database or f"memvault_bench_{secrets.token_hex(3)}"
+        dsn = create_database(server, database, exist_ok=reused)
+        if keep:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / "database").write_text(database)
+        if args.evict:
+            conditions.append(f"{await evict_database_files(dsn):,.0f} MB of database files evicted from the OS cache")
+    elif args.evict and (data_dir / "postgres").exists():  # embedded: before its server starts
+        conditions.append(f"{evict_files(data_dir / 'postgres'):,.0f} MB of Postgres files evicted from the OS cache")
     stack = Stack(
         data_dir,
         postgres_dsn=dsn,
@@ -313,7 +415,7 @@ async def bench(args: argparse.Namespace) -> str:
     notes = ""
     try:
         await asyncio.to_thread(stack.start)
-        postgres_note = keep / "postgres" if keep else None
+        postgres_note = keep / "postgres-seeded" if keep else None
         seeded_note = keep / "seeded" if keep else None
         if seeded_note is not None and seeded_note.exists():
             notes = seeded_note.read_text()
@@ -340,13 +442,24 @@ async def bench(args: argparse.Namespace) -> str:
             if seeded_note is not None:
                 seeded_note.write_text(notes)
             await asyncio.to_thread(stack.start_services)  # the indexer again, on the filled store
+        if args.embedded:
+            waited = await until_autoprewarm_done(stack.postgres_dsn)
+            conditions.append(
+                "embedded Postgres with make run's settings, its autoprewarm finished "
+                + (f"{waited:.0f} s after the stack was up" if waited >= 1 else "before the stack was up")
+            )
+        if args.prewarm:
+            conditions.append(f"{await prewarm(stack.postgres_dsn):,.0f} MB read with pg_prewarm")
+        conditions.append(await cached_share(stack.postgres_dsn))
+        print("; ".join(conditions), file=sys.stderr)
         load_before = load()
         times, used, total = await measure(stack, stack.postgres_dsn, args.calls, args.query_seed)
         load_after = load()
     finally:
         await asyncio.to_thread(stack.stop)
         if not keep:
-            drop_database(server, database)
+            if server and database:
+                drop_database(server, database)
             shutil.rmtree(data_dir, ignore_errors=True)
     every = [s for kind, samples in times.items() if kind != "next page (cursor)" for s in samples]
     p95 = report.percentile(every, 95) * 1000
@@ -359,7 +472,7 @@ async def bench(args: argparse.Namespace) -> str:
             f"indexer's Qdrant Edge store (HNSW built): {args.real:,} of them the model's embeddings of one message "
             "per conversation, the rest SYNTHETIC (their conversation's real embedding plus noise, renormalised) — "
             "see the module's docstring for why. "
-            f"{notes} Vault, indexer, mcp and gateway (dev mode: the owner without sign-in) as processes; the official MCP client over loopback HTTP to the gateway's /mcp, one call at a "
+            f"{notes} At the start: {'; '.join(conditions)}. Vault, indexer, mcp and gateway (dev mode: the owner without sign-in) as processes; the official MCP client over loopback HTTP to the gateway's /mcp, one call at a "
             f"time, every query text distinct. Host load average (1/5/15 min) {load_before} before, {load_after} "
             "after (the machine is shared).",
             "",
@@ -405,6 +518,24 @@ def main() -> None:
         metavar="DIR",
         help="keep the data (stack directory and database) in DIR and reuse it on the next run: only the first "
         "run seeds; drop the database yourself afterwards",
+    )
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="use the stack's embedded Postgres with make run's settings (buffers a quarter of the memory, "
+        "autoprewarm) instead of MEMVAULT_TEST_POSTGRES_DSN; kept in DIR/postgres with --keep",
+    )
+    parser.add_argument(
+        "--prewarm",
+        action="store_true",
+        help="read the archive's relations into Postgres's buffers before measuring (pg_prewarm), as an import "
+        "through the vault leaves the pages it writes",
+    )
+    parser.add_argument(
+        "--evict",
+        action="store_true",
+        help="drop the database's files from the OS page cache before measuring (the disk-cold case; run as root "
+        "or as the files' owner)",
     )
     parser.add_argument("--no-write", action="store_true", help="print the results only, not into docs/benchmarks.md")
     args = parser.parse_args()

@@ -9,12 +9,18 @@ module's own budgets; "after" is this checkout's module. The last column counts 
 candidates are the same messages in both (a sampled common word may differ by design).
 
     .venv/bin/python -m tests.bench.archive_search_sql DIR [--before COMMIT] [--queries 10]
+
+With `--read-ahead 1,64` it times instead each query's FIRST run (this checkout's statement), the
+queries of a fresh `--query-seed` taking the given `effective_io_concurrency` values in turn, and counts
+the pages each read into Postgres's buffers (EXPLAIN ANALYZE, BUFFERS, TIMING OFF): what a query no
+earlier run asked costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import time
@@ -50,6 +56,43 @@ def params(module: Any) -> tuple[Any, ...]:
     return (*budgets, module.DENSE_SHARE) if hasattr(module, "DENSE_SHARE") else budgets
 
 
+async def first_runs(conn: asyncpg.Connection, vault: Any, args: argparse.Namespace) -> None:
+    """Each query's first run, the read-ahead settings taking turns query by query."""
+    arms = [int(a) for a in args.read_ahead.split(",")]
+    literal = "'{}'"
+    await conn.execute(
+        "PREPARE keyword (uuid, text, text[], text[], int, int, int, float8) AS " + keyword_sql.KEYWORD_CANDIDATES
+    )
+
+    def execute(text: str) -> str:
+        quoted = "'" + text.replace("'", "''") + "'"
+        return f"EXECUTE keyword ('{vault}', {quoted}, {literal}, {literal}, 50, {', '.join(map(str, params(keyword_sql)))})"
+
+    for _ in range(6):  # the generic plan, as the vault's pooled statements get
+        await conn.fetch(execute("the plan"))
+    queries = Generator(seed=args.query_seed).queries(args.queries)
+    print(f"load average before: {os.getloadavg()}; query seed {args.query_seed}")
+    print("| query kind | effective_io_concurrency | queries | first run ms, p50 / p95 / max | pages read, mean |")
+    print("|---|---|---|---|---|")
+    for kind, texts in queries.items():
+        times: dict[int, list[float]] = {arm: [] for arm in arms}
+        reads: dict[int, list[int]] = {arm: [] for arm in arms}
+        for n, text in enumerate(texts[: args.queries]):
+            arm = arms[n % len(arms)]
+            await conn.execute(f"SET effective_io_concurrency = {arm}")
+            plan = json.loads(
+                await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) " + execute(text))
+            )
+            times[arm].append(plan[0]["Execution Time"] / 1000)
+            reads[arm].append(plan[0]["Plan"]["Shared Read Blocks"])
+        for arm in arms:
+            ms = [f"{report.percentile(times[arm], q) * 1000:.1f}" for q in (50, 95, 100)]
+            print(
+                f"| {kind} | {arm} | {len(times[arm])} | {' / '.join(ms)} | {sum(reads[arm]) / len(reads[arm]):,.0f} |"
+            )
+    print(f"load average after: {os.getloadavg()}")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     server = os.environ["MEMVAULT_TEST_POSTGRES_DSN"].rsplit("/", 1)[0]
     database = (Path(args.dir) / "database").read_text().strip()
@@ -59,8 +102,12 @@ async def main_async(args: argparse.Namespace) -> None:
     await conn.execute("SET synchronize_seqscans = off")
     await conn.execute(f"SET statement_timeout = '{TIMEOUT_SECONDS}s'")
     vault = await conn.fetchval("SELECT id FROM vault WHERE name = 'default'")
+    if args.read_ahead:
+        await first_runs(conn, vault, args)
+        await conn.close()
+        return
     versions = {"before": module_at(args.before), "after": keyword_sql}
-    queries = Generator(seed=99).queries(args.queries)
+    queries = Generator(seed=args.query_seed).queries(args.queries)
     print(f"load average before: {os.getloadavg()}; before = {args.before}, after = this checkout")
     print("| query kind | keyword before ms, p50 / p95 | keyword after ms, p50 / p95 | same 50 candidates |")
     print("|---|---|---|---|")
@@ -96,6 +143,12 @@ def main() -> None:
     parser.add_argument("dir", help="the --keep directory of tests.bench.archive_search")
     parser.add_argument("--before", default="HEAD", help="the commit whose keyword_sql.py is 'before' (HEAD)")
     parser.add_argument("--queries", type=int, default=10, help="queries of each kind (10)")
+    parser.add_argument(
+        "--read-ahead",
+        default="",
+        help="time first runs instead, taking these effective_io_concurrency values in turn (e.g. 1,64)",
+    )
+    parser.add_argument("--query-seed", type=int, default=99, help="seed of the generated queries (99)")
     asyncio.run(main_async(parser.parse_args()))
 
 

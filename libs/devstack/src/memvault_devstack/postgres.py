@@ -21,21 +21,29 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit, urlunsplit
 
 from memvault_devstack.errors import DevstackError
+from memvault_devstack.os_user import as_user, make_traversable, make_usable_by_others, os_user_for_postgres
 from memvault_devstack.ports import LOOPBACK, free_port
 from memvault_devstack.processes import process_alive, tail_of
 
 log = logging.getLogger(__name__)
 
-OS_USER = "embedded_postgres"
 SUPERUSER = "postgres"
 DEFAULT_DATABASE = "memvault"
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# `pg_ctl (PostgreSQL) 18.1`; the output file also holds whatever a forked child wrote before exec
+# (gRPC logs `I1206 03:39:11 ... skipping fork() handlers` there), so the first number is not it.
+_PG_CTL_VERSION = re.compile(r"^pg_ctl \(PostgreSQL\) (\d+)", re.MULTILINE)
+
+
+def server_major_version(pg_ctl_version_output: str) -> str | None:
+    """The major version `pg_ctl --version` printed, or None when its line is missing."""
+    match = _PG_CTL_VERSION.search(pg_ctl_version_output)
+    return match.group(1) if match else None
 
 
 def binaries_dir() -> Path:
@@ -104,14 +112,72 @@ ONE_MACHINE_SETTINGS: Mapping[str, str] = {
     "wal_compression": "on",
 }
 """Settings for a Postgres on one machine beside the services; `settings` given to
-`EmbeddedPostgres` override them."""
+`EmbeddedPostgres` override them. `one_machine_settings` adds the memory ones."""
+
+SHARED_BUFFERS_MIN_MB = 128
+SHARED_BUFFERS_MAX_MB = 4096
+"""Postgres's buffer cache is a quarter of the machine's memory (or of its cgroup's limit) within these
+bounds. A never-asked archive search reads about 800 pages; from the buffers it answers several times
+faster than from disk (docs/operations.md, "Memory for the archive"). Pages are taken as they are read;
+what Postgres sets up at start for the cache's table is about 100 MB resident at 4 GB. Each 1,000,000
+archived messages fill about 2.1 GB. A machine that refuses the memory at start (strict overcommit, an
+address-space limit) gets SHARED_BUFFERS_MIN_MB instead, with a warning."""
+_SHARED_MEMORY_REFUSED = ("could not map anonymous shared memory", "could not create shared memory segment")
+
+
+def cgroup_memory_limit(proc_self_cgroup: str, cgroup_root: Path) -> int | None:
+    """The lowest memory limit of this process's cgroups (v2 `memory.max`, v1 `memory.limit_in_bytes`), at
+    the cgroup's own path and at the root (a container with its own cgroup namespace sees its limit there)."""
+    candidates = [cgroup_root / "memory.max", cgroup_root / "memory" / "memory.limit_in_bytes"]
+    for line in proc_self_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        relative = path.strip().lstrip("/")
+        if controllers == "":  # v2
+            candidates.append(cgroup_root / relative / "memory.max")
+        elif "memory" in controllers.split(","):  # v1
+            candidates.append(cgroup_root / "memory" / relative / "memory.limit_in_bytes")
+    limits = []
+    for candidate in candidates:
+        try:
+            value = candidate.read_text().strip()
+        except OSError:
+            continue
+        if value.isdigit():  # v2 says "max" for none; v1 a huge number, which min() leaves alone
+            limits.append(int(value))
+    return min(limits) if limits else None
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory, or this process's cgroup memory limit when a container sets a lower one."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        cgroups = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        cgroups = ""
+    limit = cgroup_memory_limit(cgroups, Path("/sys/fs/cgroup"))
+    return min(total, limit) if limit else total
+
+
+def one_machine_settings(lib_dir: Path, memory_bytes: int) -> dict[str, str]:
+    """ONE_MACHINE_SETTINGS plus the buffer cache sized for this machine and, when the server has it,
+    pg_prewarm's autoprewarm: every few minutes it notes which pages the cache holds and reads them back
+    after a restart, so the archive's search is not cold again after each `make run`."""
+    settings = dict(ONE_MACHINE_SETTINGS)
+    quarter_mb = memory_bytes // 4 // 2**20
+    settings["shared_buffers"] = f"{max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, quarter_mb))}MB"
+    if any((lib_dir / f"pg_prewarm{suffix}").is_file() for suffix in (".so", ".dylib")):
+        settings["shared_preload_libraries"] = "pg_prewarm"
+    return settings
 
 
 class EmbeddedPostgres:
     """A Postgres cluster in `data_dir`, listening on 127.0.0.1 only.
 
     An existing cluster in `data_dir` is reused, so data survives restarts. `settings` are
-    passed as `-c name=value` (tests turn fsync off, for example), over ONE_MACHINE_SETTINGS.
+    passed as `-c name=value` (tests turn fsync off, for example), over `one_machine_settings()`.
     """
 
     def __init__(
@@ -128,12 +194,13 @@ class EmbeddedPostgres:
         self.data_dir = Path(data_dir).absolute()
         self.database = database
         self.settings = dict(settings or {})
+        self._small_buffers = False
         self.log_path = log_path.absolute() if log_path else self.data_dir / "server.log"
         self.start_timeout = start_timeout
         self._requested_port = port
         self._port: int | None = None
         self._launched = False
-        self._os_user = _os_user_for_postgres()
+        self._os_user = os_user_for_postgres()
 
     @property
     def port(self) -> int:
@@ -176,7 +243,15 @@ class EmbeddedPostgres:
         self._launched = True
         for attempt in range(1, attempts + 1):
             port = self._requested_port or free_port()
-            result = self._pg_ctl(bin_dir, self._start_arguments(port), check=False)
+            result = self._pg_ctl(bin_dir, self._start_arguments(bin_dir, port), check=False)
+            if result.returncode != 0 and self._refused_shared_memory():
+                self._small_buffers = True
+                log.warning(
+                    "this machine refused Postgres's buffer cache at start; starting it with %d MB instead "
+                    "(archive searches read from disk more often)",
+                    SHARED_BUFFERS_MIN_MB,
+                )
+                result = self._pg_ctl(bin_dir, self._start_arguments(bin_dir, port), check=False)
             if result.returncode == 0:
                 self._port = port
                 break
@@ -189,6 +264,12 @@ class EmbeddedPostgres:
         create_database(self.server_dsn, self.database)
         log.info("Postgres ready at %s (%.2fs)", self.dsn, time.monotonic() - started)
         return self.dsn
+
+    def _refused_shared_memory(self) -> bool:
+        """Whether the last start failed for the buffer cache's memory, with the size chosen here."""
+        tail = self._log_tail()
+        chosen = not self._small_buffers and "shared_buffers" not in self.settings
+        return chosen and any(message in tail for message in _SHARED_MEMORY_REFUSED)
 
     def died(self) -> bool:
         """Whether the server was started and its postmaster is gone since (killed, crashed)."""
@@ -232,13 +313,14 @@ class EmbeddedPostgres:
     ) -> None:
         self.stop()
 
-    def _start_arguments(self, port: int) -> list[str]:
+    def _start_arguments(self, bin_dir: Path, port: int) -> list[str]:
         options = {
             "listen_addresses": LOOPBACK,
             "port": str(port),
             # TCP only: a socket path inside a deep data dir can exceed the unix socket limit.
             "unix_socket_directories": "",
-            **ONE_MACHINE_SETTINGS,
+            **one_machine_settings(bin_dir.parent / "lib", machine_memory_bytes()),
+            **({"shared_buffers": f"{SHARED_BUFFERS_MIN_MB}MB"} if self._small_buffers else {}),
             **self.settings,
         }
         server_options = " ".join(f"-c {shlex.quote(f'{name}={value}')}" for name, value in options.items())
@@ -249,8 +331,8 @@ class EmbeddedPostgres:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         if self._os_user is None:
             return
-        _make_traversable(self.data_dir.parent)
-        _make_usable_by_others(bin_dir.parent)
+        make_traversable(self.data_dir.parent)
+        make_usable_by_others(bin_dir.parent)
         if self.data_dir.exists() and self.data_dir.stat().st_uid != self._os_user.uid:
             for root, dirs, files in os.walk(self.data_dir):
                 for name in (root, *(os.path.join(root, entry) for entry in dirs + files)):
@@ -262,7 +344,7 @@ class EmbeddedPostgres:
         self.log_path.touch()
         if self._os_user is not None:
             if self.log_path.parent != self.data_dir:
-                _make_traversable(self.log_path.parent)
+                make_traversable(self.log_path.parent)
             os.chown(self.log_path, self._os_user.uid, self._os_user.gid)
         # Postgres refuses a data dir that others can enter.
         mode = stat.S_IMODE(self.data_dir.stat().st_mode)
@@ -298,12 +380,11 @@ class EmbeddedPostgres:
 
     def _check_version(self, bin_dir: Path) -> None:
         cluster = (self.data_dir / "PG_VERSION").read_text().strip()
-        result = self._run(bin_dir / "pg_ctl", ["--version"])
-        match = re.search(r"(\d+)", result.stdout)
-        if match and match.group(1) != cluster:
+        server = server_major_version(self._run(bin_dir / "pg_ctl", ["--version"]).stdout)
+        if server is not None and server != cluster:
             raise DevstackError(
                 f"{self.data_dir} holds a PostgreSQL {cluster} cluster but the embedded server is "
-                f"PostgreSQL {match.group(1)}; dump it with PostgreSQL {cluster}'s pg_dump, "
+                f"PostgreSQL {server}; dump it with PostgreSQL {cluster}'s pg_dump, "
                 "or move the directory away"
             )
 
@@ -320,7 +401,7 @@ class EmbeddedPostgres:
         # Output goes to a file, not a pipe: the postmaster pg_ctl leaves behind must not hold our pipe open.
         with tempfile.TemporaryFile("w+", encoding="utf-8") as output:
             result = subprocess.run(
-                [str(program), *arguments],
+                as_user(user, [str(program), *arguments]),
                 env=_clean_env(home=str(cwd or self.data_dir) if user else None),
                 cwd=cwd or self.data_dir,
                 stdin=subprocess.DEVNULL,
@@ -328,9 +409,6 @@ class EmbeddedPostgres:
                 stderr=subprocess.STDOUT,
                 # Own session: Ctrl-C in the terminal must not reach the postmaster before the services stop.
                 start_new_session=True,
-                user=user.uid if user else None,
-                group=user.gid if user else None,
-                extra_groups=[] if user else None,
                 timeout=self.start_timeout + 30,
                 check=False,
             )
@@ -339,61 +417,6 @@ class EmbeddedPostgres:
 
     def _log_tail(self) -> str:
         return tail_of(self.log_path, 20)
-
-
-@dataclass(frozen=True)
-class _OsUser:
-    name: str
-    uid: int
-    gid: int
-
-
-def _os_user_for_postgres() -> _OsUser | None:
-    """The unprivileged user to run Postgres as when we are root; None otherwise."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return None
-    import pwd
-
-    try:
-        entry = pwd.getpwnam(OS_USER)
-    except KeyError:
-        useradd = shutil.which("useradd")
-        if useradd is None:
-            raise DevstackError(
-                f"Postgres cannot run as root and there is no OS user `{OS_USER}` to run it as; "
-                "create that user or run memvault as a normal user"
-            ) from None
-        options = ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin"]
-        subprocess.run([useradd, *options, OS_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(OS_USER)
-    return _OsUser(OS_USER, entry.pw_uid, entry.pw_gid)
-
-
-def _make_traversable(directory: Path) -> None:
-    """Let other users pass through `directory` and its parents (x only, nothing readable)."""
-    for path in (directory, *directory.parents):
-        mode = path.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            log.info("adding o+x to %s so the %s user can reach its data", path, OS_USER)
-            path.chmod(mode | stat.S_IXOTH)
-
-
-def _make_usable_by_others(install_dir: Path) -> None:
-    """The wheel's binaries and libraries, readable and executable by the Postgres OS user."""
-    _make_traversable(install_dir)
-    probe = install_dir / "bin" / "postgres"
-    if probe.stat().st_mode & stat.S_IXOTH:
-        return
-    for root, dirs, files in os.walk(install_dir):
-        for name in dirs:
-            path = Path(root, name)
-            path.chmod(path.stat().st_mode | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-        for name in files:
-            path = Path(root, name)
-            mode = path.stat().st_mode | stat.S_IRGRP | stat.S_IROTH
-            if mode & stat.S_IXUSR:
-                mode |= stat.S_IXGRP | stat.S_IXOTH
-            path.chmod(mode)
 
 
 def _clean_env(home: str | None = None) -> dict[str, str]:

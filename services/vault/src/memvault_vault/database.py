@@ -11,6 +11,11 @@ import asyncpg
 
 from memvault_core.postgres import create_pool
 
+IO_CONCURRENCY = 64
+"""Pages a bitmap heap scan asks for ahead (Postgres's `effective_io_concurrency`; its default, 1, reads
+one page at a time): at 1,000,000 archived messages, their pages on disk, a rare word's first keyword
+statement took 67.6 ms at 1 and 35.2 ms at 64 (p50; `tests.bench.archive_search_sql --read-ahead 1,64`)."""
+
 
 @dataclass(frozen=True)
 class VaultAccess:
@@ -45,7 +50,13 @@ class Database:
         # Synchronized scans start a large table's scan where the last one was: archive search samples a
         # very common word by reading the table in order (archive/keyword_sql.py), and the same search
         # should rank the same sample each time.
+        # A search's bitmap heap scans (every full-text match is read to be ranked) ask the kernel for
+        # the next pages ahead of reading them, several at once, instead of one read at a time: a rare
+        # word's first search reads about a thousand heap pages the buffers do not hold
+        # (docs/benchmarks.md, archive-search).
         settings = {"jit": "off", "synchronize_seqscans": "off"}
+        if await _reads_ahead(dsn):
+            settings["effective_io_concurrency"] = str(IO_CONCURRENCY)
         return cls(await create_pool(dsn, min_size, max_size, server_settings=settings))
 
     async def close(self) -> None:
@@ -55,6 +66,22 @@ class Database:
         await self.pool.fetchval("SELECT 1")
 
 
+async def _reads_ahead(dsn: str) -> bool:
+    """Whether the server takes `effective_io_concurrency` = IO_CONCURRENCY: a server built without
+    posix_fadvise (macOS) refuses every value but 0, and the vault then reads as before."""
+    try:
+        conn = await asyncpg.connect(dsn, server_settings={"effective_io_concurrency": str(IO_CONCURRENCY)})
+    except asyncpg.InvalidParameterValueError:
+        return False
+    await conn.close()
+    return True
+
+
 async def lock_vault(conn: asyncpg.Connection, vault_id: str) -> None:
-    """Writes to one vault are serialised (so an exact duplicate that slips in between is still caught)."""
+    """Writes to one vault are serialised (so an exact duplicate that slips in between is still caught).
+
+    Every transaction that changes a vault's memories takes this lock first, before any row lock: the
+    count triggers (memory_tag_stats, vault_text_stats) then meet their counter rows one writer at a time,
+    so two writers whose statements reach the same counters in crossing order cannot deadlock.
+    A transaction over several vaults takes their locks in one order (by id)."""
     await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", vault_id)

@@ -77,3 +77,40 @@ async def test_a_report_for_a_memory_being_deleted_skips_it_instead_of_failing(
     )
     assert states == {kept: "indexed"}
     assert {i for i, _ in await IndexFeedStore(database).unindexed_recent(vault, 10)} == set()
+
+
+async def test_one_report_records_every_memory_in_it_and_a_memory_reported_twice_keeps_its_last_state(
+    database: Database,
+) -> None:
+    vault = await filled_vault(database, [("printer on the landing", 4)])
+    rows = await database.pool.fetch(
+        "SELECT id::text, index_hash FROM memory WHERE vault_id = $1 ORDER BY content", vault.id
+    )
+    (a, a_hash), (b, b_hash), (c, _), (d, d_hash) = [(row["id"], row["index_hash"]) for row in rows]
+    await IndexFeedStore(database).report_indexed(
+        [
+            IndexReport(a, a_hash, "minilm", "indexed", ""),
+            IndexReport(b, b_hash, "minilm", "failed", "embedder crashed"),
+            IndexReport(c, "some older text's hash", "minilm", "indexed", ""),
+            IndexReport(d, d_hash, "minilm", "failed", "embedder crashed"),
+            IndexReport(d, d_hash, "minilm", "indexed", ""),  # retried in the same batch
+        ]
+    )
+    states = {
+        row["memory_id"]: (row["state"], row["content_hash"], row["last_error"])
+        for row in await database.pool.fetch(
+            "SELECT memory_id::text, state, content_hash, last_error FROM index_state WHERE vault_id = $1", vault.id
+        )
+    }
+    assert states == {
+        a: ("indexed", a_hash, None),
+        b: ("failed", b_hash, "embedder crashed"),
+        c: ("indexed", "some older text's hash", None),
+        d: ("indexed", d_hash, None),
+    }
+    pending = {i for i, _ in await IndexFeedStore(database).unindexed_recent(vault, 10)}
+    assert pending == {b, c}  # b failed, c's current text is not the one indexed
+
+    await IndexFeedStore(database).report_indexed([IndexReport(b, b_hash, "minilm", "failed", "again")])
+    assert await database.pool.fetchval("SELECT attempts FROM index_state WHERE memory_id = $1::uuid", b) == 2
+    await IndexFeedStore(database).report_indexed([])

@@ -110,23 +110,43 @@ class IndexFeedStore:
         The memory's row is locked first, as a delete locks it before its index rows; a memory being
         deleted right now is skipped, not waited for (the wait would end in a foreign-key error, or
         in a deadlock with the delete when both reach the index rows in opposite order)."""
-        await self._pool.executemany(
+        # One statement for the whole report (it was one per memory): the indexer reports a batch of up to
+        # 256 events at a time. A memory reported twice in one call keeps its last state (a failure counts
+        # as one attempt); its pending row goes when any of its reports says its current text is indexed.
+        if not reports:
+            return
+        await self._pool.execute(
             """
-            WITH reported AS (
-                INSERT INTO index_state (memory_id, vault_id, content_hash, model, state, attempts, last_error)
-                SELECT m.id, m.vault_id, $2, $3, $4, CASE WHEN $4 = 'failed' THEN 1 ELSE 0 END, nullif($5, '')
-                FROM memory m WHERE m.id = $1::uuid
+            WITH given AS (
+                SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
+                    WITH ORDINALITY AS g (memory_id, content_hash, model, state, error, position)
+            ), latest AS (
+                SELECT DISTINCT ON (memory_id) * FROM given ORDER BY memory_id, position DESC
+            ), present AS (
+                SELECT m.id, m.vault_id, m.index_hash FROM memory m
+                WHERE m.id IN (SELECT memory_id FROM given) ORDER BY m.id
                 FOR KEY SHARE SKIP LOCKED
+            ), reported AS (
+                INSERT INTO index_state (memory_id, vault_id, content_hash, model, state, attempts, last_error)
+                SELECT m.id, m.vault_id, l.content_hash, l.model, l.state,
+                       CASE WHEN l.state = 'failed' THEN 1 ELSE 0 END, nullif(l.error, '')
+                FROM latest l JOIN present m ON m.id = l.memory_id
+                ORDER BY m.id
                 ON CONFLICT (memory_id) DO UPDATE SET
                     content_hash = EXCLUDED.content_hash, model = EXCLUDED.model, state = EXCLUDED.state,
                     attempts = CASE WHEN EXCLUDED.state = 'failed' THEN index_state.attempts + 1 ELSE 0 END,
                     last_error = EXCLUDED.last_error, updated_at = now()
                 RETURNING memory_id
             )
-            DELETE FROM index_pending p USING reported r, memory m
-            WHERE $4 = 'indexed' AND p.memory_id = r.memory_id AND m.id = r.memory_id AND m.index_hash = $2
+            DELETE FROM index_pending p USING reported r, given g, present m
+            WHERE p.memory_id = r.memory_id AND g.memory_id = r.memory_id AND m.id = r.memory_id
+              AND g.state = 'indexed' AND m.index_hash = g.content_hash
             """,
-            [(r.memory_id, r.content_hash, r.model, r.state, r.error) for r in reports],
+            [r.memory_id for r in reports],
+            [r.content_hash for r in reports],
+            [r.model for r in reports],
+            [r.state for r in reports],
+            [r.error for r in reports],
         )
 
     # --- archived messages (docs/archive.md): immutable, so indexed once per model --------------------

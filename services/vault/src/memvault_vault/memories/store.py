@@ -80,6 +80,7 @@ class MemoryStore:
     async def forget(self, vault: VaultAccess, memory_id: str, actor: str) -> bool:
         """Delete a memory and its history, and exclude its text from being stored again."""
         async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
             content_hash = await conn.fetchval(
                 "DELETE FROM memory WHERE vault_id = $1 AND id = $2::uuid RETURNING content_hash",
                 vault.id,
@@ -340,6 +341,7 @@ class MemoryStore:
     ) -> tuple[Memory, list[str]]:
         """Mark a memory no longer true (its validity ends now), or, without `apply`, flag it for the owner."""
         async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
             memory = await locked(conn, vault, memory_id)
             require_status(memory, (Status.ACTIVE, Status.PROPOSED), "invalidate")
             check_version(memory, expected_version)

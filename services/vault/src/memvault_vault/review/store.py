@@ -119,6 +119,7 @@ class ReviewStore:
         self, vault: VaultAccess, memory_id: str, reason: str, *, expected_version: int, actor: str
     ) -> Memory:
         async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
             memory = await locked(conn, vault, memory_id)
             require_status(memory, (Status.PROPOSED,), "reject")
             check_version(memory, expected_version)
@@ -141,6 +142,7 @@ class ReviewStore:
     ) -> Memory:
         """Clear a memory's flag and set its next review date: the owner checked it and it still holds."""
         async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
             memory = await locked(conn, vault, memory_id)
             require_status(memory, (Status.ACTIVE, Status.PROPOSED), "mark as reviewed")
             check_version(memory, expected_version)

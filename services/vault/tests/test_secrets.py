@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from secret_corpus import NEGATIVES, POSITIVES
 
-from memvault_vault.domain.secrets import entropy, find_secret
+from memvault_vault.domain.secrets import (
+    _ASSIGNMENT,
+    _ASSIGNMENT_NAMES,
+    _FORMATS,
+    _QUICK_FORMATS,
+    SecretFinding,
+    entropy,
+    find_secret,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -28,6 +36,27 @@ def test_secret_is_found_and_named(kind: str, text: str) -> None:
 def test_look_alike_is_not_a_secret(why: str, text: str) -> None:
     finding = find_secret(text)
     assert finding is None, f"flagged as {finding.kind}: {text[finding.start : finding.end]!r}" if finding else ""
+
+
+def test_the_quick_look_passes_over_nothing_the_full_scan_would_find() -> None:
+    # The quick patterns only skip work: on every corpus text, each finds a match wherever its format
+    # does, and the names' search wherever an assignment matches.
+    texts = [text for _, text in [*POSITIVES, *NEGATIVES]]
+    texts += [f"{prefix}{text}" for prefix in ("x", "_", "/", "1") for text in texts]  # no word boundary
+    for text in texts:
+        for (kind, pattern, _, _), quick in zip(_FORMATS, _QUICK_FORMATS, strict=True):
+            if pattern.search(text):
+                assert quick.search(text), kind
+        if _ASSIGNMENT.search(text):
+            assert _ASSIGNMENT_NAMES.search(text)
+    assert sum(1 for text in texts if any(pattern.search(text) for _, pattern, _, _ in _FORMATS)) >= 100
+
+
+def test_an_assignment_is_found_whatever_the_case_of_its_name() -> None:
+    for name in ("PASSWORD", "Db_Pwd", "API_KEY", "Client-Secret", "RECOVERY CODES", "Credentials"):
+        finding = find_secret(f"{name}: Zq7-rT9wXp2LmN4vB8kQ")
+        assert isinstance(finding, SecretFinding), name
+    assert find_secret("Garage PIN: 482913") == SecretFinding("PIN", 7, 18)
 
 
 def test_a_finding_describes_itself_without_the_value() -> None:

@@ -78,6 +78,31 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+@dataclass
+class Split:
+    """A process's resident memory at its highest sample: all of it (VmRSS), anonymous and file-backed pages, MiB."""
+
+    rss: float = 0.0
+    anonymous: float = 0.0
+    file: float = 0.0
+
+    def __str__(self) -> str:
+        return f"{self.rss:.0f} ({self.anonymous:.0f} / {self.file:.0f})"
+
+
+def resident_split(pid: int | None) -> Split:
+    """VmRSS with its anonymous (RssAnon) and file-backed (RssFile) parts now, in MiB."""
+    fields = {}
+    if pid is not None:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile"):
+                fields[name] = int(value.split()[0]) / 1024
+    return Split(
+        fields.get("VmRSS", float("nan")), fields.get("RssAnon", float("nan")), fields.get("RssFile", float("nan"))
+    )
+
+
 def rss_mib(pid: int | None) -> float:
     """Resident memory now (VmRSS), in MiB."""
     if pid is None:
@@ -100,6 +125,11 @@ class Run:
     started_rss: dict[str, float] = field(default_factory=dict)
     peak_rss: dict[str, float] = field(default_factory=dict)
     settled_peak_rss: float = 0.0
+    import_split: Split = field(default_factory=Split)
+    """The indexer at its highest RSS sampled (each second) until searchable."""
+    settled_split: Split = field(default_factory=Split)
+    """The indexer at its highest RSS sampled while it went idle and built its index."""
+    restarted_split: Split = field(default_factory=Split)
     restarted_rss: float = 0.0
     restarted_peak_rss: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)
@@ -150,10 +180,17 @@ class Peaks:
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
         self.peak: dict[str, float] = {}
+        self.indexer = Split()
+        """The indexer's anonymous and file-backed memory at its highest sampled RSS (VmHWM has no such split)."""
 
     def read(self, name: str) -> None:
         with contextlib.suppress(OSError, KeyError):  # (a process that just ended)
-            self.peak[name] = max(self.peak.get(name, 0.0), report.peak_rss_mib(self.stack.process(name).pid))
+            pid = self.stack.process(name).pid
+            self.peak[name] = max(self.peak.get(name, 0.0), report.peak_rss_mib(pid))
+            if name == "indexer":
+                now = resident_split(pid)
+                if now.rss > self.indexer.rss:
+                    self.indexer = now
 
     def read_all(self) -> None:
         for name in self.stack.services:
@@ -243,7 +280,7 @@ async def pipeline(
         raise SystemExit(f"memvault import failed: {err.decode()[-2000:]}")
     run.upload_import_seconds = run.upload_import_seconds or run.searchable_seconds
     run.cli = out.decode().strip().splitlines()[0]
-    run.peak_rss, run.cpu = peaks.peak, meter.used
+    run.peak_rss, run.cpu, run.import_split = peaks.peak, meter.used, peaks.indexer
     final = await progress(connection)
     await connection.close()
     run.counts = {k: getattr(final, k) for k in ("state", "total", "imported", "updated", "duplicates", "failed")}
@@ -251,16 +288,38 @@ async def pipeline(
     return token, vault
 
 
-async def restarted_indexer(stack: Stack, owner: tuple[str, str], run: Run, args: argparse.Namespace) -> None:
+async def index_built(stack: Stack, searchable_at: float, deadline: float) -> Peaks:
+    """Wait until the indexer has been idle long enough to build its index after the import and that build
+    is over (no copy of the shard being optimized), sampling its memory each second meanwhile."""
+    from memvault_indexer.edge_store import OPTIMIZING_SUFFIX
+    from memvault_indexer.indexing import OPTIMIZE_WHEN_IDLE_SECONDS
+
+    peaks = Peaks(stack)
+    qdrant = stack.data_dir / "qdrant"
+    while True:
+        peaks.read("indexer")
+        idle_long_enough = time.monotonic() - searchable_at > OPTIMIZE_WHEN_IDLE_SECONDS + 5.0
+        if idle_long_enough and not any(qdrant.glob(f"*{OPTIMIZING_SUFFIX}")):
+            return peaks
+        if time.monotonic() - searchable_at > deadline:
+            raise SystemExit(f"the indexer's index build was not over {deadline:.0f} s after the import")
+        await asyncio.sleep(1.0)
+
+
+async def restarted_indexer(
+    stack: Stack, owner: tuple[str, str], run: Run, args: argparse.Namespace, settled: Peaks
+) -> None:
     """The indexer started again on the same points, after searches that read them: what holding the
     data costs, apart from the import's own memory (RSS now and its peak since the restart). First the
     peak of the indexer that ran the import, up to now: it includes the index build once writes paused."""
     run.settled_peak_rss = report.peak_rss_mib(stack.process("indexer").pid)
+    run.settled_split = settled.indexer
     await asyncio.to_thread(stack.stop_service, "indexer")
     await asyncio.to_thread(stack.restart, "indexer")
     await found_first(stack, *owner, await sample_messages(stack.postgres_dsn, args.searches))
     pid = stack.process("indexer").pid
     run.restarted_rss, run.restarted_peak_rss = rss_mib(pid), report.peak_rss_mib(pid)
+    run.restarted_split = resident_split(pid)
 
 
 async def one_run(path: Path, conversations: int, messages: int, kill: bool, args: argparse.Namespace) -> Run:
@@ -281,11 +340,13 @@ async def one_run(path: Path, conversations: int, messages: int, kill: bool, arg
     try:
         await asyncio.to_thread(stack.start)
         owner = await pipeline(stack, database, path, messages, run, args)
+        searchable_at = time.monotonic()
         texts = await indexed_texts(stack.postgres_dsn, min(args.model_texts, messages))
         run.model_texts = len(texts)
         run.loads.append(load())
         run.model_rate, run.model_cpu_ms = await asyncio.to_thread(model_alone, texts)
-        await restarted_indexer(stack, owner, run, args)
+        settled = await index_built(stack, searchable_at, args.deadline)
+        await restarted_indexer(stack, owner, run, args, settled)
         await asyncio.to_thread(stack.stop_service, "indexer")
         run.points = await points_against_messages(stack)
     finally:
@@ -302,7 +363,9 @@ async def one_run(path: Path, conversations: int, messages: int, kill: bool, arg
         f"{'; '.join(run.kills) or 'no kills'}; {run.points}; search {run.search}; counts {run.counts}; "
         f"peak RSS {run.peak_rss}; started {run.started_rss}; indexer peak after the index build "
         f"{run.settled_peak_rss:.0f} MiB; indexer restarted on the same points: RSS "
-        f"{run.restarted_rss:.0f} MiB, peak {run.restarted_peak_rss:.0f} MiB",
+        f"{run.restarted_rss:.0f} MiB, peak {run.restarted_peak_rss:.0f} MiB; the indexer's RSS (anonymous / file-backed) "
+        f"at its highest sample until searchable {run.import_split}, while its index was built {run.settled_split}, "
+        f"restarted {run.restarted_split} MiB",
         flush=True,
     )
     return run
@@ -347,6 +410,16 @@ def table(runs: list[Run], conversations: int, messages: int, size_mb: float) ->
         cells.append(f"{run.settled_peak_rss:.0f}")
         cells.append(f"{run.restarted_rss:.0f} ({run.restarted_peak_rss:.0f})")
         lines.append(f"| {'kill' if run.kill else 'plain'} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| run | indexer RSS (anonymous / file-backed) at its highest sample until searchable MiB"
+        " | at its highest sample while idle and the index built MiB | restarted on the same points MiB |",
+        "|---|---:|---:|---:|",
+    ]
+    for run in runs:
+        lines.append(
+            f"| {'kill' if run.kill else 'plain'} | {run.import_split} | {run.settled_split} | {run.restarted_split} |"
+        )
     lines += ["", report.cpu_header("CPU ms per message, until searchable")]
     for run in runs:
         lines.append(report.cpu_row("kill" if run.kill else "plain", run.cpu, run.messages))

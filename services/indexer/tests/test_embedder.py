@@ -24,6 +24,7 @@ from memvault_indexer.embedder import (
     create_embedder,
     model_slug,
     normalise,
+    token_batches,
 )
 
 if TYPE_CHECKING:
@@ -115,6 +116,32 @@ def test_settings_build_the_bundled_embedder_with_threads() -> None:
     side_by_side = embedder.embed(texts)  # seven batches over two threads
     one_by_one = OnnxMiniLMEmbedder(threads=1, batch_size=8).embed(texts)
     assert np.abs(side_by_side - one_by_one).max() < 1e-5
+
+
+@pytest.mark.unit
+def test_token_batches_bound_each_run_by_texts_and_padded_tokens() -> None:
+    lengths = [30, 8, 256, 12, 200, 9, 40, 256, 11, 10]
+    runs = token_batches(lengths, max_texts=4, max_tokens=512)
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))  # each text once
+    widths = [[lengths[i] for i in run] for run in runs]
+    assert widths == [[8, 9, 10, 11], [12, 30, 40], [200, 256], [256]]
+    for run in widths:
+        assert len(run) <= 4
+        assert len(run) * max(run) <= 512
+    assert token_batches([600, 5], max_texts=16, max_tokens=512) == [[1], [0]]  # longer than a run: alone
+    assert token_batches([], max_texts=16, max_tokens=512) == []
+
+
+@pytest.mark.integration
+def test_long_and_short_texts_embed_as_they_do_alone() -> None:
+    # Runs of mixed sizes (two of 256 tokens, eight short ones, some in between) give each text the vector
+    # it gets on its own: padding is masked out, whatever a run holds.
+    texts = [
+        f"Note {n}: {'the backup runs nightly to the garage NAS ' * (n * n % 40)}and that is all." for n in range(24)
+    ]
+    embedder = OnnxMiniLMEmbedder(threads=2, batch_tokens=512)
+    alone = np.vstack([embedder.embed([text]) for text in texts])
+    assert np.abs(embedder.embed(texts) - alone).max() < 1e-5
 
 
 @pytest.mark.integration

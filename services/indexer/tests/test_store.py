@@ -19,6 +19,7 @@ import pytest
 from numpy.typing import NDArray
 
 from memvault_core.errors import InvalidArgument, Unavailable
+from memvault_indexer import sparse_copy
 from memvault_indexer.store import (
     EdgeVectorStore,
     IndexedMemory,
@@ -312,7 +313,7 @@ async def test_edge_optimize_keeps_the_event_loop_running(tmp_path: Path) -> Non
                 hits = await store.search(vectors[0], "v1", 1)
                 during.append("answered" if hits and hits[0].memory_id == str(memories[0].memory_id) else "wrong")
             except Unavailable:
-                during.append("unavailable")  # only while the shard is closed to be copied or swapped
+                during.append("unavailable")  # only while the shard is closed to be swapped
             await asyncio.sleep(0.02)
 
     async def optimize(done: asyncio.Event) -> bool:
@@ -398,3 +399,33 @@ async def test_a_corrupted_edge_store_says_it_is_safe_to_move_away_and_rebuild(t
     assert "only vectors derived from Postgres" in message and "safe to move it away" in message
     assert "start the indexer again: it rebuilds an empty store from the vault" in message
     assert (directory / "edge_config.json").read_text() == "{"  # nothing of the user's is deleted
+
+
+@pytest.mark.integration
+async def test_edge_optimize_copies_the_shard_without_closing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index build copies the open shard (flushed, writes held back) instead of closing it and loading it
+    again, which mapped every page of its files into the indexer's memory; the copy holds every point."""
+    store = EdgeVectorStore(tmp_path, model="bench", dimension=384)
+    await store.ensure_collection()
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((2000, 384)).astype(np.float32)
+    memories = [IndexedMemory(uuid.uuid4(), "v1", vectors[i], "h") for i in range(len(vectors))]
+    for start in range(0, len(memories), 500):
+        await store.upsert(memories[start : start + 500])
+    opened = store._shard
+    open_while_copied: list[bool] = []
+    copy_tree = sparse_copy.copy_tree
+
+    def copy(source: Path, target: Path) -> None:
+        open_while_copied.append(store._shard is opened and opened is not None)
+        copy_tree(source, target)
+
+    monkeypatch.setattr(sparse_copy, "copy_tree", copy)
+    await store.optimize()
+
+    assert open_while_copied == [True]
+    assert await store.count("v1") == 2000  # the copy that took the shard's place has every point
+    assert (await store.search(vectors[1999], "v1", 1))[0].memory_id == str(memories[1999].memory_id)
+    await store.close()

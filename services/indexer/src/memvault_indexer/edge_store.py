@@ -38,7 +38,7 @@ from memvault_indexer.points import (
 )
 
 REOPEN_WAIT_SECONDS = 10.0
-"""How long a search waits while an embedded shard is closed to be copied or swapped."""
+"""How long a search waits while an embedded shard is closed to be swapped for its optimized copy."""
 
 _OPTIMIZE_IN_CHILD = (
     "import os, sys\n"
@@ -133,8 +133,8 @@ class EdgeVectorStore:
         return self._shard
 
     async def _read(self, method: str, request: Any) -> Any:
-        # Reads do not wait for the write lock. While the shard is briefly closed to be copied or
-        # swapped (optimize), they wait for it to reopen; a close they cannot wait out (drop)
+        # Reads do not wait for the write lock. While the shard is briefly closed to be swapped for its
+        # optimized copy (optimize), they wait for it to reopen; a close they cannot wait out (drop)
         # makes them fail with Unavailable instead of an engine error.
         for attempt in (1, 2):
             if self._shard is None and self._reopened is not None:
@@ -309,8 +309,8 @@ class EdgeVectorStore:
         100,000 on 2 cores), which would freeze this process. So a copy of the shard is optimized
         by a child process (at a lower CPU priority) while this one keeps answering searches and
         taking writes on the original; then the writes made meanwhile are applied to the copy, and
-        the copy takes the original's place. Reads and writes wait only for the moments the shard is
-        closed to be copied and swapped. Returns whether anything was optimized.
+        the copy takes the original's place. Writes wait while the shard is copied, reads and writes
+        while it is swapped. Returns whether anything was optimized.
         """
         async with self._optimize_lock:
             staging = self._path.with_name(self._path.name + OPTIMIZING_SUFFIX)
@@ -319,7 +319,12 @@ class EdgeVectorStore:
                 generation = self._generation
                 for leftover in (staging, retired):
                     await asyncio.to_thread(shutil.rmtree, leftover, True)
-                await self._reopen_after(lambda: sparse_copy.copy_tree(self._path, staging))
+                # Copied while open, flushed, with writes held back: closing and loading it again would map
+                # every page of its files into memory (vectors are memory-mapped and loaded whole), pages the
+                # import never touched, on top of those the optimized copy brings in when it is swapped in.
+                shard = self._require()
+                await asyncio.to_thread(shard.flush)
+                await asyncio.to_thread(sparse_copy.copy_tree, self._path, staging)
                 self._journal = []
             try:
                 child = await asyncio.create_subprocess_exec(

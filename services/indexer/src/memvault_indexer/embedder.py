@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,8 +35,29 @@ Vectors = NDArray[np.float32]
 BUNDLED_MODEL_NAME = "all-minilm-l6-v2"
 BUNDLED_DIMENSION = 384
 BUNDLED_BATCH_SIZE = 16
-"""Texts per model run. Smaller batches keep the activations in the CPU caches: on a 2-core EPYC,
+"""Texts per model run at most. Smaller batches keep the activations in the CPU caches: on a 2-core EPYC,
 16 embedded 11% more texts/s on one thread than 32, and imports ran 5 to 7% faster end to end."""
+BUNDLED_BATCH_TOKENS = 384
+"""Tokens per model run at most, padding included (a longer text, possible with max_tokens above it, runs
+alone). The activations, and the onnxruntime arena that keeps the largest of them, grow with a run's
+tokens: chat messages in runs of 16 texts took 15 to 27 % more CPU per text than in runs of 384 tokens
+and left the process twice the peak memory (docs/benchmarks.md, bench:embed-batches)."""
+
+
+def token_batches(lengths: Sequence[int], max_texts: int, max_tokens: int) -> list[list[int]]:
+    """Indexes of texts grouped into model runs: shortest first, each run padded to its longest text and
+    holding at most `max_texts` texts and `max_tokens` tokens with that padding (a text longer than that
+    alone)."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if batch and (len(batch) >= max_texts or (len(batch) + 1) * lengths[index] > max_tokens):
+            batches.append(batch)
+            batch = []
+        batch.append(index)
+    if batch:
+        batches.append(batch)
+    return batches
 
 
 @runtime_checkable
@@ -126,13 +146,14 @@ class OnnxMiniLMEmbedder:
         tokenizer_path: Path | None = None,
         threads: int = 1,
         batch_size: int = BUNDLED_BATCH_SIZE,
+        batch_tokens: int = BUNDLED_BATCH_TOKENS,
         max_tokens: int = 256,
     ) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        if threads < 1 or batch_size < 1 or max_tokens < 8:
-            raise InvalidArgument("threads and batch_size must be ≥ 1 and max_tokens ≥ 8")
+        if threads < 1 or batch_size < 1 or batch_tokens < 1 or max_tokens < 8:
+            raise InvalidArgument("threads, batch_size and batch_tokens must be ≥ 1 and max_tokens ≥ 8")
         model_file = model_path or bundled_model_path()
         tokenizer_file = tokenizer_path or bundled_tokenizer_path()
         for path in (model_file, tokenizer_file):
@@ -151,13 +172,12 @@ class OnnxMiniLMEmbedder:
         )
         self._input_names = {node.name for node in self._session.get_inputs()}
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        # The shipped tokenizer pads every text to 128 tokens; pad to the batch's longest instead.
+        # The shipped tokenizer pads every text to 128 tokens; each run is padded to its longest text instead.
+        tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_tokens)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token name, not a secret
         self._tokenizer = tokenizer
         self._batch_size = batch_size
-        # A Tokenizer with padding/truncation state is not safe to share between threads.
-        self._lock = threading.Lock()
+        self._batch_tokens = batch_tokens
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="embed") if threads > 1 else None
 
     @property
@@ -171,24 +191,28 @@ class OnnxMiniLMEmbedder:
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return _empty(self.dimension)
-        # Sorting by length keeps padding small inside each batch.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        chunks = [order[start : start + self._batch_size] for start in range(0, len(order), self._batch_size)]
-        batches = [[texts[i] for i in chunk] for chunk in chunks]
-        if self._pool is None or len(chunks) == 1:
+        # The tokenizer is never changed after __init__, so threads share it without a lock (a query is not
+        # held up by an import's batch being tokenized).
+        tokens = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
+        # Shortest first keeps padding small inside each run (BUNDLED_BATCH_TOKENS).
+        runs = token_batches([len(ids) for ids in tokens], self._batch_size, self._batch_tokens)
+        batches = [[tokens[i] for i in run] for run in runs]
+        if self._pool is None or len(runs) == 1:
             vectors = [self._embed_batch(batch) for batch in batches]
         else:
             vectors = list(self._pool.map(self._embed_batch, batches))
-        for chunk, batch_vectors in zip(chunks, vectors, strict=True):
-            out[chunk] = batch_vectors
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for run, batch_vectors in zip(runs, vectors, strict=True):
+            out[run] = batch_vectors
         return out
 
-    def _embed_batch(self, texts: list[str]) -> Vectors:
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _embed_batch(self, batch: list[list[int]]) -> Vectors:
+        width = max(len(ids) for ids in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, text_ids in enumerate(batch):
+            ids[row, : len(text_ids)] = text_ids
+            mask[row, : len(text_ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feed["token_type_ids"] = np.zeros_like(ids)
@@ -361,7 +385,8 @@ class EmbedderSettings(BaseModel):
     threads: int = Field(default=2, ge=1, le=64)
     """Bundled model: batches embedded side by side (one CPU thread each); 1 leaves a core for the rest."""
     batch_size: int | None = Field(default=None, ge=1, le=2048)
-    """Texts per model run or request; default 16 for the bundled model, 32 for the others."""
+    """Texts per model run or request, at most; default 16 for the bundled model (whose runs also hold at most
+    BUNDLED_BATCH_TOKENS tokens), 32 for the others."""
     max_tokens: int = Field(default=256, ge=8, le=512)
     base_url: str = "http://127.0.0.1:11434/v1"
     api_key: SecretStr | None = None

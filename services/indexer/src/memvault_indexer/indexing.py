@@ -36,9 +36,9 @@ OPTIMIZE_WHEN_IDLE_SECONDS = 30.0
 (see `EdgeVectorStore.optimize`). Once writes have paused for OPTIMIZE_WHEN_IDLE_SECONDS, the new
 points are indexed as soon as there are OPTIMIZE_AFTER_POINTS. While writes keep coming (a bulk
 import), only once they are both OPTIMIZE_DURING_BURST_POINTS and OPTIMIZE_AFTER_SHARE of the
-collection: each build in a burst copies, closes and reopens the shard (writes and searches wait
-meanwhile), and below Qdrant's indexing threshold (about 6,600 vectors of 384 dimensions in one
-segment) it builds no HNSW graph at all, so a build every few hundred points cost an import time
+collection: each build in a burst copies the shard and swaps the copy in (writes wait while it
+is copied, searches too while it is swapped), and below Qdrant's indexing threshold (about 6,600
+vectors of 384 dimensions in one segment) it builds no HNSW graph at all, so a build every few hundred points cost an import time
 and bought nothing. Until a build the new points are searched exactly: fast while they are few (a
 search reads every one of them, about 2 ms per 10,000 on these machines; an import's duplicate
 check of 500 texts against 5,000 of them about 0.1 s of CPU)."""

@@ -9,7 +9,7 @@ import pytest
 from gateway_helpers import MCP_HEADERS, StartGateway
 
 from memvault_core import limits
-from memvault_gateway.web.body_limit import FORM_BYTES
+from memvault_gateway.web.body_limit import FORM_BYTES, request_too_large
 
 pytestmark = pytest.mark.integration
 
@@ -49,8 +49,25 @@ async def test_api_bodies_are_capped_at_max_request_bytes(start_gateway: StartGa
         within = await http.post("/api/v1/bulk", json={"vault": "v", "text": "x" * FORM_BYTES * 4})
     for answer in (declared, streamed):
         assert answer.status_code == 413
-        assert "max_request_bytes" in answer.json()["detail"]
+        assert answer.headers["content-type"] == "application/problem+json"
+        # The vault's refusal of a write over its limit, with a share of the items that fits.
+        assert answer.json()["title"] == "Limit exceeded"
+        assert answer.json()["detail"].startswith("REQUEST_TOO_LARGE: the request body is ")
+        assert f"over max_request_bytes ({limits.MAX_REQUEST_BYTES})" in answer.json()["detail"]
+    assert "suggested_fraction=0.899:" in declared.json()["detail"]  # 90 % of the share that fits, rounded down
+    assert "suggested_fraction=0.5:" in streamed.json()["detail"] and "halve again" in streamed.json()["detail"]
     assert within.status_code == 401
+
+
+@pytest.mark.unit
+def test_the_suggested_share_is_conservative() -> None:
+    for size in (limits.MAX_REQUEST_BYTES + 1, 6_000_000, 40_000_000, 10**12):
+        _, data = request_too_large(size)
+        fraction = data["suggested_fraction"]
+        assert data["code"] == "REQUEST_TOO_LARGE" and data["request_bytes"] == size
+        # Items of equal size: that share of them fits, with room to spare.
+        assert fraction * size <= 0.9 * limits.MAX_REQUEST_BYTES or fraction == 0.001
+        assert 0 < fraction < 0.9
 
 
 async def test_mcp_keeps_its_own_cap(start_gateway: StartGateway) -> None:

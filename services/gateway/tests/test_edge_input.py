@@ -19,6 +19,7 @@ from gateway_helpers import (
     tool,
     unique,
 )
+from mcp.shared.exceptions import MCPError
 
 from memvault_core import limits
 
@@ -183,6 +184,27 @@ async def test_a_deeply_nested_mcp_body_is_a_json_rpc_parse_error(start_gateway:
     assert answer.status_code == 400, answer.text
     body = answer.json()
     assert body["jsonrpc"] == "2.0" and body["error"]["code"] == -32700 and body["id"] is None
+
+
+async def test_an_mcp_call_over_max_request_bytes_is_a_json_rpc_error_the_agent_can_act_on(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway()
+    token = await agent_token(gateway)
+    items = [f"fact {i} " + "x" * 3_000 for i in range(1_500)]  # about 4.6 MB of JSON
+    async with mcp_client(gateway.mcp, token) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("bulk_remember", {"items": items})
+        # The same connection goes on: a smaller call is taken.
+        listed = await client.call_tool("list_memories", {})
+    error = refused.value.error
+    assert error.code == -32600 and error.message.startswith("REQUEST_TOO_LARGE: the request body is ")
+    assert error.data["code"] == "REQUEST_TOO_LARGE"
+    assert error.data["max_request_bytes"] == limits.MAX_REQUEST_BYTES
+    assert error.data["request_bytes"] > limits.MAX_REQUEST_BYTES
+    fraction = error.data["suggested_fraction"]
+    assert 0.7 < fraction < 0.9 and int(len(items) * fraction) * 3_030 < limits.MAX_REQUEST_BYTES
+    assert not listed.is_error
 
 
 async def mcp_error(client: Any, name: str, arguments: dict[str, Any]) -> str:

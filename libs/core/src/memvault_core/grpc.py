@@ -214,8 +214,8 @@ def error_from_rpc(error: grpc.aio.AioRpcError, service: str = "vault") -> Memva
         )
     if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # a message over the size limit, either way
         return LimitExceeded(
-            f"the request is larger than {limits.MAX_REQUEST_BYTES // (1024 * 1024)} MiB, the most one call may "
-            "carry; send fewer or shorter items per call",
+            f"the request or its answer is larger than {limits.MAX_REQUEST_BYTES // (1024 * 1024)} MiB, the most "
+            "one call may carry; send or ask for fewer or shorter items per call",
             limit=limits.MAX_REQUEST_BYTES,
         )
     return MemvaultError(f"the {service} service failed ({error.code().name}); see its log")

@@ -13,12 +13,14 @@ import httpx
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
+from memvault_core import limits
 from memvault_core.identity import SCOPES, missing_scope_message
 from memvault_gateway.auth import bearer, scopes
 from memvault_gateway.auth.bearer import BearerError, Principal
 from memvault_gateway.context import Gateway, gateway
 from memvault_gateway.mcp_edge import forward, signposts
 from memvault_gateway.settings import LOOPBACK_NAMES, is_loopback_host
+from memvault_gateway.web.body_limit import declared_size, request_too_large
 from memvault_gateway.web.http import is_loopback_request, problem
 
 log = logging.getLogger("memvault_gateway")
@@ -27,6 +29,8 @@ router = APIRouter()
 
 INSUFFICIENT_SCOPE = -32003
 """The JSON-RPC error code of a call the connection's scopes do not allow (a server-defined code)."""
+INVALID_REQUEST = -32600
+"""JSON-RPC's code for a request the server will not take as sent (here: too large)."""
 
 
 def origin_allowed(gw: Gateway, origin: str) -> bool:
@@ -78,6 +82,16 @@ def _scope_refusal(gw: Gateway, principal: Principal, tool: str, request_id: obj
     )
 
 
+def _too_large(request: Request) -> Response:
+    """413 with a JSON-RPC error body, which the MCP SDKs hand to the agent as the call's error: the
+    vault's REQUEST_TOO_LARGE refusal, its code and suggested share of items in `data`. The body was not
+    read, so the id is null (the client puts its own request's id back)."""
+    size = declared_size(request.headers)
+    message, data = request_too_large(size if size is not None and size > limits.MAX_REQUEST_BYTES else None)
+    error = {"code": INVALID_REQUEST, "message": message, "data": data}
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=413)
+
+
 @router.api_route("/mcp", include_in_schema=False, methods=["GET", "POST", "DELETE"])
 async def mcp(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # noqa: B008
     host = request.headers.get("host", "")
@@ -99,7 +113,7 @@ async def mcp(request: Request, gw: Gateway = Depends(gateway)) -> Response:  # 
         try:
             body = await forward.read_body(request)
         except forward.BodyTooLarge:
-            return problem(413, "Request too large", "the request body is over the gateway's limit (max_request_bytes)")
+            return _too_large(request)
         write_call = scopes.write_call_in(body)
         if write_call is not None and not scopes.satisfies(principal.scopes, "write"):
             return _scope_refusal(gw, principal, write_call[0], write_call[1], "write")

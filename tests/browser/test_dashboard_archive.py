@@ -1,7 +1,7 @@
 """The dashboard's Archive pages in Chromium, without JavaScript: a ChatGPT export and a Claude.ai export
 uploaded through the page with a progress line and the failed conversation named, archive totals, the
 conversations paged, one conversation read at its head and pinned at an earlier revision, and a
-delete that needs the exact id; then axe-core on each page with JavaScript on."""
+delete that needs the exact id; a conversation's revisions paged past the newest 50; then axe-core on each page with JavaScript on."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ from browser_helpers import OAuthStack, choose_password, setup_link, sign_in
 from playwright.async_api import Page, expect
 from test_dashboard import accessible, document
 
+from memvault.vault.v1 import archive_pb2 as pb
+from memvault.vault.v1 import archive_pb2_grpc
+from memvault_core.grpc import client_channel
+from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
 from memvault_devstack.browser import PageShots
+from memvault_devstack.stack import Stack
 
 
 def chatgpt(conversation_id: str, title: str | None, words: str) -> dict[str, Any]:
@@ -60,6 +65,39 @@ def claude(index: int) -> dict[str, Any]:
             },
         ],
     }
+
+
+async def write_revisions(stack: Stack, count: int) -> str:
+    """A conversation with `count` revisions (one message appended by each), written over gRPC as the owner."""
+    metadata = (
+        (
+            GRPC_METADATA_KEY,
+            IdentitySigner(stack.identity_secret).sign(Identity(subject="owner", scopes=frozenset(SCOPES))),
+        ),
+    )
+    channel = client_channel(stack.vault_address)
+    try:
+        archive = archive_pb2_grpc.ArchiveServiceStub(channel)
+        created = await archive.CreateConversation(
+            pb.CreateConversationRequest(
+                vault="default", title="Many revisions", messages=[pb.MessageDraft(role="user", text="turn 0")]
+            ),
+            metadata=metadata,
+        )
+        conversation_id = created.receipt.conversation_id
+        for revision in range(1, count):
+            await archive.AppendMessages(
+                pb.AppendMessagesRequest(
+                    vault="default",
+                    conversation_id=conversation_id,
+                    base_revision=revision,
+                    messages=[pb.MessageDraft(role="user", text=f"turn {revision}")],
+                ),
+                metadata=metadata,
+            )
+        return conversation_id  # type: ignore[no-any-return]
+    finally:
+        await channel.close()
 
 
 async def upload(page: Page, base: str, path: Path, source: str) -> None:
@@ -174,6 +212,27 @@ async def test_archive_pages_import_list_read_pinned_and_delete(
     gone = await page.goto(conversation_url)
     assert gone is not None and gone.status == 404
 
+    # 52 revisions: the page lists 50, newest first, and pages to the older ones and back.
+    many = await write_revisions(stack, 52)
+    await page.goto(f"{base}/dashboard/default/archive/c/{many}")
+    revisions = page.locator(".archive-revisions tbody tr")
+    await expect(revisions).to_have_count(50)
+    await expect(revisions.first).to_contain_text("52")
+    await expect(page.get_by_role("link", name="Newest revisions")).to_have_count(0)
+    await page.get_by_role("link", name="Older revisions").click()
+    await expect(revisions).to_have_count(2)
+    await expect(page.get_by_role("link", name="Older revisions")).to_have_count(0)
+    older_url = page.url
+    await page.get_by_role("link", name="Read revision 1").click()
+    await expect(page.locator("main .meta").first).to_contain_text("pinned: the head is revision 52")
+    await expect(page.locator(".transcript")).to_contain_text("turn 0")
+    await expect(page.locator(".transcript")).not_to_contain_text("turn 1")
+    await expect(revisions).to_have_count(2)  # still the older revisions while reading one of them
+    await browser_pages.shot(page, "conversation older revisions")
+    await page.get_by_role("link", name="Newest revisions").click()
+    await expect(revisions).to_have_count(50)
+    await expect(page.locator("main .meta").first).to_contain_text("pinned: the head is revision 52")
+
     # Indonesian, then axe-core on each page with JavaScript on.
     checked = await browser_pages.new()
     await sign_in(checked, base, "owner")
@@ -188,3 +247,5 @@ async def test_archive_pages_import_list_read_pinned_and_delete(
         await checked.goto(f"{base}/dashboard/default/archive")
         await link.first.click()
         await accessible(checked)
+    await checked.goto(older_url)
+    await accessible(checked)

@@ -16,7 +16,8 @@ def receipt(conversation: str, messages: int, text_bytes: int) -> pb.WriteReceip
         conversation_id=conversation,
         revision=3,
         durable=True,
-        indexing="full_text",
+        indexing="pending",
+        indexing_pending=messages,
         message_count=messages,
         verified=pb.ConversationSummary(id=conversation, head_revision=3, message_count=messages),
         readback=[
@@ -32,6 +33,7 @@ def test_readback_is_shed_from_the_end_into_ready_made_reads() -> None:
     )
     assert size_of(answer) < MAX_RECEIPT_BYTES
     first, second = answer["receipts"]
+    assert (first["indexing"], first["indexing_pending"], second["indexing_pending"]) == ("pending", 4, 6)
     assert len(first["readback"]) == 4 and first["omitted"] == []
     kept = len(second["readback"])
     assert 0 < kept < 6

@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
+from memvault.vault.v1 import archive_pb2 as apb
 from memvault.vault.v1 import sources_pb2 as spb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core.errors import MemvaultError
@@ -46,14 +47,16 @@ class Call:
 
 
 class StandInVault:
-    """Answers VaultService and SourcesService calls as a test tells it to; any call it was not told about fails the test."""
+    """Answers VaultService, SourcesService and ArchiveService calls as a test tells it to; any call it was not
+    told about fails the test."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
-        self._answers: dict[str, Message | MemvaultError] = {}
+        self._answers: dict[str, Message | MemvaultError | Callable[[Any], Message]] = {}
 
-    def answer(self, method: str, reply: Message | MemvaultError) -> None:
-        """Answer every call of `method` (a VaultService RPC name) with `reply`, or fail it with the error."""
+    def answer(self, method: str, reply: Message | MemvaultError | Callable[[Any], Message]) -> None:
+        """Answer every call of `method` (a VaultService RPC name) with `reply`, or fail it with the error;
+        a function is asked for each call's reply with its request."""
         self._answers[method] = reply
 
     def requests(self, method: str) -> list[Any]:
@@ -63,6 +66,7 @@ class StandInVault:
         return (
             self._handler(vpb.DESCRIPTOR.services_by_name["VaultService"]),
             self._handler(spb.DESCRIPTOR.services_by_name["SourcesService"]),
+            self._handler(apb.DESCRIPTOR.services_by_name["ArchiveService"]),
         )
 
     def _handler(self, service: Any) -> grpc.GenericRpcHandler:
@@ -84,6 +88,8 @@ class StandInVault:
                 raise AssertionError(f"the stand-in vault was not told how to answer {method}")
             if isinstance(reply, MemvaultError):
                 raise reply
+            if callable(reply):
+                return reply(request)
             return reply
 
         return answer
@@ -94,12 +100,15 @@ class Agent:
 
     def __init__(self, client: Client) -> None:
         self.client = client
+        self.sent = 0
+        """Bytes of the text the last successful call's result gave the agent (UTF-8)."""
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         """The tool's structured result; the test fails on a tool error."""
         result = await self.client.call_tool(tool, arguments)
         if result.is_error:
             raise AssertionError(f"{tool} failed: {_text(result) or result}")
+        self.sent = len(_text(result).encode())
         assert result.structured_content is not None
         return dict(result.structured_content)
 

@@ -4,6 +4,7 @@ and ChatGPT exports imported as a job in checkpoints."""
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 import tracemalloc
 import uuid
@@ -24,6 +25,8 @@ from memvault_vault.archive.service import ArchiveService
 from memvault_vault.archive.store import ArchiveStore
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.archive import IMPORT_CHECKPOINT_CONVERSATIONS, MAX_IMPORT_PART_BYTES
+from memvault_vault.index_feed.records import IndexReport
+from memvault_vault.index_feed.store import IndexFeedStore
 from memvault_vault.rpc.archive import ArchiveServicer
 from memvault_vault.services import VaultServices
 
@@ -162,6 +165,36 @@ async def test_create_append_replace_restore_keeps_every_revision(owner: Caller)
         metadata=owner.metadata(),
     )
     assert [r.number for r in rest.revisions] == [2, 1]
+
+
+async def test_receipts_say_what_the_vector_index_has_of_the_revision(owner: Caller, database: Database) -> None:
+    first = await create(owner, ("user", "the boat is moored at pier 4"), ("assistant", "noted"))
+    assert (first.indexing, first.indexing_pending) == ("pending", 2)
+    feed = IndexFeedStore(database)
+
+    def report(message_id: str, state: str) -> IndexReport:
+        return IndexReport(message_id, "hash", "test-model", state, "boom" if state == "failed" else "", kind="message")
+
+    async def append_again() -> pb.WriteReceipt:
+        # The same idempotency key and content: the first result, its indexing state as of now.
+        request = pb.AppendMessagesRequest(
+            vault=owner.vault,
+            conversation_id=first.conversation_id,
+            base_revision=1,
+            messages=messages(("user", "and the key is in the galley")),
+            idempotency_key="append-once",
+        )
+        return (await stub(owner).AppendMessages(request, metadata=owner.metadata())).receipt  # type: ignore[no-any-return]
+
+    [boat, noted] = (await read(owner, first.conversation_id)).messages
+    await feed.report_messages([report(boat.id, "indexed")])
+    appended = await append_again()
+    assert (appended.revision, appended.indexing, appended.indexing_pending) == (2, "pending", 2)
+    key = (await read(owner, first.conversation_id)).messages[2]
+    await feed.report_messages([report(noted.id, "indexed"), report(key.id, "failed")])
+    assert ((again := await append_again()).replayed, again.indexing, again.indexing_pending) == (True, "failed", 0)
+    await feed.report_messages([report(key.id, "indexed")])
+    assert ((again := await append_again()).indexing, again.indexing_pending) == ("indexed", 0)
 
 
 async def test_base_revision_is_required_and_drafts_are_checked_before_writing(owner: Caller) -> None:
@@ -394,6 +427,12 @@ async def test_chatgpt_export_keeps_every_branch_and_content_type(owner: Caller,
     assert kinds["q1"][1] == "tether_quote" and "quoted words" in kinds["q1"][2]
     assert kinds["z1"][1] == "brand_new_kind" and "deep thought" in kinds["z1"][2]
     assert '"thoughts"' in next(m.content_json for m in graph.messages if m.node_id == "z1")
+    # The conversation's own fields (the export's moderation_results among them) are stored on its root.
+    stored = await database.pool.fetchval(
+        "SELECT metadata::text FROM archive_message WHERE conversation_id = $1 AND node_id = 'root'",
+        conversation.id,
+    )
+    assert json.loads(stored)["conversation"]["moderation_results"] == []
     hits = await stub(owner).SearchMessages(
         pb.SearchMessagesRequest(vault=owner.vault, query="wifi password"), metadata=owner.metadata()
     )

@@ -223,3 +223,29 @@ async def test_a_dense_word_is_sampled_by_reading_in_order_and_finds_what_the_in
     for share in (1e9, 0.0):
         monkeypatch.setattr(keyword_sql, "DENSE_SHARE", share)
         assert len(await store.keyword_candidates(vault, word, [], [], 100)) == 7
+
+
+async def test_the_vaults_connections_read_ahead_and_fall_back_where_the_server_cannot(
+    vault_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memvault_vault import database as database_module
+
+    # A search's bitmap heap scans ask for IO_CONCURRENCY pages ahead (docs/benchmarks.md, archive-search).
+    database = await Database.connect(vault_dsn, 1, 2)
+    try:
+        setting = await database.pool.fetchval("SHOW effective_io_concurrency")
+        assert setting == str(database_module.IO_CONCURRENCY) != "1"
+        assert await database.pool.fetchval("SHOW synchronize_seqscans") == "off"
+    finally:
+        await database.close()
+    # A value the server refuses (as a server without posix_fadvise refuses any but 0): the vault still
+    # connects, with the server's own setting.
+    monkeypatch.setattr(database_module, "IO_CONCURRENCY", 100_000)
+    database = await Database.connect(vault_dsn, 1, 2)
+    try:
+        default = await database.pool.fetchval(
+            "SELECT boot_val FROM pg_settings WHERE name = 'effective_io_concurrency'"
+        )
+        assert await database.pool.fetchval("SHOW effective_io_concurrency") == default
+    finally:
+        await database.close()

@@ -14,6 +14,7 @@ from vault_helpers import SECRET, Caller, rpc_error_kind
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault.vault.v1 import archive_pb2_grpc, vault_pb2, vault_pb2_grpc
+from memvault_core import limits
 from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
 from memvault_vault.accounts.store import AccountStore
@@ -284,6 +285,20 @@ async def test_capabilities_report_the_enforced_constants(owner: Caller, channel
     assert caps.more_limits["max_write_request_bytes"] == archive_writes.MAX_WRITE_REQUEST_BYTES
     assert caps.more_limits["max_receipt_bytes"] == 48 * 1024
     assert caps.more_limits["max_pack_bytes"] == context_pack.MAX_PACK_BYTES
+    assert caps.more_limits["max_batch_conversations"] == 20 and caps.more_limits["max_read_budget_bytes"] == 48 * 1024
+    # Every upper-case int constant of the archive's rule modules is reported, as the number it is.
+    table = {(module.__name__, constant): name for name, (module, constant) in capabilities.REPORTED.items()}
+    for module in capabilities.LIMIT_MODULES:
+        for constant, value in vars(module).items():
+            if constant.isupper() and type(value) is int:
+                name = table.get((module.__name__, constant))
+                assert name is not None, f"{module.__name__}.{constant} is not in the capabilities answer"
+                assert caps.more_limits[name] == value, name
+    # And every memory limit: in the Limits message or, where it has no field, in more_limits.
+    reported = {field.name: value for field, value in caps.limits.ListFields()} | dict(caps.more_limits)
+    for constant, value in vars(limits).items():
+        if constant.isupper() and type(value) is int:
+            assert reported.get(constant.lower()) == value, constant
     assert caps.features["atomic_multi_conversation_commit"] and caps.features["message_keys"]
 
 

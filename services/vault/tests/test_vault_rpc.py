@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from vault_helpers import Caller, rpc_error_kind
@@ -9,7 +11,7 @@ from vault_helpers import Caller, rpc_error_kind
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits
-from memvault_vault.database import Database
+from memvault_vault.database import Database, lock_vault
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +94,36 @@ async def test_bulk_skips_duplicates_within_and_across_calls(caller: Caller, dat
     imported = [m for m in listed.memories if m.batch_id == response.batch_id]
     assert {m.source for m in imported} == {"chatgpt export"}
     assert {m.trust for m in imported} == {pb.TRUST_IMPORTED}
+
+
+async def test_every_change_to_memories_waits_for_the_vault_write_lock(caller: Caller, database: Database) -> None:
+    # The count triggers (tag combinations, lexemes) lock one counter row per key; a transaction that changes
+    # memories in several statements, under the vault's write lock, may meet them in any order. A change that
+    # skipped the lock could hold a memory row and wait for a counter row the locked writer holds while the
+    # writer waits for that memory row: a deadlock. So every change takes the lock first.
+    ids = [(await remember(caller, f"Change {n}: the backup disk is in rack {n}.")).result.memory_id for n in range(4)]
+    vault_id = await database.pool.fetchval("SELECT id::text FROM vault WHERE name = $1", caller.vault)
+    m = caller.metadata()
+    changes = {
+        "forget": lambda: caller.stub.Forget(vpb.ForgetRequest(vault=caller.vault, memory_id=ids[0]), metadata=m),
+        "invalidate": lambda: caller.stub.InvalidateMemory(
+            vpb.InvalidateMemoryRequest(vault=caller.vault, memory_id=ids[1], reason="moved", expected_version=1),
+            metadata=m,
+        ),
+        "propose an invalidation": lambda: caller.stub.InvalidateMemory(
+            vpb.InvalidateMemoryRequest(vault=caller.vault, memory_id=ids[2], expected_version=1), metadata=m
+        ),
+        "mark reviewed": lambda: caller.stub.MarkReviewed(
+            vpb.MarkReviewedRequest(vault=caller.vault, memory_id=ids[3], expected_version=1), metadata=m
+        ),
+    }
+    for name, change in changes.items():
+        async with database.pool.acquire() as holder, holder.transaction():
+            await lock_vault(holder, vault_id)
+            pending = asyncio.ensure_future(change())
+            await asyncio.sleep(0.4)
+            assert not pending.done(), f"{name} did not wait for the vault's write lock"
+        await asyncio.wait_for(pending, 10)
 
 
 async def test_forget_removes_and_excludes_the_text(caller: Caller, database: Database) -> None:
@@ -334,4 +366,4 @@ async def test_a_call_over_the_size_limit_is_a_limit_error_naming_it(caller: Cal
         )
     mapped = error_from_rpc(error.value)
     assert isinstance(mapped, LimitExceeded)
-    assert "larger than 4 MiB" in mapped.message
+    assert "larger than 4 MiB" in mapped.message and "the request or its answer" in mapped.message

@@ -6,6 +6,7 @@ and status fields are never shed, so a committed write never turns into a size e
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
 from memvault.vault.v1 import archive_pb2 as pb
@@ -16,6 +17,7 @@ MAX_RECEIPT_BYTES: Final = 48 * 1024
 
 
 def size_of(value: Any) -> int:
+    """Bytes of `value` as compact UTF-8 JSON, as /api/v1 sends it (the MCP tools pass their own measure)."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
@@ -48,6 +50,7 @@ def receipt_json(r: pb.WriteReceipt) -> dict[str, Any]:
         "revision": r.revision,
         "durable": r.durable,
         "indexing": r.indexing,
+        "indexing_pending": r.indexing_pending,
         "replayed": r.replayed,
         "content_sha256": r.content_sha256,
         "message_count": r.message_count,
@@ -74,12 +77,14 @@ def receipt_json(r: pb.WriteReceipt) -> dict[str, Any]:
     return answer
 
 
-def fit_receipts(answer: dict[str, Any], ceiling: int = MAX_RECEIPT_BYTES) -> dict[str, Any]:
+def fit_receipts(
+    answer: dict[str, Any], ceiling: int = MAX_RECEIPT_BYTES, size: Callable[[Any], int] = size_of
+) -> dict[str, Any]:
     """Shed readback messages, last receipt and last message first, until `answer` (holding
-    `receipts`) is under `ceiling`; each shed run is named in its receipt's `omitted`."""
+    `receipts`) is under `ceiling` as `size` measures it; each shed run is named in its receipt's `omitted`."""
     receipts: list[dict[str, Any]] = answer["receipts"]
     for receipt in reversed(receipts):
-        while size_of(answer) >= ceiling and receipt.get("readback"):
+        while size(answer) >= ceiling and receipt.get("readback"):
             shed = receipt["readback"].pop()
             omitted = receipt.setdefault("omitted", [])
             earlier = next((o for o in omitted if o["read"]["after_position"] == shed["position"]), None)

@@ -215,6 +215,9 @@ class VaultClient:
     ) -> arpb.GetMessageContextResponse:
         return await self._call(self._archive.GetMessageContext, request, identity)
 
+    async def get_messages(self, identity: str, request: arpb.GetMessagesRequest) -> arpb.GetMessagesResponse:
+        return await self._call(self._archive.GetMessages, request, identity)
+
     async def read_conversations(
         self, identity: str, request: arpb.ReadConversationsRequest
     ) -> arpb.ReadConversationsResponse:

@@ -4,6 +4,7 @@ archived conversations. Acts as the caller (retries and failed index jobs: the v
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -198,9 +199,14 @@ async def list_conversations(
     gw: GatewayDep,
     limit: Annotated[int, Query(ge=0, le=100)] = 0,
     cursor: Annotated[str, Query(max_length=2000)] = "",
-    tag: Annotated[list[str] | None, Query(max_length=20)] = None,
+    tag: Annotated[list[str] | None, Query(max_length=20, description="Only with every one of these tags.")] = None,
+    tags_any: Annotated[list[str] | None, Query(max_length=20, description="Only with any of these tags.")] = None,
 ) -> dict[str, Any]:
-    request = pb.ListConversationsRequest(vault=vault, tags_all=tag or [], limit=limit, cursor=cursor)
+    """Conversations' metadata and tags, newest first; filter by every `tag` and/or any of `tags_any`
+    (each repeated, up to 20); continue with `next_cursor` and the same filters."""
+    request = pb.ListConversationsRequest(
+        vault=vault, tags_all=tag or [], tags_any=tags_any or [], limit=limit, cursor=cursor
+    )
     response = await gw.vault.archive_call("ListConversations", request, caller.identity())
     return {
         "conversations": [
@@ -215,6 +221,64 @@ async def list_conversations(
             for c in response.conversations
         ],
         "next_cursor": response.next_cursor or None,
+    }
+
+
+@router.get("/vaults/{vault}/conversations/{conversation_id}/messages")
+async def get_messages(
+    vault: Vault,
+    conversation_id: Annotated[str, Path(max_length=64)],
+    caller: Caller,
+    gw: GatewayDep,
+    revision: Annotated[
+        int, Query(description="0: the head; the answer names the revision read."), Between(0, limits.MAX_INT32)
+    ] = 0,
+    node_id: Annotated[list[str] | None, Query(max_length=100, description="Source node ids (repeat).")] = None,
+    key: Annotated[list[str] | None, Query(max_length=100, description="Stable message keys (repeat).")] = None,
+    message_id: Annotated[
+        list[str] | None, Query(max_length=100, description="The archive's message ids (repeat).")
+    ] = None,
+) -> dict[str, Any]:
+    """Messages of one conversation by source node id, stable key or message id (1-100 together) at a
+    pinned revision, in position order, each whole (the read an MCP answer names for a message over its
+    own) while they fit one answer of about 3.5 MiB: the ids of those left out are listed in `not_read`
+    to ask for again by `message_id`; the ids and keys that revision does not hold are in `missing`."""
+    request = pb.GetMessagesRequest(
+        vault=vault,
+        conversation_id=conversation_id,
+        revision=revision,
+        node_ids=node_id or [],
+        keys=key or [],
+        message_ids=message_id or [],
+    )
+    body = await gw.vault.archive_call("GetMessages", request, caller.identity())
+    return {
+        "conversation_id": body.conversation.id,
+        "title": body.conversation.title if body.conversation.has_title else None,
+        "revision": body.revision,
+        "head_revision": body.conversation.head_revision,
+        "messages": [
+            {
+                "position": m.position,
+                "message_id": m.id,
+                "node_id": m.node_id,
+                "parent_node_id": m.parent_node_id or None,
+                "key": m.key or None,
+                "role": m.role,
+                "content_type": m.content_type,
+                "text": m.text,
+                "content": json.loads(m.content_json) if m.content_json else None,
+                "created_at": m.created_at.ToJsonString() if m.HasField("created_at") else None,
+                "active": m.active,
+            }
+            for m in body.messages
+        ],
+        "missing": {
+            "node_ids": list(body.missing_node_ids),
+            "keys": list(body.missing_keys),
+            "message_ids": list(body.missing_message_ids),
+        },
+        "not_read": list(body.not_read_message_ids),
     }
 
 

@@ -219,11 +219,15 @@ async def conversation(
     cursor: Annotated[str, Query(max_length=2000)] = "",
     graph: Annotated[int, Query(ge=0, le=1)] = 0,
     tags_saved: Annotated[int, Query(ge=0, le=1)] = 0,
+    revisions_cursor: Annotated[str, Query(max_length=2000)] = "",
 ) -> HTMLResponse:
-    """One conversation at a pinned revision (the head unless one is chosen), its messages paged."""
+    """One conversation at a pinned revision (the head unless one is chosen), its messages paged, and its
+    revisions newest first, REVISIONS_SHOWN a page (`revisions_cursor` pages to older ones)."""
     person = await owner(request, gw, vault)
     notice = person.gettext(TAGS_SAVED) if tags_saved else ""
-    return await _conversation_page(person, conversation_id, revision, cursor, graph, notice=notice)
+    return await _conversation_page(
+        person, conversation_id, revision, cursor, graph, notice=notice, revisions_cursor=revisions_cursor
+    )
 
 
 async def _conversation_page(
@@ -235,6 +239,7 @@ async def _conversation_page(
     status: int = 200,
     notice: str = "",
     tag_error: str = "",
+    revisions_cursor: str = "",
 ) -> HTMLResponse:
     vault = person.vault_name
     view = pb.CONVERSATION_VIEW_GRAPH if graph else pb.CONVERSATION_VIEW_ACTIVE
@@ -253,7 +258,9 @@ async def _conversation_page(
     revisions = await _call(
         person,
         "ListRevisions",
-        pb.ListRevisionsRequest(vault=vault, conversation_id=conversation_id, limit=REVISIONS_SHOWN),
+        pb.ListRevisionsRequest(
+            vault=vault, conversation_id=conversation_id, limit=REVISIONS_SHOWN, cursor=revisions_cursor
+        ),
     )
     return person.render(
         "conversation.html",
@@ -285,7 +292,8 @@ async def _conversation_page(
             }
             for r in revisions.revisions
         ],
-        more_revisions=bool(revisions.next_cursor),
+        older_revisions=revisions.next_cursor,
+        revisions_cursor=revisions_cursor,
         confirm_error=False,
         notice=notice,
         tag_error=tag_error,

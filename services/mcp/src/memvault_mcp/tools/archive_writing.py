@@ -14,6 +14,7 @@ from memvault.vault.v1 import archive_pb2 as pb
 from memvault_core import limits
 from memvault_core.archive_answers import fit_receipts, pack_json, receipt_json
 from memvault_core.vault_client import VaultClient
+from memvault_mcp.tools import fitting
 from memvault_mcp.tools.arguments import VaultArg
 from memvault_mcp.tools.registry import ask_vault, tool
 
@@ -247,4 +248,4 @@ async def archive_write(
             "remaining_imports": step.remaining_imports,
             "done": step.done,
         }
-    return fit_receipts({"op": op, "receipts": [receipt_json(r) for r in receipts]})
+    return fit_receipts({"op": op, "receipts": [receipt_json(r) for r in receipts]}, size=fitting.size)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -13,7 +14,7 @@ from memvault_core import limits, wire
 from memvault_core.validation import Between
 from memvault_core.vault_client import VaultClient
 from memvault_core.wire import AUDIT_KINDS, AuditKindName, MemoryTypeName, StatusName
-from memvault_mcp.tools import archive
+from memvault_mcp.tools import archive, fitting
 from memvault_mcp.tools.arguments import CursorArg, MemoryIdArg, VaultArg, parse_time
 from memvault_mcp.tools.registry import READ_ONLY, ask_vault, tool
 from memvault_mcp.tools.sources import source_for_agent
@@ -31,7 +32,9 @@ TagsFilter = Annotated[list[str], Field(description="Only memories carrying all 
     "only memories sharing words with the query are found: retry with the exact words you expect. "
     "Weigh `warnings` before relying on a result (conflicts, superseded or stale memories, past review); results carry "
     "`may_conflict_with` / `conflicts_with`. `as_of` answers with what was valid at a past time. "
-    "Proposed memories are not yet reviewed by the owner; follow `next_cursor` for more.",
+    "Proposed memories are not yet reviewed by the owner; follow `next_cursor` for more (and "
+    "`conversation_cursor` for more conversation hits; a call with cursors continues only those lists). "
+    "What passes 48 KiB is named in `omitted` with a read request.",
     READ_ONLY,
 )
 async def recall(
@@ -72,18 +75,68 @@ async def recall(
     conversations: Annotated[
         bool, Field(description="Also search archived conversations; their hits come in conversation_hits.")
     ] = False,
+    conversation_cursor: Annotated[
+        str, Field(description="conversation_cursor of the previous page.", max_length=4000)
+    ] = "",
 ) -> dict[str, Any]:
-    request = vpb.RecallRequest(
-        vault=vault,
-        query=query,
-        limit=limit,
-        cursor=cursor,
-        types=[wire.MEMORY_TYPES.value(t) for t in types or ()],
-        tags=tags or [],
-        statuses=[wire.MEMORY_STATUSES.value(s) for s in statuses or ()],
-        as_of=parse_time(as_of, "as_of"),
-        include_expired=include_expired,
+    answer: dict[str, Any] = {"vault": vault, "mode": "", "results": [], "warnings": [], "next_cursor": None}
+    # A call with cursors continues only the lists whose cursors it carries; the first call starts both.
+    if cursor or not conversation_cursor:
+        answer = await _recall_memories(
+            ctx,
+            vpb.RecallRequest(
+                vault=vault,
+                query=query,
+                limit=limit,
+                cursor=cursor,
+                types=[wire.MEMORY_TYPES.value(t) for t in types or ()],
+                tags=tags or [],
+                statuses=[wire.MEMORY_STATUSES.value(s) for s in statuses or ()],
+                as_of=parse_time(as_of, "as_of"),
+                include_expired=include_expired,
+            ),
+        )
+    if (conversation_cursor or (conversations and not cursor)) and not _archive_tags(tags or []):
+        # A memory tag no conversation can carry (the archive's tags are narrower): no conversation has all of
+        # them, so the archive is not asked (it would refuse the tag and the memories would be lost with it).
+        answer["warnings"].append(
+            "no conversation can carry these tags (a-z, 0-9, . _ : / -): conversations not searched"
+        )
+        answer["conversation_hits"] = []
+        answer["conversation_cursor"] = None
+    elif conversation_cursor or (conversations and not cursor):
+        # Recall's tags mean all of them, for memories and conversations alike.
+        room = fitting.CEILING - fitting.size(answer) - 2_000
+        found = await archive.archive_search(
+            ctx,
+            query=query,
+            limit=limit,
+            tags=tags or [],
+            tag_mode="all",
+            cursor=conversation_cursor,
+            max_bytes=min(max(room, fitting.MIN_SEARCH_BYTES), fitting.DEFAULT_SEARCH_BYTES),
+            vault=vault,
+        )
+        answer["mode"] = answer["mode"] or found["mode"]
+        answer["warnings"] += [w for w in found["warnings"] if w not in answer["warnings"]]
+        answer["conversation_hits"] = found["hits"]
+        answer["conversation_cursor"] = found["next_cursor"]
+    return fitting.fit_recall(answer)
+
+
+_ARCHIVE_TAG = re.compile(r"^[a-z0-9][a-z0-9._:/-]*$")
+"""The archive's tag pattern (vault domain/archive.py), applied after trimming and lowercasing as the vault does."""
+
+
+def _archive_tags(tags: list[str]) -> bool:
+    """Whether every tag is one a conversation could carry."""
+    return all(
+        not t.strip() or (len(t.strip()) <= limits.MAX_TAG_CHARS and _ARCHIVE_TAG.match(t.strip().lower()))
+        for t in tags
     )
+
+
+async def _recall_memories(ctx: Context, request: vpb.RecallRequest) -> dict[str, Any]:
     response = await ask_vault(ctx, VaultClient.recall, request)
     flags: dict[str, list[str]] = {}
     for warning in response.memory_warnings:
@@ -99,19 +152,13 @@ async def recall(
             view["warnings"] = flags[hit.memory.id]
         view["kind"] = "memory"
         results.append(view)
-    answer: dict[str, Any] = {
+    return {
         "vault": response.vault,
         "mode": response.mode,
         "results": results,
         "warnings": [*response.warnings, *(w.message for w in response.memory_warnings)],
         "next_cursor": response.next_cursor or None,
     }
-    if conversations:
-        found = await archive.archive_search(ctx, query=query, limit=limit, tags=[], vault=vault)
-        answer["conversation_hits"] = found["hits"]
-        if "omitted" in found:
-            answer["omitted"] = found["omitted"]
-    return answer
 
 
 @tool(

@@ -3,7 +3,12 @@ conversations holding every node of the `mapping` tree, the `current_node` path 
 
 Nothing a real export carries is dropped: each message keeps its content object and the rest of
 its node whole (`content`, `metadata`), so content types this parser does not know still arrive
-intact; their text is whatever strings they hold."""
+intact; their text is whatever strings they hold. A `parent` (or `children`) naming a node the
+mapping does not hold is kept as the export wrote it. The conversation's own fields besides the
+mapping and those read into columns (`moderation_results`, `current_node`, `gizmo_id`,
+`default_model_slug`, `safe_urls`, unknown ones) are kept under `conversation` in the metadata of
+the first node, which in real exports is the root holding no message (as the Claude parser keeps
+them on its first node)."""
 
 from __future__ import annotations
 
@@ -128,11 +133,21 @@ def parse_conversation(raw: Any, index: int) -> ParsedConversation:
         stack.extend(reversed(children))
     ordered.extend(node_id for node_id in nodes if node_id not in placed)  # cycles: kept, not lost
 
+    title = raw.get("title")
+    created_at, updated_at = _time(raw.get("create_time")), _time(raw.get("update_time"))
+    read = {"mapping", "title"} | {k for k, v in (("create_time", created_at), ("update_time", updated_at)) if v}
+    own = {k: v for k, v in raw.items() if k not in read}
     messages = []
     for node_id in ordered:
         node = nodes[node_id]
         message = node.get("message")
         rest = {k: v for k, v in node.items() if k not in ("message", "parent", "children", "id")}
+        if node.get("parent") is not None and parent_of(node_id) is None:
+            rest["parent"] = node["parent"]  # dangling: the tree cannot hold it, the metadata does
+        listed = node.get("children")
+        if isinstance(listed, list) and any(not isinstance(c, str) or c not in nodes for c in listed):
+            rest["children"] = listed
+        first = {"conversation": own} if node_id == ordered[0] and own else {}
         if isinstance(message, dict):
             author = message.get("author")
             role = author.get("role") if isinstance(author, dict) else None
@@ -141,6 +156,7 @@ def parse_conversation(raw: Any, index: int) -> ParsedConversation:
             meta = {k: v for k, v in message.items() if k != "content"}
             if rest:
                 meta["node"] = rest
+            meta.update(first)
             messages.append(
                 MessageInput(
                     node_id=node_id,
@@ -163,15 +179,14 @@ def parse_conversation(raw: Any, index: int) -> ParsedConversation:
                     content_type="empty",
                     text="",
                     content=None,
-                    metadata={"node": rest} if rest else None,
+                    metadata=({"node": rest} if rest else {}) | first or None,
                     active=node_id in active,
                 )
             )
-    title = raw.get("title")
     return ParsedConversation(
         external_id=conversation_ref(raw, index),
         title=title if isinstance(title, str) and title.strip() else None,
-        created_at=_time(raw.get("create_time")),
-        updated_at=_time(raw.get("update_time")),
+        created_at=created_at,
+        updated_at=updated_at,
         messages=messages,
     )

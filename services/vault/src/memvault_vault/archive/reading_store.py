@@ -16,7 +16,7 @@ from memvault_vault.database import Database, VaultAccess
 
 _MESSAGE = (
     "SELECT m.id::text AS id, m.node_id, m.parent_node_id, m.role, m.content_type, m.text, m.content::text"
-    " AS content, m.created_at, rm.active, rm.position"
+    " AS content, m.created_at, rm.active, rm.position, m.message_key"
     " FROM archive_revision_message rm JOIN archive_message m ON m.id = rm.message_id"
 )
 
@@ -33,6 +33,7 @@ def _message(r: asyncpg.Record) -> MessageRecord:
         r["created_at"],
         r["active"],
         r["position"],
+        r["message_key"],
     )
 
 
@@ -123,6 +124,29 @@ class ArchiveReadStore:
             after + 1,
         )
         return int(position), sorted((_message(r) for r in rows), key=lambda m: m.position)
+
+    async def by_ids(
+        self,
+        vault: VaultAccess,
+        conversation_id: str,
+        revision: int,
+        node_ids: list[str],
+        keys: list[str],
+        message_ids: list[str],
+    ) -> list[MessageRecord]:
+        """The messages of a revision (every branch) whose source node id, stable key or id is asked for."""
+        rows = await self._pool.fetch(
+            f"{_MESSAGE} WHERE rm.conversation_id = $1 AND rm.vault_id = $2 AND rm.revision = $3"
+            " AND (m.node_id = ANY($4::text[]) OR m.message_key = ANY($5::text[]) OR m.id = ANY($6::uuid[]))"
+            " ORDER BY rm.position",
+            conversation_id,
+            vault.id,
+            revision,
+            node_ids,
+            keys,
+            message_ids,
+        )
+        return [_message(r) for r in rows]
 
     async def page(
         self, vault: VaultAccess, conversation_id: str, revision: int, *, graph: bool, after: int, limit: int

@@ -297,6 +297,37 @@ class ArchiveReads:
         position, messages = found
         return record, pinned, position, messages
 
+    async def messages(
+        self,
+        identity: Identity,
+        vault_name: str,
+        conversation_id: str,
+        revision: int,
+        node_ids: list[str],
+        keys: list[str],
+        message_ids: list[str],
+    ) -> tuple[ConversationRecord, int, list[MessageRecord], list[str], list[str], list[str], list[str]]:
+        """(conversation, revision read, the messages asked for by node id, key or message id in position
+        order while they fit one answer, the node ids, keys and message ids that revision does not hold,
+        the ids of the messages held but past what one answer carries)."""
+        vault = await self._accounts.access(identity, vault_name)  # first: another's vault is not found
+        conversation_id = rules.parse_conversation_id(conversation_id)
+        node_ids, keys, message_ids = reads.lookups(node_ids, keys, message_ids)
+        if revision < 0:
+            raise InvalidArgument("revision must be 0 (the head) or a revision number", field="revision")
+        record, pinned = await self._store.pinned(vault, conversation_id, revision)
+        found = await self._store.by_ids(vault, conversation_id, pinned, node_ids, keys, message_ids)
+        held_nodes, held_keys, held_ids = {m.node_id for m in found}, {m.key for m in found}, {m.id for m in found}
+        missing = (
+            [n for n in node_ids if n not in held_nodes],
+            [k for k in keys if k not in held_keys],
+            [i for i in message_ids if i not in held_ids],
+        )
+        kept = reads.answer_share(
+            [reads.message_bytes(m.text, m.content, m.node_id, m.parent_node_id, m.key) for m in found]
+        )
+        return record, pinned, found[:kept], *missing, [m.id for m in found[kept:]]
+
     async def batch(
         self,
         identity: Identity,

@@ -31,6 +31,7 @@ class Receipt:
     message_count: int
     durable: bool = True
     indexing: str = "pending"
+    indexing_pending: int = 0
     replayed: bool = False
     verified: ConversationRecord | None = None
     # Keyed upserts and copies (archive/writes.py): what changed, where a copy came from, and with

@@ -43,9 +43,6 @@ log = logging.getLogger("memvault_vault.archive")
 Draft = tuple[str, str, str, datetime | None]
 """(role, text, content type, created at) of one message a caller writes."""
 
-INDEXING = "full_text"
-"""What a receipt says of indexing: archived messages are in Postgres full-text search at commit."""
-
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 FORMATS = ("chatgpt", "claude")
 CHECKPOINT_STRIKES = 3
@@ -102,7 +99,7 @@ class ArchiveService:
         self._cursors = cursors or CursorSigner(os.urandom(32))
         self._reads = reads
         # Keyed, in-place, batch and cross-vault writes, emptying, and context packs (their own modules).
-        self.writes = ArchiveWrites(store, accounts, INDEXING)
+        self.writes = ArchiveWrites(store, accounts)
         self.packs = ContextPacks(
             store,
             ArchiveWriteStore(store),

@@ -57,6 +57,25 @@ class ArchiveWriteStore:
         self._pool: asyncpg.Pool = store._pool  # the archive's one pool
         self._store = store
 
+    async def index_states(
+        self, vault: VaultAccess, revisions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int]]:
+        """(pending, failed) messages of each (conversation, revision) in the vector index: a message with
+        text and no index row is pending (the indexer writes the row when it has the point or gives up)."""
+        rows = await self._pool.fetch(
+            "SELECT rm.conversation_id::text AS conversation_id, rm.revision,"
+            " count(*) FILTER (WHERE s.state IS NULL) AS pending, count(*) FILTER (WHERE s.state = 'failed') AS failed"
+            " FROM unnest($2::uuid[], $3::int[]) AS w(conversation_id, revision)"
+            " JOIN archive_revision_message rm ON rm.conversation_id = w.conversation_id AND rm.revision = w.revision"
+            " JOIN archive_message m ON m.id = rm.message_id"
+            " LEFT JOIN archive_message_index s ON s.message_id = m.id"
+            " WHERE rm.vault_id = $1 AND m.text <> '' GROUP BY 1, 2",
+            vault.id,
+            [c for c, _ in revisions],
+            [r for _, r in revisions],
+        )
+        return {(r["conversation_id"], r["revision"]): (r["pending"], r["failed"]) for r in rows}
+
     async def _head(self, conn: asyncpg.Connection, vault: VaultAccess, conversation_id: str, base: int) -> int:
         head = await conn.fetchval(
             "SELECT head_revision FROM archive_conversation WHERE id = $1 AND vault_id = $2 FOR UPDATE",

@@ -61,12 +61,17 @@ def _revised(row: asyncpg.Record, role: str, text: str) -> rules.MessageInput:
     )
 
 
+def indexing(pending: int, failed: int) -> str:
+    """What a receipt says of the vector index: messages are in full-text search at commit, and in the
+    vector index once the indexer reports them."""
+    return "failed" if failed else "pending" if pending else "indexed"
+
+
 class ArchiveWrites:
-    def __init__(self, store: ArchiveStore, accounts: AccountService, indexing: str) -> None:
+    def __init__(self, store: ArchiveStore, accounts: AccountService) -> None:
         self._store = store
         self._writes = ArchiveWriteStore(store)
         self._accounts = accounts
-        self._indexing = indexing
 
     @staticmethod
     def _idempotency(key: str, operation: str, *parts: Any) -> tuple[str, str] | None:
@@ -87,6 +92,7 @@ class ArchiveWrites:
                     else []
                 )
         admitted = limits.fit_readback([[limits.readback_bytes(size) for _, size in s] for s in sizes])
+        states = await self._writes.index_states(vault, [(r.conversation_id, r.revision) for r, _ in written])
         answered: list[Receipt] = []
         for index, (receipt, _) in enumerate(written):
             readback: list[Any] = []
@@ -107,7 +113,8 @@ class ArchiveWrites:
                     receipt.content_sha256,
                     receipt.message_count,
                     durable=True,
-                    indexing=self._indexing,
+                    indexing=indexing(*states.get((receipt.conversation_id, receipt.revision), (0, 0))),
+                    indexing_pending=states.get((receipt.conversation_id, receipt.revision), (0, 0))[0],
                     replayed=receipt.replayed,
                     verified=verified,
                     changes=receipt.changes,

@@ -4,6 +4,7 @@ and the compact shape (and so the size) of a search hit and a message as the MCP
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime
 from typing import Any, Final
 
@@ -82,3 +83,56 @@ def hit_item(
         "snippet": snippet,
         "score": round(score, 4),
     }
+
+
+MAX_MESSAGE_LOOKUPS: Final = 100
+"""Source node ids, stable keys and message ids together in one read of messages by id."""
+MAX_NODE_ID_CHARS: Final = 200
+MAX_MESSAGES_ANSWER_BYTES: Final = 3_584 * 1024
+"""Bytes of the messages one GetMessages answer carries: under gRPC's 4 MiB with room for the envelope
+(the messages' other fields are counted at MESSAGE_ENVELOPE_BYTES each, more than they take)."""
+MESSAGE_ENVELOPE_BYTES: Final = 128
+
+
+def answer_share(sizes: list[int]) -> int:
+    """How many of these messages (their sizes in bytes, in order) one answer carries: while they fit
+    under MAX_MESSAGES_ANSWER_BYTES, and always the first."""
+    used = 0
+    for count, size in enumerate(sizes):
+        used += size + MESSAGE_ENVELOPE_BYTES
+        if used > MAX_MESSAGES_ANSWER_BYTES and count:
+            return count
+    return len(sizes)
+
+
+def message_bytes(text: str, content: Any, *names: str | None) -> int:
+    """Bytes of one message's text, content (as JSON) and names in an answer."""
+    held = len(json.dumps(content, ensure_ascii=False).encode()) if content is not None else 0
+    return len(text.encode()) + held + sum(len((n or "").encode()) for n in names)
+
+
+def lookups(node_ids: list[str], keys: list[str], message_ids: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The node ids, keys and message ids of a read by id, checked and deduplicated (order kept)."""
+    node_ids, keys, message_ids = (list(dict.fromkeys(v)) for v in (node_ids, keys, message_ids))
+    if not node_ids and not keys and not message_ids:
+        raise InvalidArgument(
+            "give node_ids, keys or message_ids: 1-100 source node ids, stable message keys or message ids",
+            field="node_ids",
+        )
+    if len(node_ids) + len(keys) + len(message_ids) > MAX_MESSAGE_LOOKUPS:
+        raise LimitExceeded(
+            f"at most {MAX_MESSAGE_LOOKUPS} node ids, keys and message ids per read; send the rest in another call",
+            field="node_ids",
+        )
+    for field, values in (("node_ids", node_ids), ("keys", keys)):
+        if any(not value or len(value) > MAX_NODE_ID_CHARS for value in values):
+            raise InvalidArgument(f"each of {field} must be 1-{MAX_NODE_ID_CHARS} characters", field=field)
+    checked = []
+    for value in message_ids:
+        try:
+            checked.append(str(uuid.UUID(value)) if len(value) <= 64 else "")
+        except ValueError:
+            checked.append("")
+        if not checked[-1]:
+            raise InvalidArgument("each of message_ids must be a message id (a UUID)", field="message_ids")
+    return node_ids, keys, list(dict.fromkeys(checked))

@@ -298,6 +298,28 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
             conversation=summary(record), revision=revision, messages=[message(m) for m in messages], position=position
         )
 
+    async def GetMessages(
+        self, request: pb.GetMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetMessagesResponse:
+        record, revision, messages, nodes, keys, ids, not_read = await self._archive.reads.messages(
+            self._identity(context),
+            request.vault,
+            request.conversation_id,
+            request.revision,
+            [*request.node_ids],
+            [*request.keys],
+            [*request.message_ids],
+        )
+        return pb.GetMessagesResponse(
+            conversation=summary(record),
+            revision=revision,
+            messages=[archived(m) for m in messages],
+            missing_node_ids=nodes,
+            missing_keys=keys,
+            missing_message_ids=ids,
+            not_read_message_ids=not_read,
+        )
+
     async def ReadConversations(
         self, request: pb.ReadConversationsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReadConversationsResponse:

@@ -104,6 +104,7 @@ def receipt(record: Receipt) -> pb.WriteReceipt:
         revision=record.revision,
         durable=record.durable,
         indexing=record.indexing,
+        indexing_pending=record.indexing_pending,
         replayed=record.replayed,
         content_sha256=record.content_sha256,
         message_count=record.message_count,

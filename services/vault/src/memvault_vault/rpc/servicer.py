@@ -35,7 +35,7 @@ class VaultServicer(vault_pb2_grpc.VaultServiceServicer):
             limits=limits_pb2.Limits(**limits.as_dict()),
             memory_types=[t.value for t in MemoryType],
             capabilities_version=capabilities.CAPABILITIES_VERSION,
-            more_limits=capabilities.archive_limits(),
+            more_limits=capabilities.more_limits(),
             features=capabilities.features(),
         )
 

@@ -279,16 +279,22 @@ class WriteReceipt(_message.Message):
     OMITTED_FIELD_NUMBER: _builtins.int
     CHANGES_FIELD_NUMBER: _builtins.int
     DERIVED_FROM_FIELD_NUMBER: _builtins.int
+    INDEXING_PENDING_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     revision: _builtins.int
     durable: _builtins.bool
     """True once the Postgres transaction committed."""
     indexing: _builtins.str
-    """What the indexer has of this revision: "pending" until indexed."""
+    """What the vector index has of this revision's messages (all are in full-text search at commit):
+    "indexed" (every one), "pending" (indexing_pending of them not yet), or "failed" (some failed;
+    archive_read mode=stats names the errors).
+    """
     replayed: _builtins.bool
     """True when an idempotency key was replayed and this is the first result."""
     content_sha256: _builtins.str
     message_count: _builtins.int
+    indexing_pending: _builtins.int
+    """Messages of this revision the vector index has not reported yet (failed ones not counted)."""
     @_builtins.property
     def verified(self) -> Global___ConversationSummary:
         """With verify: what was read back after the commit."""
@@ -320,10 +326,11 @@ class WriteReceipt(_message.Message):
         omitted: _abc.Iterable[Global___OmittedRead] | None = ...,
         changes: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         derived_from: Global___DerivedFrom | None = ...,
+        indexing_pending: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["derived_from", b"derived_from", "verified", b"verified"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "content_sha256", b"content_sha256", "conversation_id", b"conversation_id", "derived_from", b"derived_from", "durable", b"durable", "indexing", b"indexing", "message_count", b"message_count", "omitted", b"omitted", "readback", b"readback", "replayed", b"replayed", "revision", b"revision", "verified", b"verified"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "content_sha256", b"content_sha256", "conversation_id", b"conversation_id", "derived_from", b"derived_from", "durable", b"durable", "indexing", b"indexing", "indexing_pending", b"indexing_pending", "message_count", b"message_count", "omitted", b"omitted", "readback", b"readback", "replayed", b"replayed", "revision", b"revision", "verified", b"verified"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1342,6 +1349,99 @@ class GetMessageContextResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetMessageContextResponse: _TypeAlias = GetMessageContextResponse  # noqa: Y015
+
+@_typing.final
+class GetMessagesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VAULT_FIELD_NUMBER: _builtins.int
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    NODE_IDS_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
+    MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    vault: _builtins.str
+    conversation_id: _builtins.str
+    revision: _builtins.int
+    """0: the head; the answer names the revision read."""
+    @_builtins.property
+    def node_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Source node ids, stable message keys and the archive's message ids, 1-100 together."""
+
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The archive's own message ids (every read returns them): exact however long a node id is."""
+
+    def __init__(
+        self,
+        *,
+        vault: _builtins.str = ...,
+        conversation_id: _builtins.str = ...,
+        revision: _builtins.int = ...,
+        node_ids: _abc.Iterable[_builtins.str] | None = ...,
+        keys: _abc.Iterable[_builtins.str] | None = ...,
+        message_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "keys", b"keys", "message_ids", b"message_ids", "node_ids", b"node_ids", "revision", b"revision", "vault", b"vault"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMessagesRequest: _TypeAlias = GetMessagesRequest  # noqa: Y015
+
+@_typing.final
+class GetMessagesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    MISSING_NODE_IDS_FIELD_NUMBER: _builtins.int
+    MISSING_KEYS_FIELD_NUMBER: _builtins.int
+    MISSING_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    NOT_READ_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    @_builtins.property
+    def conversation(self) -> Global___ConversationSummary: ...
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArchivedMessage]:
+        """Each message asked for once (by node id or key), in position order."""
+
+    @_builtins.property
+    def missing_node_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Asked for, but not held by this revision."""
+
+    @_builtins.property
+    def missing_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def missing_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def not_read_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Held and asked for, but past what one answer carries (about 3.5 MiB, under gRPC's 4 MiB): ask
+        again with these as message_ids. In position order, after every message returned.
+        """
+
+    def __init__(
+        self,
+        *,
+        conversation: Global___ConversationSummary | None = ...,
+        revision: _builtins.int = ...,
+        messages: _abc.Iterable[Global___ArchivedMessage] | None = ...,
+        missing_node_ids: _abc.Iterable[_builtins.str] | None = ...,
+        missing_keys: _abc.Iterable[_builtins.str] | None = ...,
+        missing_message_ids: _abc.Iterable[_builtins.str] | None = ...,
+        not_read_message_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "messages", b"messages", "missing_keys", b"missing_keys", "missing_message_ids", b"missing_message_ids", "missing_node_ids", b"missing_node_ids", "not_read_message_ids", b"not_read_message_ids", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMessagesResponse: _TypeAlias = GetMessagesResponse  # noqa: Y015
 
 @_typing.final
 class ConversationReadRequest(_message.Message):

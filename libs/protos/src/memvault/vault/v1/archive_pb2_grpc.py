@@ -111,6 +111,11 @@ class ArchiveServiceStub:
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.SerializeToString,
                 response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.FromString,
                 _registered_method=True)
+        self.GetMessages = channel.unary_unary(
+                '/memvault.vault.v1.ArchiveService/GetMessages',
+                request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessagesRequest.SerializeToString,
+                response_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessagesResponse.FromString,
+                _registered_method=True)
         self.ReadConversations = channel.unary_unary(
                 '/memvault.vault.v1.ArchiveService/ReadConversations',
                 request_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.ReadConversationsRequest.SerializeToString,
@@ -288,6 +293,14 @@ class ArchiveServiceServicer:
 
     def GetMessageContext(self, request, context):
         """The messages around one message (a search hit), up to 10 either side, at a pinned revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMessages(self, request, context):
+        """Messages of one conversation by source node id or stable key (1-100 in all) at a pinned revision
+        (the head unless given); ids and keys the revision does not hold are named, not an error.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -472,6 +485,11 @@ def add_ArchiveServiceServicer_to_server(servicer, server):
                     servicer.GetMessageContext,
                     request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.FromString,
                     response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.SerializeToString,
+            ),
+            'GetMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMessages,
+                    request_deserializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessagesRequest.FromString,
+                    response_serializer=memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessagesResponse.SerializeToString,
             ),
             'ReadConversations': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadConversations,
@@ -951,6 +969,33 @@ class ArchiveService:
             '/memvault.vault.v1.ArchiveService/GetMessageContext',
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextRequest.SerializeToString,
             memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessageContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.vault.v1.ArchiveService/GetMessages',
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessagesRequest.SerializeToString,
+            memvault_dot_vault_dot_v1_dot_archive__pb2.GetMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

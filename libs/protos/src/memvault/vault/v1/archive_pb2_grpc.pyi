@@ -65,6 +65,10 @@ class ArchiveServiceStub:
     """Progress of one import."""
     GetMessageContext: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetMessageContextRequest, _archive_pb2.GetMessageContextResponse]
     """The messages around one message (a search hit), up to 10 either side, at a pinned revision."""
+    GetMessages: _grpc.UnaryUnaryMultiCallable[_archive_pb2.GetMessagesRequest, _archive_pb2.GetMessagesResponse]
+    """Messages of one conversation by source node id or stable key (1-100 in all) at a pinned revision
+    (the head unless given); ids and keys the revision does not hold are named, not an error.
+    """
     ReadConversations: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ReadConversationsRequest, _archive_pb2.ReadConversationsResponse]
     """1-20 conversations at once within a byte budget, whole messages round-robin, one cursor."""
     ResolveConversations: _grpc.UnaryUnaryMultiCallable[_archive_pb2.ResolveConversationsRequest, _archive_pb2.ResolveConversationsResponse]
@@ -138,6 +142,10 @@ class ArchiveServiceAsyncStub(ArchiveServiceStub):
     """Progress of one import."""
     GetMessageContext: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetMessageContextRequest, _archive_pb2.GetMessageContextResponse]  # type: ignore[assignment]
     """The messages around one message (a search hit), up to 10 either side, at a pinned revision."""
+    GetMessages: _aio.UnaryUnaryMultiCallable[_archive_pb2.GetMessagesRequest, _archive_pb2.GetMessagesResponse]  # type: ignore[assignment]
+    """Messages of one conversation by source node id or stable key (1-100 in all) at a pinned revision
+    (the head unless given); ids and keys the revision does not hold are named, not an error.
+    """
     ReadConversations: _aio.UnaryUnaryMultiCallable[_archive_pb2.ReadConversationsRequest, _archive_pb2.ReadConversationsResponse]  # type: ignore[assignment]
     """1-20 conversations at once within a byte budget, whole messages round-robin, one cursor."""
     ResolveConversations: _aio.UnaryUnaryMultiCallable[_archive_pb2.ResolveConversationsRequest, _archive_pb2.ResolveConversationsResponse]  # type: ignore[assignment]
@@ -298,6 +306,16 @@ class ArchiveServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_archive_pb2.GetMessageContextResponse, _abc.Awaitable[_archive_pb2.GetMessageContextResponse]]:
         """The messages around one message (a search hit), up to 10 either side, at a pinned revision."""
+
+    @_abc_1.abstractmethod
+    def GetMessages(
+        self,
+        request: _archive_pb2.GetMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_archive_pb2.GetMessagesResponse, _abc.Awaitable[_archive_pb2.GetMessagesResponse]]:
+        """Messages of one conversation by source node id or stable key (1-100 in all) at a pinned revision
+        (the head unless given); ids and keys the revision does not hold are named, not an error.
+        """
 
     @_abc_1.abstractmethod
     def ReadConversations(

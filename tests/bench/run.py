@@ -372,7 +372,7 @@ async def throughput(stack: Stack, seed: int, count: int) -> str:
 
 def embedding(count: int = 2000) -> str:
     """The bundled embedder alone, in this process: texts/s for a bulk, and one query, by thread count."""
-    from memvault_indexer.embedder import BUNDLED_BATCH_SIZE, OnnxMiniLMEmbedder
+    from memvault_indexer.embedder import BUNDLED_BATCH_SIZE, BUNDLED_BATCH_TOKENS, OnnxMiniLMEmbedder
 
     texts = corpus.memories(count, seed=5)
     queries = corpus.queries(200, seed=29)
@@ -395,7 +395,8 @@ def embedding(count: int = 2000) -> str:
     return "\n".join(
         [
             f"Bundled all-MiniLM-L6-v2 (int8 ONNX) in one process, nothing else running: {count:,} memory texts "
-            f"in one call (batches of {BUNDLED_BATCH_SIZE}, sorted by length, run side by side on `threads` threads), and 200 "
+            f"in one call (runs of at most {BUNDLED_BATCH_SIZE} texts and {BUNDLED_BATCH_TOKENS} tokens, sorted by tokens, "
+            "side by side on `threads` threads), and 200 "
             "single queries.",
             "",
             "| threads | bulk texts/s | query p50 ms | query p95 ms |",

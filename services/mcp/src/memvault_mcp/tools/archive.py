@@ -15,6 +15,7 @@ from pydantic import Field
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_core import limits, wire
+from memvault_core.archive_answers import message_json
 from memvault_core.vault_client import VaultClient
 from memvault_mcp.tools.archive_fit import fit, fit_around, whole_read
 from memvault_mcp.tools.archive_writing import PackIn, build_pack
@@ -205,7 +206,7 @@ async def archive_read(
         start_position=after_position + 1,
     )
     body = await ask_vault(ctx, VaultClient.get_conversation, request)
-    items = [_full(m) | {"active": m.active} for m in body.messages]
+    items = [message_json(m) | {"content_type": m.content_type, "active": m.active} for m in body.messages]
     answer = _header(body)
     more = {"mode": "conversation", "conversation_id": body.conversation.id, "revision": body.revision, "graph": graph}
 
@@ -221,19 +222,6 @@ async def archive_read(
     if "omitted" not in answer and len(body.messages) == request.limit:
         answer["omitted"] = [{"read": {"tool": "archive_read", **more, "after_position": body.messages[-1].position}}]
     return answer
-
-
-def _full(m: pb.ArchivedMessage) -> dict[str, Any]:
-    return {
-        "position": m.position,
-        "message_id": m.id,
-        "node_id": m.node_id,
-        "key": m.key or None,
-        "role": m.role,
-        "content_type": m.content_type,
-        "text": m.text,
-        "created_at": _iso(wire.from_timestamp(m, "created_at")),
-    }
 
 
 def _header(body: pb.GetConversationResponse | pb.GetMessagesResponse) -> dict[str, Any]:
@@ -278,7 +266,7 @@ async def _by_ids(
         read = {"tool": "archive_read", **more, "message_ids": [m["message_id"] for m in rest]}
         return [{"count": len(rest), "read": read}]
 
-    items = [_full(m) for m in body.messages]
+    items = [message_json(m) | {"content_type": m.content_type} for m in body.messages]
     base = answer
     answer = await _fit_linked(
         ctx, vault, body.conversation.id, body.revision, lambda link: fit({**base}, "messages", items, omit, link)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
 from e2e_helpers import eventually, index_points, vault_stats
 
@@ -66,6 +67,8 @@ async def _stream_leader(cluster: EmbeddedNatsCluster, settings: NatsSettings) -
     nc = await nats.connect(cluster.urls)
     try:
         info = await nc.jetstream(timeout=5.0).stream_info(settings.stream)
+    except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+        return False  # no stream leader answers yet (CI saw the API time out while the cluster settled)
     finally:
         await nc.close()
     assert info.cluster is not None and info.cluster.leader is not None
@@ -92,6 +95,8 @@ async def _replicas_current(cluster: EmbeddedNatsCluster, settings: NatsSettings
     nc = await nats.connect(cluster.urls)
     try:
         info = await nc.jetstream(timeout=5.0).stream_info(settings.stream)
+    except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+        return False  # no stream leader answers yet (CI saw the API time out while the cluster settled)
     finally:
         await nc.close()
     assert info.config.num_replicas == settings.stream_replicas

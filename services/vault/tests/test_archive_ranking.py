@@ -186,7 +186,7 @@ async def test_keyword_ranks_are_recalls_and_weigh_rare_words(database: Database
     memories = await memory_ids(database, vault, texts)
     store, recall = ArchiveReadStore(database), RecallStore(database)
     for query in ("What support did Caroline find about counseling?", "When did Melanie paint a sunrise?"):
-        archive = (await store.keyword_candidates(vault, query, [], [], 50))[0]
+        archive = await store.keyword_candidates(vault, query, [], [], 50)
         memory = await recall.keyword_search(
             vault, query, statuses=RECALLABLE_BY_DEFAULT, types=(), tags=(), limit=50, offset=0
         )
@@ -196,16 +196,10 @@ async def test_keyword_ranks_are_recalls_and_weigh_rare_words(database: Database
         }
         assert [round(rank, 9) for _, rank, _ in archive] == sorted((round(r, 9) for _, r, _ in archive), reverse=True)
     # "counseling" is in one message, "support" in fourteen: the rare word decides.
-    best = (await store.keyword_candidates(vault, "support counseling", [], [], 1))[0]
+    best = await store.keyword_candidates(vault, "support counseling", [], [], 1)
     assert [i for i, _, _ in best] == [messages[4]]
 
     # A message the keyword list left out still gets its rank when the vector side brings it.
     # (the message after the one that says it holds the word as context, at a lower weight)
     hits = await store.hits(vault, "counseling", [messages[4], messages[5], messages[1]], [], [])
     assert hits[messages[4]][2] > hits[messages[5]][2] > 0 and hits[messages[1]][2] == 0
-
-    # The keyword statement returns its matches as hits, exactly as `hits` reads them (a search then asks
-    # `hits` only for what the vector side adds).
-    keyword, as_hits = await store.keyword_candidates(vault, "support counseling", [], [], 50)
-    assert len(keyword) > 2 and list(as_hits) == [i for i, _, _ in keyword]
-    assert as_hits == await store.hits(vault, "support counseling", list(as_hits), [], [])

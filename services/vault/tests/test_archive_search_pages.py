@@ -132,11 +132,11 @@ async def test_a_common_word_ranks_a_bounded_sample_and_a_rarer_word_every_match
     )
 
     # Only the common word: a sample of its messages is ranked, not all 62.
-    found = (await store.keyword_candidates(vault, common, [], [], 50))[0]
+    found = await store.keyword_candidates(vault, common, [], [], 50)
     assert 0 < len(found) <= 5
     # With a rarer word: every message holding it is ranked (first), and the common word's sample beside
     # them.
-    found = (await store.keyword_candidates(vault, f"{common} {rare}", [], [], 50))[0]
+    found = await store.keyword_candidates(vault, f"{common} {rare}", [], [], 50)
     texts = dict(
         await database.pool.fetch(
             "SELECT id::text, text FROM archive_message WHERE id = ANY($1::uuid[])", [i for i, _, _ in found]
@@ -149,7 +149,7 @@ async def test_a_common_word_ranks_a_bounded_sample_and_a_rarer_word_every_match
     # Within the budget (the counts summed), every match is ranked, as recall ranks.
     monkeypatch.setattr(keyword_sql, "FULL_RANK_BUDGET", 10_000)
     # (62: "only ... here" holds the word through the message before it)
-    assert len((await reading_store.ArchiveReadStore(database).keyword_candidates(vault, common, [], [], 100))[0]) == 62
+    assert len(await reading_store.ArchiveReadStore(database).keyword_candidates(vault, common, [], [], 100)) == 62
 
 
 async def test_the_keyword_limit_is_filled_by_head_messages_with_the_tags_however_the_others_rank(
@@ -180,7 +180,7 @@ async def test_the_keyword_limit_is_filled_by_head_messages_with_the_tags_howeve
     )
 
     async def texts(tags_all: list[str], limit: int) -> list[str]:
-        found = (await store.keyword_candidates(vault, word, tags_all, [], limit))[0]
+        found = await store.keyword_candidates(vault, word, tags_all, [], limit)
         rows = dict(
             await database.pool.fetch(
                 "SELECT id::text, text FROM archive_message WHERE id = ANY($1::uuid[])", [i for i, _, _ in found]
@@ -216,13 +216,13 @@ async def test_a_dense_word_is_sampled_by_reading_in_order_and_finds_what_the_in
     found = {}
     for name, share in (("index", 1e9), ("in order", 0.0)):
         monkeypatch.setattr(keyword_sql, "DENSE_SHARE", share)
-        found[name] = (await store.keyword_candidates(vault, word, [], [], 100))[0]
+        found[name] = await store.keyword_candidates(vault, word, [], [], 100)
     assert len(found["index"]) == 30 and found["index"] == found["in order"]
     # A sample smaller than the matches: each way ranks that many of them.
     monkeypatch.setattr(keyword_sql, "COMMON_WORD_SAMPLE", 7)
     for share in (1e9, 0.0):
         monkeypatch.setattr(keyword_sql, "DENSE_SHARE", share)
-        assert len((await store.keyword_candidates(vault, word, [], [], 100))[0]) == 7
+        assert len(await store.keyword_candidates(vault, word, [], [], 100)) == 7
 
 
 async def test_the_vaults_connections_read_ahead_and_fall_back_where_the_server_cannot(

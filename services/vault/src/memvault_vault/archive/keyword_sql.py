@@ -99,23 +99,6 @@ _ON_HEAD = """
 """
 _SAMPLED_ON_HEAD = f"(cardinality($3::text[]) = 0 AND cardinality($4::text[]) = 0 OR {_ON_HEAD.format(row='m')})"
 
-# A message `m` as a hit: the first place a head revision with the tags lists it (every hit names one).
-_HEAD_OF = """
-    CROSS JOIN LATERAL (
-        SELECT c.id::text AS conversation_id, c.title, c.head_revision, rm.position, c.created_at
-        FROM archive_revision_message rm
-        JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
-        WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]
-          AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
-        ORDER BY rm.position
-        LIMIT 1
-    ) AS h
-"""
-_HIT_COLUMNS = (
-    "m.id::text AS id, m.text, m.role, h.conversation_id, h.title, h.head_revision, h.position,"
-    " coalesce(m.created_at, h.created_at) AS created_at"
-)
-
 KEYWORD_CANDIDATES: Final = f"""
     WITH {TERMS}, {_MATCHING},
     matched AS (
@@ -143,17 +126,15 @@ KEYWORD_CANDIDATES: Final = f"""
         OFFSET 0
     ),
     best AS (SELECT r.id, r.rank FROM ranked r WHERE {_ON_HEAD.format(row="r")} LIMIT $5)
-    SELECT {_HIT_COLUMNS}, r.rank,
+    SELECT r.id::text AS id, r.rank,
            CASE WHEN EXISTS (SELECT 1 FROM archive_message_index s WHERE s.message_id = m.id AND s.state = 'indexed')
                 THEN NULL
                 ELSE coalesce(memvault_index_text(m.text, coalesce(m.context, ''), m.created_at), m.text) END AS pending
     FROM best r JOIN archive_message m ON m.id = r.id
-    {_HEAD_OF}
     ORDER BY r.rank DESC, r.id
 """  # noqa: S608 - joins constant SQL fragments, no input
-"""The best keyword matches as hits of head revisions (RANKED_HITS's columns), with their rank and the
-text to embed when the index does not hold the message yet (`pending`); $3 tags all, $4 tags any, $5 how
-many, $6 FULL_RANK_BUDGET, $7 COMMON_WORD_SAMPLE, $8 DENSE_SHARE.
+"""(id, rank, text to embed when the index does not hold the message yet) of the best keyword matches;
+$3 tags all, $4 tags any, $5 how many, $6 FULL_RANK_BUDGET, $7 COMMON_WORD_SAMPLE, $8 DENSE_SHARE.
 
 Every match is ranked first, and only then are the best checked against head revisions and the tags,
 in rank order until $5 pass (OFFSET 0 keeps the check above the sort): a probe for each of the first
@@ -162,10 +143,19 @@ few dozen instead of one for each of thousands of matches (9 ms of 18 for a word
 tag still finds its share of a common word."""
 RANKED_HITS: Final = f"""
     WITH {TERMS}
-    SELECT {_HIT_COLUMNS}, {RANK} AS rank
+    SELECT m.id::text AS id, m.text, m.role, h.conversation_id, h.title, h.head_revision, h.position,
+           coalesce(m.created_at, h.created_at) AS created_at, {RANK} AS rank
     FROM unnest($5::uuid[]) AS wanted (id)
     JOIN archive_message m ON m.id = wanted.id AND m.vault_id = $1
-    {_HEAD_OF}
+    CROSS JOIN LATERAL (
+        SELECT c.id::text AS conversation_id, c.title, c.head_revision, rm.position, c.created_at
+        FROM archive_revision_message rm
+        JOIN archive_conversation c ON c.id = rm.conversation_id AND rm.revision = c.head_revision
+        WHERE rm.message_id = m.id AND c.vault_id = $1 AND c.tags @> $3::text[]
+          AND (cardinality($4::text[]) = 0 OR c.tags && $4::text[])
+        ORDER BY rm.position
+        LIMIT 1
+    ) AS h
 """  # noqa: S608 - joins constant SQL fragments, no input
 """These messages ($5) as hits of head revisions with the tags, each with its keyword rank (0 when it
 shares no word with the query), as recall ranks the memories only its vector side found. Driven from

@@ -37,28 +37,16 @@ def _message(r: asyncpg.Record) -> MessageRecord:
     )
 
 
-Found = tuple[MessageHit, datetime, float]
-"""A search candidate as a hit of its head revision, its creation time and its keyword rank."""
-
-
-def _found(r: asyncpg.Record) -> Found:
-    hit = MessageHit(
-        r["conversation_id"], r["head_revision"], r["id"], r["title"], r["role"], r["text"], 0.0, r["position"]
-    )
-    return hit, r["created_at"], float(r["rank"])
-
-
 class ArchiveReadStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
 
     async def keyword_candidates(
         self, vault: VaultAccess, query: str, tags_all: list[str], tags_any: list[str], limit: int
-    ) -> tuple[list[tuple[str, float, str | None]], dict[str, Found]]:
+    ) -> list[tuple[str, float, str | None]]:
         """(message id, keyword rank, its text when the vector index does not hold it yet) of the best
-        messages of head revisions sharing a word with the query, ranked as recall ranks memories (at
-        scale, the clauses past keyword_sql.FULL_RANK_BUDGET are sampled: keyword_sql); and the same
-        messages as `hits` gives them, so a search asks `hits` only for what the vector side adds."""
+        messages of head revisions sharing a word with the query, ranked as recall ranks memories; at
+        scale, the clauses past keyword_sql.FULL_RANK_BUDGET are sampled (keyword_sql)."""
         rows = await self._pool.fetch(
             keyword_sql.KEYWORD_CANDIDATES,
             vault.id,
@@ -70,18 +58,34 @@ class ArchiveReadStore:
             keyword_sql.COMMON_WORD_SAMPLE,
             keyword_sql.DENSE_SHARE,
         )
-        return [(r["id"], float(r["rank"]), r["pending"]) for r in rows], {r["id"]: _found(r) for r in rows}
+        return [(r["id"], float(r["rank"]), r["pending"]) for r in rows]
 
     async def hits(
         self, vault: VaultAccess, query: str, message_ids: Sequence[str], tags_all: list[str], tags_any: list[str]
-    ) -> dict[str, Found]:
+    ) -> dict[str, tuple[MessageHit, datetime, float]]:
         """These messages as references with their creation time and keyword rank for the query, when a
         head revision of the vault lists them and the tags match (an older revision's message, another
         vault's, or one of a deleted conversation is left out)."""
         rows = await self._pool.fetch(
             keyword_sql.RANKED_HITS, vault.id, query, tags_all, tags_any, list(dict.fromkeys(message_ids))
         )
-        return {r["id"]: _found(r) for r in rows}
+        return {
+            r["id"]: (
+                MessageHit(
+                    r["conversation_id"],
+                    r["head_revision"],
+                    r["id"],
+                    r["title"],
+                    r["role"],
+                    r["text"],
+                    0.0,
+                    r["position"],
+                ),
+                r["created_at"],
+                float(r["rank"]),
+            )
+            for r in rows
+        }
 
     async def locate(self, vault: VaultAccess, message_id: str) -> str:
         """The conversation a message of the vault belongs to."""

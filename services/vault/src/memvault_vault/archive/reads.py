@@ -5,15 +5,15 @@ signed, bound to the caller and expires (domain/signed_cursor)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import uuid
 from typing import Any
 
-from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound
+from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound, Unavailable
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
-from memvault_vault.archive import ranking
 from memvault_vault.archive.reading_store import ArchiveReadStore
 from memvault_vault.archive.records import (
     ArchiveStats,
@@ -29,10 +29,15 @@ from memvault_vault.archive.search_snapshots import SearchSnapshots, Snapshot
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import archive_reads as reads
 from memvault_vault.domain import cursor as fingerprints
+from memvault_vault.domain import fusion
+from memvault_vault.domain.memory import Status
 from memvault_vault.domain.signed_cursor import CursorSigner
 from memvault_vault.index_client import IndexClient
 
 log = logging.getLogger("memvault_vault.archive")
+
+HYBRID = "hybrid"
+KEYWORD_ONLY = "keyword-only"
 
 
 def _caller(identity: Identity) -> str:
@@ -115,12 +120,12 @@ class ArchiveReads:
             if len(query) > rules.MAX_QUERY_CHARS:
                 raise LimitExceeded(f"query is longer than {rules.MAX_QUERY_CHARS} characters", field="query")
             tags_all, tags_any = rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)
-            ranked, mode = await ranking.rank(self._store, self._index, vault, query, tags_all, tags_any)
+            ranked, mode = await self._rank(vault, query, tags_all, tags_any)
             total = len(ranked)
             window = list(ranked[:limit])
         warnings = (
             ["semantic search is unavailable right now; only messages sharing words with the query were searched"]
-            if mode == ranking.KEYWORD_ONLY
+            if mode == KEYWORD_ONLY
             else []
         )
         cursor_reserve = 600 + len(query.encode()) * 2 + sum(len(t) for t in tags_all + tags_any) * 2
@@ -184,6 +189,78 @@ class ArchiveReads:
                 field="cursor",
             )
         return snapshot, offset
+
+    async def _rank(
+        self, vault: Any, query: str, tags_all: list[str], tags_any: list[str]
+    ) -> tuple[list[MessageHit], str]:
+        # Both sides at once: the indexer embeds the query and finds the nearest messages while Postgres
+        # ranks the keyword matches; then a second, small call scores the keyword hits against the same
+        # query. The indexer embeds the query once for both calls (a text being embedded is awaited, a
+        # recent one kept: Indexer.embed), so the second call costs a round trip and a lookup, and the
+        # search's time is the slower side's instead of the sum (archive-search in docs/benchmarks.md).
+        index = self._index
+        nearest = (
+            asyncio.ensure_future(
+                index.search(vault.id, query, limit=reads.SEARCH_CANDIDATES, score_ids=[], pending=[], messages=True)
+            )
+            if index is not None
+            else None
+        )
+        try:
+            keyword = await self._store.keyword_candidates(vault, query, tags_all, tags_any, reads.SEARCH_CANDIDATES)
+        except BaseException:
+            if nearest is not None:
+                nearest.cancel()
+                await asyncio.gather(nearest, return_exceptions=True)
+            raise
+        ranks = {message_id: rank for message_id, rank, _ in keyword}
+        # Keyword hits the indexer has not reached yet (a fresh import) are scored from their text.
+        pending = [(message_id, text) for message_id, _, text in keyword if text][: fusion.PENDING_TO_SCORE]
+        cosines: dict[str, float] = {}
+        mode = KEYWORD_ONLY
+        if index is not None and nearest is not None:
+            scoring = index.search(
+                vault.id,
+                query,
+                limit=0,
+                score_ids=[i for i in ranks if i not in dict(pending)],
+                pending=pending,
+                messages=True,
+            )
+            near, scored = await asyncio.gather(nearest, scoring, return_exceptions=True)
+            if isinstance(near, dict) and isinstance(scored, dict):
+                cosines, mode = {**near, **scored}, HYBRID
+            else:
+                error = next(answer for answer in (near, scored) if isinstance(answer, BaseException))
+                if not isinstance(error, Unavailable):
+                    raise error
+                log.warning("archive search fell back to keyword-only", extra={"reason": error.message})
+        # The union of both lists, filtered to head revisions and the tags, then fused as recall fuses: a
+        # message only the vector side found still gets its keyword rank (below the keyword list's cut).
+        union = [*ranks, *(i for i in cosines if i not in ranks)]
+        found = await self._store.hits(vault, query, union, tags_all, tags_any)
+        candidates = [
+            fusion.Found(message_id, Status.ACTIVE, found[message_id][1], found[message_id][2])
+            for message_id in union
+            if message_id in found
+        ]
+        fused = fusion.fuse(candidates, cosines, cosine_weight=fusion.COSINE_WEIGHT if mode == HYBRID else 0.0)
+        ranked = []
+        for candidate, score in fused:
+            hit = found[candidate.id][0]
+            ranked.append(
+                MessageHit(
+                    hit.conversation_id,
+                    hit.revision,
+                    hit.message_id,
+                    hit.title,
+                    hit.role,
+                    hit.text,
+                    score,
+                    hit.position,
+                )
+            )
+        return ranked, mode
 
     # --- context, batches, titles, counts ----------------------------------------------------------
 

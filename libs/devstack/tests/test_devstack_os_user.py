@@ -30,6 +30,17 @@ def test_the_command_runs_as_postgres_os_user_without_groups() -> None:
     )
 
 
+@as_root
+def test_the_program_starts_as_subprocess_would_start_it() -> None:
+    # Found on PATH, with SIGPIPE and SIGXFSZ at their defaults (Python ignores both in itself).
+    user = os_user_for_postgres()
+    status = subprocess.run(as_user(user, ["cat", "/proc/self/status"]), capture_output=True, text=True, check=True)
+    ignored = int(next(line for line in status.stdout.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+    assert ignored & (1 << (13 - 1) | 1 << (25 - 1)) == 0
+    missing = subprocess.run(as_user(user, ["/nonexistent/pg_ctl", "--version"]), capture_output=True, text=True)
+    assert missing.returncode == 127 and "cannot start /nonexistent/pg_ctl" in missing.stderr
+
+
 @pytest.fixture
 def busy_grpc() -> Iterator[None]:
     """A health server and three threads calling it without pause, as a stack's readiness probes do."""
@@ -38,21 +49,25 @@ def busy_grpc() -> Iterator[None]:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     stop = threading.Event()
+    calls = [0, 0, 0]
 
-    def call() -> None:
+    def call(caller: int) -> None:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while not stop.is_set():
-                stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
+                stub.Check(health_pb2.HealthCheckRequest(), timeout=30)
+                calls[caller] += 1
 
-    callers = [threading.Thread(target=call) for _ in range(3)]
+    callers = [threading.Thread(target=call, args=(n,)) for n in range(3)]
     for caller in callers:
         caller.start()
     yield
+    alive = [caller.is_alive() for caller in callers]
     stop.set()
     for caller in callers:
         caller.join()
     server.stop(None)
+    assert all(alive) and min(calls) > 100, f"gRPC was not kept busy: callers alive {alive}, calls {calls}"
 
 
 @as_root

@@ -25,10 +25,25 @@ log = logging.getLogger(__name__)
 
 OS_USER = "embedded_postgres"
 
-_DROP_AND_EXEC = (
-    "import os, sys; uid, gid = int(sys.argv[1]), int(sys.argv[2]); "
-    "os.setgroups([]); os.setgid(gid); os.setuid(uid); os.execv(sys.argv[3], sys.argv[3:])"
-)
+# As subprocess's user=, group=, extra_groups=[] leave the child: no supplementary groups, then the group,
+# then the user (real, effective and saved: as root these set all three); the signals Python ignores at
+# start (SIGPIPE, SIGXFSZ) back to their defaults, as subprocess restores them; the program found on PATH.
+# Everything it imports is imported before the drop (the user may not be able to read this Python's
+# files). A program that cannot be started exits 127 with one line saying why.
+_DROP_AND_EXEC = """
+import os, shutil, signal, sys
+uid, gid, program = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+path = program if os.sep in program else shutil.which(program) or program
+os.setgroups([]); os.setgid(gid); os.setuid(uid)
+for name in ("SIGPIPE", "SIGXFSZ"):
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+try:
+    os.execv(path, sys.argv[3:])
+except OSError as error:
+    sys.stderr.write(f"cannot start {program}: {error}\\n")
+    os._exit(127)
+"""
 
 
 @dataclass(frozen=True)

@@ -380,7 +380,10 @@ class EmbeddedPostgres:
 
     def _check_version(self, bin_dir: Path) -> None:
         cluster = (self.data_dir / "PG_VERSION").read_text().strip()
-        server = server_major_version(self._run(bin_dir / "pg_ctl", ["--version"]).stdout)
+        result = self._run(bin_dir / "pg_ctl", ["--version"])
+        if result.returncode != 0:
+            raise DevstackError(f"{bin_dir / 'pg_ctl'} --version failed: {result.stdout.strip()}")
+        server = server_major_version(result.stdout)
         if server is not None and server != cluster:
             raise DevstackError(
                 f"{self.data_dir} holds a PostgreSQL {cluster} cluster but the embedded server is "

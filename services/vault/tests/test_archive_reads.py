@@ -419,6 +419,14 @@ async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
     assert (nearest["limit"], nearest["score_ids"], nearest["pending"], nearest["messages"]) == (50, [], [], True)
     assert scoring["limit"] == 0
 
+    # A message only the vector side finds is a hit of its head revision too (read beside the keyword side).
+    index.cosines = {chatter: 0.7}
+    page = await reads.search(me, owner.vault, "sailing", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    assert page.mode == "hybrid" and [(h.message_id, h.text, h.revision) for h in page.hits] == [
+        (chatter, "unrelated chatter", 1)
+    ]
+    index.cosines = {deck: 0.6, chatter: 0.05}
+
     # Once indexed, it is scored by its stored vector instead.
     await database.pool.execute(
         "INSERT INTO archive_message_index (message_id, vault_id, content_hash, model, state)"

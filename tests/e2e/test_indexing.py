@@ -169,15 +169,28 @@ async def test_a_lost_vector_store_is_rebuilt_from_the_vault_when_the_indexer_st
         await asyncio.to_thread(stack.stop_service, "indexer")
         shutil.rmtree(stack.data_dir / "qdrant")
         await asyncio.to_thread(stack.start_services)
-        await eventually(lambda: _points_are(stack, len(FACTS)), deadline=60)
+        # Every point back and the rebuild over: the points are all written a moment before the indexer
+        # stops refusing searches (CI once recalled in between and got keyword-only, so nothing).
+        await eventually(lambda: _searchable_with(stack, len(FACTS)), deadline=60)
         # Found by meaning alone again: no word of the query is in the memory.
         found = await call(client, "recall", query="food intolerance of my significant other", limit=3)
         assert "peanuts" in found["results"][0]["content"] and found["mode"] == "hybrid"
     assert "rebuilt it from the vault" in stack.log_path("indexer").read_text()
 
 
-async def _points_are(stack: Any, count: int) -> bool:
-    return await index_points(stack) == count
+async def _searchable_with(stack: Any, count: int) -> bool:
+    """The indexer holds `count` points and answers searches (no rebuild filling it)."""
+    from memvault.index.v1 import index_pb2, index_pb2_grpc
+    from memvault_core.grpc import client_channel
+
+    channel = client_channel(stack.indexer_address)
+    try:
+        info = await index_pb2_grpc.IndexServiceStub(channel).GetIndexInfo(
+            index_pb2.GetIndexInfoRequest(), metadata=service_identity(stack, "indexer")
+        )
+    finally:
+        await channel.close()
+    return int(info.points) == count and info.searchable
 
 
 async def test_similarity_call_scores_memories_and_earlier_texts(fresh_stack: StackStarter) -> None:

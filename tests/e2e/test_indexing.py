@@ -110,6 +110,8 @@ async def test_deleted_collection_is_rebuilt_by_reindex_with_identical_recall(fr
         )
         assert f"rebuild finished: {len(FACTS)} of {len(FACTS)} memories, 0 failed" in done.stdout
         assert await index_points(stack) == len(FACTS)
+        # The start-up rebuild may still be finishing (it refuses searches until it has).
+        await eventually(lambda: _searchable_with(stack, len(FACTS)), deadline=60)
         after = [await call(client, "recall", query=q) for q in queries]
     assert [[r["id"] for r in page["results"]] for page in after] == [
         [r["id"] for r in page["results"]] for page in before

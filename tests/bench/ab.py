@@ -19,6 +19,9 @@ its own, both stacks up side by side. Each round:
 
 Machines here are shared, so absolute times drift between rounds; the ratio after / before in each
 round is what to read. Postgres CPU counts only the backends of each stack's own database.
+
+`--before-env` and `--after-env` (KEY=VALUE, repeatable) add environment to one side's services, so a
+setting can be compared within one checkout: `--before . --before-env OTEL_TRACES_SAMPLER=always_on`.
 """
 
 from __future__ import annotations
@@ -223,7 +226,7 @@ async def seed(side: Side, args: argparse.Namespace) -> None:
     await until_vector_index_built(side.stack)
 
 
-def make_side(label: str, checkout: Path) -> Side:
+def make_side(label: str, checkout: Path, env: list[str]) -> Side:
     server = os.environ.get("MEMVAULT_TEST_POSTGRES_DSN")
     database = f"memvault_ab_{label}_{secrets.token_hex(3)}"
     dsn = create_database(server, database, exist_ok=False) if server else None
@@ -235,7 +238,11 @@ def make_side(label: str, checkout: Path) -> Side:
         log_level="WARNING",
         commands=side_commands(checkout),
         # A shared, busy machine can take longer than the default 10 s (50 s for an import) per call.
-        env={"MEMVAULT_MCP__CALL_TIMEOUT_SECONDS": "60", "MEMVAULT_GATEWAY__UPSTREAM_TIMEOUT_SECONDS": "300"},
+        env={
+            "MEMVAULT_MCP__CALL_TIMEOUT_SECONDS": "60",
+            "MEMVAULT_GATEWAY__UPSTREAM_TIMEOUT_SECONDS": "300",
+            **dict(pair.split("=", 1) for pair in env),
+        },
     )
     return Side(label, checkout, stack, database, server)
 
@@ -296,7 +303,10 @@ def summary(before: Side, after: Side, args: argparse.Namespace) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    sides = [make_side("before", args.before.resolve()), make_side("after", args.after.resolve())]
+    sides = [
+        make_side("before", args.before.resolve(), args.before_env),
+        make_side("after", args.after.resolve(), args.after_env),
+    ]
     try:
         for side in sides:
             await asyncio.to_thread(side.stack.start)
@@ -351,8 +361,20 @@ def main() -> None:
     )
     parser.add_argument("--max-minutes", type=float, default=30, help="start no new round after this long")
     parser.add_argument("--out", type=Path, help="also write the summary table to this file")
+    for side in ("before", "after"):
+        parser.add_argument(
+            f"--{side}-env",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"environment of the {side} services",
+        )
     args = parser.parse_args()
-    args.before_name, args.after_name = git_name(args.before), git_name(args.after)
+    for pair in args.before_env + args.after_env:
+        if "=" not in pair or not pair.split("=", 1)[0]:
+            parser.error(f"--before-env and --after-env take KEY=VALUE, not {pair!r}")
+    args.before_name = " ".join([git_name(args.before), *args.before_env])
+    args.after_name = " ".join([git_name(args.after), *args.after_env])
     asyncio.run(main_async(args))
 
 

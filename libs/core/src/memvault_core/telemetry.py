@@ -2,6 +2,11 @@
 
 Context propagates with W3C trace context over HTTP (traceparent headers) and gRPC
 (metadata), so one request through the gateway is one trace.
+
+With no exporter, spans are not recorded: they keep their trace and span ids, which propagate and
+which the logs carry (`trace_id`, `span_id`), but no attributes, events or timings are collected
+only to be dropped. Recording them cost about a tenth of a recall's CPU over all services
+(docs/benchmarks.md, bench:unrecorded-spans). `OTEL_TRACES_SAMPLER`, when set, decides instead.
 """
 
 from __future__ import annotations
@@ -12,8 +17,22 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler
 
 _provider: TracerProvider | None = None
+
+
+def exporting() -> bool:
+    """Whether spans go to an OTLP collector (its endpoint is set)."""
+    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def sampler() -> Sampler | None:
+    """None (the SDK's choice: `OTEL_TRACES_SAMPLER`, by default every span) when spans are exported or the
+    sampler is chosen in the environment; otherwise one that records nothing but still hands out ids."""
+    if exporting() or os.environ.get("OTEL_TRACES_SAMPLER"):
+        return None
+    return ParentBased(ALWAYS_OFF)
 
 
 def setup_telemetry(service: str) -> TracerProvider:
@@ -22,8 +41,8 @@ def setup_telemetry(service: str) -> TracerProvider:
     if _provider is not None:
         return _provider
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"memvault-{service}")})
-    provider = TracerProvider(resource=resource)
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+    provider = TracerProvider(resource=resource, sampler=sampler())
+    if exporting():
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))

@@ -5,8 +5,11 @@ Context propagates with W3C trace context over HTTP (traceparent headers) and gR
 
 With no exporter, spans are not recorded: they keep their trace and span ids, which propagate and
 which the logs carry (`trace_id`, `span_id`), but no attributes, events or timings are collected
-only to be dropped. Recording them cost about a tenth of a recall's CPU over all services
-(docs/benchmarks.md, bench:unrecorded-spans). `OTEL_TRACES_SAMPLER`, when set, decides instead.
+only to be dropped (they cost 2 to 11 % of a recall's CPU over all services in the runs of
+docs/benchmarks.md, bench:unrecorded-spans). `OTEL_TRACES_SAMPLER`, when set, decides instead.
+Requests leave such a service marked "not sampled", and a service that exports follows its caller's
+mark (parent-based sampling): so set the endpoint on every service, as the chart's `otel.endpoint`
+and Compose do, not on one alone.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ def exporting() -> bool:
 
 
 def sampler() -> Sampler | None:
-    """None (the SDK's choice: `OTEL_TRACES_SAMPLER`, by default every span) when spans are exported or the
-    sampler is chosen in the environment; otherwise one that records nothing but still hands out ids."""
+    """None (the SDK's choice: `OTEL_TRACES_SAMPLER`, by default every root span and every span whose parent
+    is sampled) when spans are exported or the sampler is chosen in the environment; otherwise one that
+    records nothing of its own but still hands out ids."""
     if exporting() or os.environ.get("OTEL_TRACES_SAMPLER"):
         return None
     return ParentBased(ALWAYS_OFF)

@@ -107,3 +107,25 @@ async def test_remember_is_one_trace_from_gateway_to_indexer(fresh_stack: StackS
         # The indexer's work on this memory (not only the duplicate check the write asked it for)
         # carries the write's trace through the event headers.
         assert any(s["service"] == "memvault-indexer" and s["name"] == "index created" for s in trace)
+
+
+async def test_a_callers_traceparent_header_starts_no_trace_of_ours(fresh_stack: StackStarter) -> None:
+    """A `traceparent` header sent to the gateway (sampled, from a caller outside) is not taken up: the
+    gateway's span is a root of a trace of its own, and no memvault span carries the caller's trace id."""
+    caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    port = free_port()
+    async with otlp_receiver(port) as collector:
+        stack = await asyncio.to_thread(fresh_stack, services=("vault", "mcp", "gateway"), env=exporting_to(port))
+        header = {"traceparent": f"00-{caller_trace}-00f067aa0ba902b7-01"}
+        async with mcp_session(stack.mcp_url, headers=header) as client:
+            await call(client, "recall", query="office printer model")
+
+        deadline = time.monotonic() + 30
+        recall_spans: list[dict[str, str]] = []
+        while time.monotonic() < deadline and not recall_spans:
+            recall_spans = [s for s in collector.spans if s["service"] == "memvault-vault" and s["name"] == RECALL_RPC]
+            await asyncio.sleep(0.2)
+        assert recall_spans, collector.spans
+        assert not [s for s in collector.spans if s["trace_id"] == caller_trace], "a service joined the caller's trace"
+        roots = [s for s in collector.spans if s["trace_id"] == recall_spans[0]["trace_id"] and not s["parent_id"]]
+        assert [s["service"] for s in roots] == ["memvault-gateway"], roots

@@ -58,3 +58,29 @@ def test_with_an_exporter_every_span_is_recorded() -> None:
 def test_a_sampler_chosen_in_the_environment_decides() -> None:
     spans, _ = run(OTEL_TRACES_SAMPLER="always_on")
     assert spans["recording"] == [True, True]
+
+
+EDGE_SCRIPT = """
+import json
+from opentelemetry import propagate, trace
+from memvault_core.telemetry import setup_telemetry
+setup_telemetry("test", edge=True)
+caller = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+taken = trace.get_current_span(propagate.extract(caller)).get_span_context()
+with trace.get_tracer("test").start_as_current_span("request") as span:
+    sent = {}
+    propagate.inject(sent)
+    own = format(span.get_span_context().trace_id, "032x")
+print(json.dumps({"taken": taken.is_valid, "sent": sent.get("traceparent", ""), "own": own}))
+"""
+
+
+def test_the_edge_hands_its_trace_on_but_takes_none_from_its_callers() -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run(
+        [sys.executable, "-c", EDGE_SCRIPT], env=clean, capture_output=True, text=True, check=True, timeout=60
+    )
+    result = json.loads(out.stdout)
+    assert result["taken"] is False
+    assert result["own"] != "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert result["sent"].startswith(f"00-{result['own']}-")

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 import os
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import (
+    CarrierT,
+    Getter,
+    Setter,
+    TextMapPropagator,
+    default_getter,
+    default_setter,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -39,11 +48,38 @@ def sampler() -> Sampler | None:
     return ParentBased(ALWAYS_OFF)
 
 
-def setup_telemetry(service: str) -> TracerProvider:
-    """Install the global tracer provider for this process (idempotent)."""
+class OutgoingOnly(TextMapPropagator):
+    """Hands this process's trace context on (to the services it calls) and takes none from its callers:
+    each request it receives starts a trace of its own. For the edge, whose callers are outside: a
+    caller's `traceparent` would otherwise join memvault's spans to its trace, and its sampled flag would
+    make every service record the request even with no exporter."""
+
+    def __init__(self, inner: TextMapPropagator) -> None:
+        self._inner = inner
+
+    def extract(
+        self, carrier: CarrierT, context: Context | None = None, getter: Getter[CarrierT] = default_getter
+    ) -> Context:
+        return context if context is not None else Context()
+
+    def inject(
+        self, carrier: CarrierT, context: Context | None = None, setter: Setter[CarrierT] = default_setter
+    ) -> None:
+        self._inner.inject(carrier, context, setter)
+
+    @property
+    def fields(self) -> set[str]:
+        return self._inner.fields
+
+
+def setup_telemetry(service: str, *, edge: bool = False) -> TracerProvider:
+    """Install the global tracer provider for this process (idempotent); at the `edge` (the gateway),
+    trace context in requests is not taken up (OutgoingOnly)."""
     global _provider
     if _provider is not None:
         return _provider
+    if edge:
+        propagate.set_global_textmap(OutgoingOnly(propagate.get_global_textmap()))
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"memvault-{service}")})
     provider = TracerProvider(resource=resource, sampler=sampler())
     if exporting():

@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
 
     settings = load_settings(Settings)
     setup_logging("gateway", settings.log.level)
-    setup_telemetry("gateway")
+    setup_telemetry("gateway", edge=True)
     try:
         asyncio.run(serve(settings))
     finally:

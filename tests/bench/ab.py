@@ -226,7 +226,15 @@ async def seed(side: Side, args: argparse.Namespace) -> None:
     await until_vector_index_built(side.stack)
 
 
-def make_side(label: str, checkout: Path, env: list[str]) -> Side:
+def env_pair(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` of --before-env and --after-env."""
+    key, equals, value = text.partition("=")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"take KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def make_side(label: str, checkout: Path, env: list[tuple[str, str]]) -> Side:
     server = os.environ.get("MEMVAULT_TEST_POSTGRES_DSN")
     database = f"memvault_ab_{label}_{secrets.token_hex(3)}"
     dsn = create_database(server, database, exist_ok=False) if server else None
@@ -241,7 +249,7 @@ def make_side(label: str, checkout: Path, env: list[str]) -> Side:
         env={
             "MEMVAULT_MCP__CALL_TIMEOUT_SECONDS": "60",
             "MEMVAULT_GATEWAY__UPSTREAM_TIMEOUT_SECONDS": "300",
-            **dict(pair.split("=", 1) for pair in env),
+            **dict(env),
         },
     )
     return Side(label, checkout, stack, database, server)
@@ -366,15 +374,13 @@ def main() -> None:
             f"--{side}-env",
             action="append",
             default=[],
+            type=env_pair,
             metavar="KEY=VALUE",
             help=f"environment of the {side} services",
         )
     args = parser.parse_args()
-    for pair in args.before_env + args.after_env:
-        if "=" not in pair or not pair.split("=", 1)[0]:
-            parser.error(f"--before-env and --after-env take KEY=VALUE, not {pair!r}")
-    args.before_name = " ".join([git_name(args.before), *args.before_env])
-    args.after_name = " ".join([git_name(args.after), *args.after_env])
+    args.before_name = " ".join([git_name(args.before), *(f"{k}={v}" for k, v in args.before_env)])
+    args.after_name = " ".join([git_name(args.after), *(f"{k}={v}" for k, v in args.after_env)])
     asyncio.run(main_async(args))
 
 

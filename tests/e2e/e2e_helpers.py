@@ -133,19 +133,23 @@ def service_identity(stack: Any, service: str) -> tuple[tuple[str, str], ...]:
     return ((GRPC_METADATA_KEY, IdentitySigner(stack.identity_secret).sign_service(service)),)
 
 
-async def index_points(stack: Any) -> int:
-    """Points in the indexer's collection."""
+async def index_info(stack: Any) -> Any:
+    """The indexer's GetIndexInfo (points, searchable, model), over gRPC."""
     from memvault.index.v1 import index_pb2, index_pb2_grpc
     from memvault_core.grpc import client_channel
 
     channel = client_channel(stack.indexer_address)
     try:
-        info = await index_pb2_grpc.IndexServiceStub(channel).GetIndexInfo(
+        return await index_pb2_grpc.IndexServiceStub(channel).GetIndexInfo(
             index_pb2.GetIndexInfoRequest(), metadata=service_identity(stack, "indexer")
         )
-        return int(info.points)
     finally:
         await channel.close()
+
+
+async def index_points(stack: Any) -> int:
+    """Points in the indexer's collection."""
+    return int((await index_info(stack)).points)
 
 
 async def eventually(check: Any, deadline: float = 120.0, interval: float = 0.5) -> Any:

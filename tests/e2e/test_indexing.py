@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 import pytest
-from e2e_helpers import call, eventually, index_points, mcp_session, service_identity, vault_stats
+from e2e_helpers import call, eventually, index_info, index_points, mcp_session, service_identity, vault_stats
 
 from memvault_devstack.fixtures import StackStarter
 from tests.bench import corpus
@@ -182,16 +182,7 @@ async def test_a_lost_vector_store_is_rebuilt_from_the_vault_when_the_indexer_st
 
 async def _searchable_with(stack: Any, count: int) -> bool:
     """The indexer holds `count` points and answers searches (no rebuild filling it)."""
-    from memvault.index.v1 import index_pb2, index_pb2_grpc
-    from memvault_core.grpc import client_channel
-
-    channel = client_channel(stack.indexer_address)
-    try:
-        info = await index_pb2_grpc.IndexServiceStub(channel).GetIndexInfo(
-            index_pb2.GetIndexInfoRequest(), metadata=service_identity(stack, "indexer")
-        )
-    finally:
-        await channel.close()
+    info = await index_info(stack)
     return int(info.points) == count and info.searchable
 
 

@@ -30,11 +30,16 @@ with tracer.start_as_current_span("outer") as outer, tracer.start_as_current_spa
 """
 
 
-def run(**env: str) -> tuple[dict[str, object], dict[str, object]]:
+def python(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`script` in a fresh interpreter, with no OTEL_* variable but those given."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env={**clean, **env}, capture_output=True, text=True, check=True, timeout=60
+    return subprocess.run(
+        [sys.executable, "-c", script], env={**clean, **env}, capture_output=True, text=True, check=True, timeout=60
     )
+
+
+def run(**env: str) -> tuple[dict[str, object], dict[str, object]]:
+    out = python(SCRIPT, **env)
     logged = [json.loads(line) for line in out.stderr.splitlines() if line.startswith("{")]
     return json.loads(out.stdout), next(entry for entry in logged if entry.get("message") == "inside")
 
@@ -76,11 +81,7 @@ print(json.dumps({"taken": taken.is_valid, "sent": sent.get("traceparent", ""), 
 
 
 def test_the_edge_hands_its_trace_on_but_takes_none_from_its_callers() -> None:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    out = subprocess.run(
-        [sys.executable, "-c", EDGE_SCRIPT], env=clean, capture_output=True, text=True, check=True, timeout=60
-    )
-    result = json.loads(out.stdout)
+    result = json.loads(python(EDGE_SCRIPT).stdout)
     assert result["taken"] is False
     assert result["own"] != "4bf92f3577b34da6a3ce929d0e0e4736"
     assert result["sent"].startswith(f"00-{result['own']}-")

@@ -114,6 +114,55 @@ async def test_a_poison_event_goes_to_the_dead_letter_and_is_reported_while_the_
     await store.close()
 
 
+async def test_a_batch_event_is_indexed_whole_and_split_when_one_of_its_memories_fails(
+    nats_url: str, tmp_path: Path
+) -> None:
+    settings = NatsSettings(url=nats_url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    texts = ["The NAS has four drives.", "Backups run at night.", "The router runs OpenWrt.", "The UPS lasts an hour."]
+    good = [str(uuid.uuid4()) for _ in texts]
+    poison = str(uuid.uuid4())
+    feed = VaultFeedStandIn(dict(zip(good, texts, strict=True)), poison)
+    store = EdgeVectorStore(tmp_path, model="all-minilm-l6-v2", dimension=384)
+    await store.ensure_collection()
+    indexer = Indexer(OnnxMiniLMEmbedder(), store, feed)  # type: ignore[arg-type]
+
+    def batch(ids: list[str]) -> bytes:
+        memories = [events_pb.CreatedMemory(memory_id=i, content_hash=f"hash-{i}") for i in ids]
+        event = events_pb.MemoriesCreated(event_id=str(uuid.uuid4()), vault_id="vault-1", memories=memories)
+        return event.SerializeToString()
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, settings)
+    await js.publish(f"{settings.subject_root}.events.v1.memories.created", batch(good[:2]))
+    await js.publish(f"{settings.subject_root}.events.v1.memories.created", batch([good[2], poison, good[3]]))
+
+    consumer = EventConsumer(settings, indexer, batch_size=1, max_attempts=2)
+    task = asyncio.create_task(consumer.run())
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (feed.failed and await store.count() == 4):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    assert feed.indexed[:2] == good[:2]  # the first batch in one go
+    assert sorted(feed.indexed) == sorted(good)
+    assert [memory_id for memory_id, _ in feed.failed] == [poison]  # only the failing memory is a failed job
+    dead = await js.subscribe(f"{settings.subject_root}.deadletter.>", ordered_consumer=True)
+    message = await dead.next_msg(timeout=5)
+    assert message.subject.endswith(".memory.created")
+    assert events_pb.MemoryCreated.FromString(message.data).memory_id == poison
+    with pytest.raises(nats.errors.TimeoutError):
+        await dead.next_msg(timeout=1)
+    info = await js.consumer_info(settings.stream, "indexer")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    await nc.close()
+    await store.close()
+
+
 async def test_nats_refusing_connections_is_logged_in_one_line_without_credentials(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 import grpc
 import pytest
 from lifecycle_helpers import FakeIndex, agent, bulk, fake_index, fake_index_and_stub, owner, remember, set_mode
-from vault_helpers import Caller
+from vault_helpers import Caller, outbox_created
 
+from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
 from memvault_vault.database import Database
+from memvault_vault.outbox import events
 
 pytestmark = pytest.mark.integration
 __all__ = ["fake_index", "fake_index_and_stub", "owner"]  # fixtures used here
@@ -208,3 +211,33 @@ async def test_undo_needs_a_reviewer_and_a_real_batch(owner: Caller) -> None:
                 vpb.UndoImportBatchRequest(vault=owner.vault, batch_id=batch_id), metadata=owner.metadata()
             )
         assert needle in (error.value.details() or "")
+
+
+async def test_an_import_sends_its_new_memories_to_the_indexer_in_one_event(owner: Caller, database: Database) -> None:
+    vault_id = await database.pool.fetchval("SELECT id::text FROM vault WHERE name = $1", owner.vault)
+    response = await bulk(owner, *[f"The rack's switch port {n} is labelled patch-{n}." for n in range(40)])
+    stored = [r.memory_id for r in response.results if r.outcome == vpb.WRITE_OUTCOME_STORED]
+    assert len(stored) == 40
+    rows = await database.pool.fetch("SELECT subject, payload FROM outbox WHERE subject LIKE '%created'")
+    events = [
+        e for e in (events_pb.MemoriesCreated.FromString(r["payload"]) for r in rows if "memories" in r["subject"])
+    ]
+    mine = [e for e in events if e.vault_id == vault_id]
+    assert len(mine) == 1 and [m.memory_id for m in mine[0].memories] == stored
+    assert not [r for r in rows if r["subject"].endswith(".memory.created") and vault_id.encode() in r["payload"]]
+    one = await bulk(owner, "The rack has one spare shelf.")
+    assert (await outbox_created(database.pool))[-1] == one.results[0].memory_id  # one memory: `memory.created`
+
+
+def test_many_new_memories_go_in_events_of_at_most_a_thousand() -> None:
+    memories = [(str(uuid.uuid4()), f"hash-{n}") for n in range(2_001)]
+    sent = events.memories_created("vault-1", memories)
+    assert [e.subject for e in sent] == ["events.v1.memories.created"] * 3
+    decoded = [events_pb.MemoriesCreated.FromString(e.payload) for e in sent]
+    assert [len(d.memories) for d in decoded] == [1000, 1000, 1]
+    assert [(m.memory_id, m.content_hash) for d in decoded for m in d.memories] == memories
+    assert len({d.event_id for d in decoded} | {e.id for e in sent}) == 3  # the event id is the outbox row's id
+    (single,) = events.memories_created("vault-1", memories[:1])
+    assert single.subject == "events.v1.memory.created"
+    assert events_pb.MemoryCreated.FromString(single.payload).memory_id == memories[0][0]
+    assert events.memories_created("vault-1", []) == []

@@ -210,3 +210,27 @@ async def _gone(database: Database, ids: list[str]) -> bool:
         ids,
     )
     return int(count) == 0
+
+
+async def test_the_relay_reads_about_a_megabyte_of_events_at_a_time(database: Database) -> None:
+    async with database.pool.acquire() as conn:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            await conn.execute("DELETE FROM outbox WHERE published_at IS NULL")  # undone below
+            sizes = [600_000, 600_000, 10, 10]
+            for n, size in enumerate(sizes):
+                await conn.execute(
+                    "INSERT INTO outbox (id, subject, payload, created_at)"
+                    " VALUES ($1, 'events.v1.memories.created', $2, now() + make_interval(secs => $3))",
+                    uuid.uuid4(),
+                    b"x" * size,
+                    n,
+                )
+            first = await store.unpublished(conn, 200)
+            assert [len(r["payload"]) for r in first] == [600_000, 600_000]  # the second starts under the limit
+            await store.mark_published(conn, [r["id"] for r in first])
+            assert [len(r["payload"]) for r in await store.unpublished(conn, 200)] == [10, 10]
+            assert [len(r["payload"]) for r in await store.unpublished(conn, 1)] == [10]
+        finally:
+            await transaction.rollback()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+import asyncpg
 import grpc
 
+from memvault.events.v1 import memory_events_pb2 as events_pb2
 from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
 from memvault_vault.accounts.store import AccountStore
@@ -29,6 +31,22 @@ class Caller:
         if overrides:
             identity = Identity(**{**identity.__dict__, **overrides})  # type: ignore[arg-type]
         return ((GRPC_METADATA_KEY, self.signer.sign(identity)),)
+
+
+async def outbox_created(pool: asyncpg.Pool) -> list[str]:
+    """Memory ids that `memory.created` and `memories.created` events in the outbox send to the indexer,
+    oldest first, repeats kept."""
+    rows = await pool.fetch(
+        "SELECT subject, payload FROM outbox WHERE subject LIKE '%.memory.created' OR subject LIKE '%.memories.created'"
+        " ORDER BY created_at, id"
+    )
+    ids: list[str] = []
+    for row in rows:
+        if row["subject"].endswith(".memories.created"):
+            ids += [m.memory_id for m in events_pb2.MemoriesCreated.FromString(row["payload"]).memories]
+        else:
+            ids.append(events_pb2.MemoryCreated.FromString(row["payload"]).memory_id)
+    return ids
 
 
 def rpc_error_kind(error: grpc.aio.AioRpcError) -> str:

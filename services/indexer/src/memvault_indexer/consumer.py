@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import nats
 import nats.errors
 import nats.js.errors
+from google.protobuf.message import DecodeError
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -45,19 +47,21 @@ _MESSAGES: dict[str, Any] = {
 }
 
 
-def _parse(message: Msg) -> tuple[str, str]:
-    """(verb, memory id) of an event message; for the archive's events ("archived", message id) and
-    ("deleted", "<vault id>/<conversation id>")."""
+def _parse(message: Msg) -> tuple[str, list[str]]:
+    """(verb, memory ids) of an event message: one id, or many for `memories.created`; for the archive's events
+    ("archived", [message id]) and ("deleted", ["<vault id>/<conversation id>"])."""
     entity_verb = ".".join(message.subject.rsplit(".", 2)[-2:])
+    if entity_verb == "memories.created":
+        return "created", [m.memory_id for m in events_pb.MemoriesCreated.FromString(message.data).memories]
     if entity_verb == "message.archived":
-        return "archived", str(archive_events_pb.MessageArchived.FromString(message.data).message_id)
+        return "archived", [str(archive_events_pb.MessageArchived.FromString(message.data).message_id)]
     if entity_verb == "conversation.deleted":
         deleted = archive_events_pb.ConversationDeleted.FromString(message.data)
-        return "deleted", f"{deleted.vault_id}/{deleted.conversation_id}"
+        return "deleted", [f"{deleted.vault_id}/{deleted.conversation_id}"]
     kind = _MESSAGES.get(entity_verb)
     if kind is None:
         raise ValueError(f"unknown event subject {message.subject}")
-    return entity_verb.split(".", 1)[1], str(kind.FromString(message.data).memory_id)
+    return entity_verb.split(".", 1)[1], [str(kind.FromString(message.data).memory_id)]
 
 
 class EventConsumer:
@@ -175,14 +179,13 @@ class EventConsumer:
         archived: list[str] = []
         deleted: list[tuple[str, str]] = []
         for message in messages:
-            verb, memory_id = _parse(message)
+            verb, ids = _parse(message)
             if verb == "archived":
-                archived.append(memory_id)
+                archived += ids
             elif verb == "deleted":
-                vault_id, conversation_id = memory_id.split("/", 1)
-                deleted.append((vault_id, conversation_id))
+                deleted += [(vault_id, conversation_id) for vault_id, conversation_id in (i.split("/", 1) for i in ids)]
             else:
-                (forgotten if verb == "forgotten" else created).append(memory_id)
+                (forgotten if verb == "forgotten" else created).extend(ids)
         await self._indexer.forget(forgotten)
         # A message of a conversation deleted meanwhile is absent from the vault's answer, so never written.
         await self._indexer.index([i for i in created if i not in set(forgotten)], message_ids=archived)
@@ -195,6 +198,8 @@ class EventConsumer:
             await message.nak(delay=5.0)
             return
         except Exception as error:
+            if message.subject.endswith(".memories.created") and await self._split(js, message):
+                return
             attempts = message.metadata.num_delivered
             if attempts < self._max_attempts:
                 await message.nak(delay=min(2.0**attempts, 60.0))
@@ -203,6 +208,30 @@ class EventConsumer:
         await message.ack()
         self.processed += 1
 
+    async def _split(self, js: JetStreamContext, message: Msg) -> bool:
+        """Put a `memories.created` that failed back on the stream as one `memory.created` per memory, so each
+        is retried, and dead-lettered if it keeps failing, on its own; the batch is acknowledged once they are
+        stored (a repeat after a crash in between is dropped by their message ids). False when the event
+        cannot be read: it then goes the way of any failing event."""
+        try:
+            batch = events_pb.MemoriesCreated.FromString(message.data)
+        except DecodeError:
+            return False
+        subject = f"{self._settings.subject_root}.events.v1.memory.created"
+        for memory in batch.memories:
+            event = events_pb.MemoryCreated(
+                event_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{batch.event_id}/{memory.memory_id}")),
+                memory_id=memory.memory_id,
+                vault_id=batch.vault_id,
+                content_hash=memory.content_hash,
+                occurred_at=batch.occurred_at,
+            )
+            headers = {**(message.headers or {}), "Nats-Msg-Id": event.event_id}
+            await js.publish(subject, event.SerializeToString(), headers=headers)
+        log.warning("index batch event split into one event per memory", extra={"events": len(batch.memories)})
+        await message.ack()
+        return True
+
     async def _dead_letter(self, js: JetStreamContext, message: Msg, error: Exception) -> None:
         reason = f"{type(error).__name__}: {str(error)[:200]}"
         log.error("event moved to dead letter", extra={"subject": message.subject, "error": type(error).__name__})
@@ -210,8 +239,8 @@ class EventConsumer:
         headers = {**(message.headers or {}), "Memvault-Error": reason}
         await js.publish(f"{self._settings.subject_root}.deadletter.{suffix}", message.data, headers=headers)
         with contextlib.suppress(Exception):
-            verb, memory_id = _parse(message)
+            verb, ids = _parse(message)
             if verb == "archived":
-                await self._indexer.feed.report([], self._indexer.model, failed_messages=[(memory_id, reason)])
+                await self._indexer.feed.report([], self._indexer.model, failed_messages=[(i, reason) for i in ids])
             elif verb != "deleted":
-                await self._indexer.feed.report([], self._indexer.model, failed=[(memory_id, reason)])
+                await self._indexer.feed.report([], self._indexer.model, failed=[(i, reason) for i in ids])

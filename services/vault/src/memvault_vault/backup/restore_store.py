@@ -191,7 +191,7 @@ class RestoreSession:
         await self._enqueue([events.memory_forgotten(i, vault_id) for i in gone])
         await self._enqueue([events.conversation_deleted(i, vault_id) for i in gone_conversations])
         async for batch in self._restored_memories():
-            await self._enqueue([events.memory_created(i, vault_id, h) for i, h in batch])
+            await self._enqueue(events.memories_created(vault_id, batch))
         async for messages in self._restored_messages():
             await self._enqueue([events.message_archived(i, vault_id, c, n, h) for i, c, n, h in messages])
         return counts

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.index_admin.records import IndexFailure
-from memvault_vault.outbox.events import memory_created
+from memvault_vault.outbox.events import memories_created
 from memvault_vault.outbox.store import enqueue
 
 
@@ -51,6 +51,6 @@ class IndexAdminStore:
                 list(memory_ids) if memory_ids is not None else None,
             )
             if rows:
-                await enqueue(conn, [memory_created(r["memory_id"], vault.id, r["content_hash"]) for r in rows])
+                await enqueue(conn, memories_created(vault.id, [(r["memory_id"], r["content_hash"]) for r in rows]))
                 await append_audit(conn, vault.id, actor, "index.retry", vault.name, {"memories": len(rows)})
         return len(rows)

@@ -110,7 +110,7 @@ async def insert(
         )
         ids = [row["id"] for row in inserted]
         await write_history(conn, ids, "created", actor)
-        await enqueue(conn, [events.memory_created(c.id, vault.id, c.content_hash) for c in to_insert])
+        await enqueue(conn, events.memories_created(vault.id, [(c.id, c.content_hash) for c in to_insert]))
     conflicts = await same_key_active(conn, vault, [c.id for c in to_insert])
     action, details = audit
     await append_audit(conn, vault.id, actor, action, batch_id or (to_insert[0].id if to_insert else ""), details)

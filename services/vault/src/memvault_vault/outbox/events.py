@@ -1,11 +1,15 @@
-"""Outbox events: protobuf messages on `memvault.events.v1.memory.<verb>`.
+"""Outbox events: protobuf messages on `memvault.events.v1.<entity>.<verb>`.
 
-They carry ids and hashes only, never memory text.
+They carry ids and hashes only, never memory text. A write of many memories sends one
+`memories.created` per MAX_PER_EVENT of them: one event each cost a bulk write about a third of a
+millisecond per memory (the relay's publish and its acknowledgement, JetStream storing it, the
+indexer acknowledging it), a twentieth of what embedding the memory costs.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -15,6 +19,9 @@ from opentelemetry import propagate
 
 from memvault.events.v1 import archive_events_pb2 as archive_pb
 from memvault.events.v1 import memory_events_pb2 as pb
+
+MAX_PER_EVENT = 1000
+"""Memories per `memories.created` event: about 60 KB, far below NATS's default 1 MB message limit."""
 
 EVENTS = "events.v1."
 """Subjects are `<subject root>.events.v1.memory.<verb>`; the root is `memvault` unless a NATS
@@ -52,6 +59,26 @@ def memory_created(memory_id: str, vault_id: str, content_hash: str) -> OutboxEv
         occurred_at=_now(),
     )
     return _event("created", message, event_id)
+
+
+def memories_created(vault_id: str, memories: Sequence[tuple[str, str]]) -> list[OutboxEvent]:
+    """Events for new memories of one vault, given as (memory id, content hash): `memory.created` for one,
+    else one `memories.created` per MAX_PER_EVENT of them."""
+    if len(memories) == 1:
+        return [memory_created(memories[0][0], vault_id, memories[0][1])]
+    events: list[OutboxEvent] = []
+    for start in range(0, len(memories), MAX_PER_EVENT):
+        event_id = str(uuid.uuid4())
+        message = pb.MemoriesCreated(
+            event_id=event_id,
+            vault_id=vault_id,
+            memories=[
+                pb.CreatedMemory(memory_id=i, content_hash=h) for i, h in memories[start : start + MAX_PER_EVENT]
+            ],
+            occurred_at=_now(),
+        )
+        events.append(_event("created", message, event_id, "memories"))
+    return events
 
 
 def memory_forgotten(memory_id: str, vault_id: str) -> OutboxEvent:

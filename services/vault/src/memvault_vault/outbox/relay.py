@@ -93,7 +93,7 @@ class OutboxRelay:
                     pruned = await store.prune_published(conn, self._keep)
                     if pruned:
                         log.debug("published outbox rows deleted", extra={"count": pruned})
-                if sent < BATCH:
+                if not sent:  # a batch short of BATCH may have stopped at the read's byte limit
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self._poll)

@@ -27,13 +27,22 @@ async def try_relay_lock(conn: asyncpg.Connection) -> bool:
     return bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", RELAY_LOCK_KEY))
 
 
+READ_BYTES = 1 << 20
+"""Payload bytes the relay reads at a time (at least one event): a `memories.created` holds up to 1,000 ids."""
+
+
 async def unpublished(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
-    """The oldest events not yet published, in the order they were written."""
+    """The oldest events not yet published, in the order they were written: at most `limit`, and no more
+    than READ_BYTES of payload past the first."""
     return list(
         await conn.fetch(
-            "SELECT id::text, subject, payload, headers FROM outbox WHERE published_at IS NULL"
-            " ORDER BY created_at, id LIMIT $1",
+            "SELECT id::text, subject, payload, headers FROM ("
+            " SELECT id, subject, payload, headers, created_at,"
+            "  sum(octet_length(payload)) OVER (ORDER BY created_at, id) - octet_length(payload) AS before"
+            " FROM outbox WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1"
+            ") o WHERE before < $2 ORDER BY created_at, id",
             limit,
+            READ_BYTES,
         )
     )
 

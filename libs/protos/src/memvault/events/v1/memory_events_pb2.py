@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&memvault/events/v1/memory_events.proto\x12\x12memvault.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x01\n\rMemoryCreated\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x10\n\x08vault_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8d\x01\n\rMemoryUpdated\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x10\n\x08vault_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"y\n\x0fMemoryForgotten\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x10\n\x08vault_id\x18\x03 \x01(\t\x12/\n\x0boccurred_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&memvault/events/v1/memory_events.proto\x12\x12memvault.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x01\n\rMemoryCreated\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x10\n\x08vault_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x9b\x01\n\x0fMemoriesCreated\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x10\n\x08vault_id\x18\x02 \x01(\t\x12\x33\n\x08memories\x18\x03 \x03(\x0b\x32!.memvault.events.v1.CreatedMemory\x12/\n\x0boccurred_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\rCreatedMemory\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\"\x8d\x01\n\rMemoryUpdated\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x10\n\x08vault_id\x18\x03 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12/\n\x0boccurred_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"y\n\x0fMemoryForgotten\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x11\n\tmemory_id\x18\x02 \x01(\t\x12\x10\n\x08vault_id\x18\x03 \x01(\t\x12/\n\x0boccurred_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MEMORYCREATED']._serialized_start=96
   _globals['_MEMORYCREATED']._serialized_end=237
-  _globals['_MEMORYUPDATED']._serialized_start=240
-  _globals['_MEMORYUPDATED']._serialized_end=381
-  _globals['_MEMORYFORGOTTEN']._serialized_start=383
-  _globals['_MEMORYFORGOTTEN']._serialized_end=504
+  _globals['_MEMORIESCREATED']._serialized_start=240
+  _globals['_MEMORIESCREATED']._serialized_end=395
+  _globals['_CREATEDMEMORY']._serialized_start=397
+  _globals['_CREATEDMEMORY']._serialized_end=453
+  _globals['_MEMORYUPDATED']._serialized_start=456
+  _globals['_MEMORYUPDATED']._serialized_end=597
+  _globals['_MEMORYFORGOTTEN']._serialized_start=599
+  _globals['_MEMORYFORGOTTEN']._serialized_end=720
 # @@protoc_insertion_point(module_scope)

@@ -3,9 +3,11 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -19,9 +21,9 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class MemoryCreated(_message.Message):
-    """Published on memvault.events.v1.memory.<verb> in stream MEMVAULT_EVENTS.
-    Events carry ids and hashes, never memory text: consumers read the text
-    from the vault so that the stream holds nothing a reader of it should not see.
+    """Published on memvault.events.v1.memory.<verb> (memories.created for MemoriesCreated)
+    in stream MEMVAULT_EVENTS. Events carry ids and hashes, never memory text: consumers
+    read the text from the vault so that the stream holds nothing a reader of it should not see.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -53,6 +55,62 @@ class MemoryCreated(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MemoryCreated: _TypeAlias = MemoryCreated  # noqa: Y015
+
+@_typing.final
+class MemoriesCreated(_message.Message):
+    """Many memories written by one call (an import, a restore, an index retry): one event
+    for up to 1,000 of them instead of one each, which is what a bulk write's events cost.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_ID_FIELD_NUMBER: _builtins.int
+    VAULT_ID_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    OCCURRED_AT_FIELD_NUMBER: _builtins.int
+    event_id: _builtins.str
+    vault_id: _builtins.str
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreatedMemory]: ...
+    @_builtins.property
+    def occurred_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        event_id: _builtins.str = ...,
+        vault_id: _builtins.str = ...,
+        memories: _abc.Iterable[Global___CreatedMemory] | None = ...,
+        occurred_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["occurred_at", b"occurred_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_id", b"event_id", "memories", b"memories", "occurred_at", b"occurred_at", "vault_id", b"vault_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoriesCreated: _TypeAlias = MemoriesCreated  # noqa: Y015
+
+@_typing.final
+class CreatedMemory(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    content_hash: _builtins.str
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        content_hash: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "memory_id", b"memory_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreatedMemory: _TypeAlias = CreatedMemory  # noqa: Y015
 
 @_typing.final
 class MemoryUpdated(_message.Message):

@@ -28,6 +28,12 @@ from memvault_indexer.store import EdgeVectorStore, SearchFilters
 pytestmark = pytest.mark.integration
 
 
+def batch(ids: list[str]) -> bytes:
+    memories = [events_pb.CreatedMemory(memory_id=i, content_hash=f"hash-{i}") for i in ids]
+    event = events_pb.MemoriesCreated(event_id=str(uuid.uuid4()), vault_id="vault-1", memories=memories)
+    return event.SerializeToString()
+
+
 class VaultFeedStandIn:
     """Answers like the vault's IndexFeedService, except that one memory can never be read."""
 
@@ -39,8 +45,11 @@ class VaultFeedStandIn:
         self.failed_messages: list[tuple[str, str]] = []
         self.messages: dict[str, tuple[str, str]] = {}
         """Archived messages: id -> (conversation id, text)."""
+        self.calls: list[list[str]] = []
+        """The ids of each `documents` call."""
 
     async def documents(self, memory_ids: Sequence[str], message_ids: Sequence[str] = ()) -> list[Document]:
+        self.calls.append([*memory_ids, *message_ids])
         if self.unreadable in [*memory_ids, *message_ids]:
             raise RuntimeError("this memory's row cannot be read")
         return [
@@ -126,11 +135,6 @@ async def test_a_batch_event_is_indexed_whole_and_split_when_one_of_its_memories
     await store.ensure_collection()
     indexer = Indexer(OnnxMiniLMEmbedder(), store, feed)  # type: ignore[arg-type]
 
-    def batch(ids: list[str]) -> bytes:
-        memories = [events_pb.CreatedMemory(memory_id=i, content_hash=f"hash-{i}") for i in ids]
-        event = events_pb.MemoriesCreated(event_id=str(uuid.uuid4()), vault_id="vault-1", memories=memories)
-        return event.SerializeToString()
-
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     await ensure_streams(js, settings)
@@ -148,7 +152,7 @@ async def test_a_batch_event_is_indexed_whole_and_split_when_one_of_its_memories
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    assert feed.indexed[:2] == good[:2]  # the first batch in one go
+    assert feed.calls[0] == good[:2]  # the first event in one go, though it names more than batch_size
     assert sorted(feed.indexed) == sorted(good)
     assert [memory_id for memory_id, _ in feed.failed] == [poison]  # only the failing memory is a failed job
     dead = await js.subscribe(f"{settings.subject_root}.deadletter.>", ordered_consumer=True)
@@ -159,6 +163,54 @@ async def test_a_batch_event_is_indexed_whole_and_split_when_one_of_its_memories
         await dead.next_msg(timeout=1)
     info = await js.consumer_info(settings.stream, "indexer")
     assert info.num_ack_pending == 0 and info.num_pending == 0
+    await nc.close()
+    await store.close()
+
+
+async def test_a_fetch_is_indexed_in_chunks_of_at_most_batch_size_memories_never_cutting_an_event(
+    nats_url: str, tmp_path: Path
+) -> None:
+    settings = NatsSettings(url=nats_url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    ids = [str(uuid.uuid4()) for _ in range(26)]
+    feed = VaultFeedStandIn({i: f"Shelf {n} of the rack holds box {n}." for n, i in enumerate(ids)}, "none")
+    store = EdgeVectorStore(tmp_path, model="all-minilm-l6-v2", dimension=384)
+    await store.ensure_collection()
+    indexer = Indexer(OnnxMiniLMEmbedder(), store, feed)  # type: ignore[arg-type]
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, settings)
+    root = f"{settings.subject_root}.events.v1"
+    events = [ids[0:5], ids[5:6], ids[6:7], ids[7:13], ids[13:14], ids[14:26]]
+    for named in events:
+        if len(named) == 1:
+            single = events_pb.MemoryCreated(event_id=str(uuid.uuid4()), memory_id=named[0], vault_id="vault-1")
+            await js.publish(f"{root}.memory.created", single.SerializeToString())
+        else:
+            await js.publish(f"{root}.memories.created", batch(named))
+
+    consumer = EventConsumer(settings, indexer, batch_size=8, max_attempts=2)
+    task = asyncio.create_task(consumer.run())
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and await store.count() < len(ids):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    assert sorted(feed.indexed) == sorted(ids) and not feed.failed
+    assert sorted(i for call in feed.calls for i in call) == sorted(ids)  # each asked for once: no split, no retry
+    for call in feed.calls:  # whole events, and more than 8 only as one event alone
+        assert any(call == e for e in events) or (
+            len(call) <= 8 and call == [i for e in events for i in e if i in call]
+        )
+    assert [len(c) for c in feed.calls if len(c) > 8] == [12]
+    info = await js.stream_info(settings.stream)
+    assert info.state.messages == len(events)  # nothing was put back split
+    consumer_info = await js.consumer_info(settings.stream, "indexer")
+    assert consumer_info.num_ack_pending == 0 and consumer_info.num_pending == 0
     await nc.close()
     await store.close()
 

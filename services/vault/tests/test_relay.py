@@ -24,6 +24,7 @@ from memvault_devstack.nats import EmbeddedNats
 from memvault_devstack.ports import free_port
 from memvault_vault.database import Database
 from memvault_vault.outbox import store
+from memvault_vault.outbox.events import OutboxEvent
 from memvault_vault.outbox.relay import OutboxRelay
 
 pytestmark = pytest.mark.integration
@@ -234,3 +235,28 @@ async def test_the_relay_reads_about_a_megabyte_of_events_at_a_time(database: Da
             assert [len(r["payload"]) for r in await store.unpublished(conn, 1)] == [10]
         finally:
             await transaction.rollback()
+
+
+async def test_the_relay_publishes_past_a_reads_byte_limit_without_waiting_for_its_poll(
+    database: Database, vault_dsn: str, nats_server: EmbeddedNats
+) -> None:
+    settings = NatsSettings(url=nats_server.url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    relay = OutboxRelay(vault_dsn, settings, poll_seconds=60.0)  # only a notification or the loop can wake it
+    task = asyncio.create_task(relay.run())
+    try:
+        big = [OutboxEvent(str(uuid.uuid4()), "events.v1.test.sized", b"x" * 600_000, {}) for _ in range(3)]
+        async with database.pool.acquire() as conn, conn.transaction():
+            await store.enqueue(conn, big)
+        sent = [e.id for e in big]
+        await until(lambda: _all_published(database, sent), deadline=15)  # three reads: two events, then one, then none
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _all_published(database: Database, ids: list[str]) -> bool:
+    count = await database.pool.fetchval(
+        "SELECT count(*) FROM outbox WHERE id = ANY($1::uuid[]) AND published_at IS NOT NULL", ids
+    )
+    return int(count) == len(ids)

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("memvault_indexer")
 
 DURABLE = "indexer"
+ACK_WAIT_SECONDS = 60.0
+"""How long JetStream waits for an event's acknowledgement before it delivers the event again."""
 _MESSAGES: dict[str, Any] = {
     "memory.created": events_pb.MemoryCreated,
     "memory.updated": events_pb.MemoryUpdated,
@@ -64,6 +66,15 @@ def _parse(message: Msg) -> tuple[str, list[str]]:
     return entity_verb.split(".", 1)[1], [str(kind.FromString(message.data).memory_id)]
 
 
+def _size(message: Msg) -> int:
+    """Memories an event names: those of a `memories.created`, one for every other event (and for one that
+    cannot be read, which then fails on its own)."""
+    if message.subject.endswith(".memories.created"):
+        with contextlib.suppress(DecodeError):
+            return max(1, len(events_pb.MemoriesCreated.FromString(message.data).memories))
+    return 1
+
+
 class EventConsumer:
     def __init__(
         self,
@@ -79,6 +90,8 @@ class EventConsumer:
         self._indexer = indexer
         self._batch = batch_size
         self._max_attempts = max_attempts
+        self._fetch_size = batch_size
+        """Events the next fetch asks for: `batch_size`, or fewer after a fetch of events naming many memories."""
         self.processed = 0
         self._callbacks = NatsCallbacks(settings.url, "new memories are indexed once it is back")
 
@@ -94,7 +107,7 @@ class EventConsumer:
             js = nc.jetstream(timeout=5.0)
             await ensure_streams(js, self._settings)
             subject = f"{self._settings.subject_root}.events.v1.>"
-            config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=60.0, max_ack_pending=10_000)
+            config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_SECONDS, max_ack_pending=10_000)
             await self._widen(js, subject, config)
             subscription = await js.pull_subscribe(
                 subject, durable=DURABLE, stream=self._settings.stream, config=config
@@ -107,7 +120,7 @@ class EventConsumer:
                     await self._sample(js)
                     last_sample = time.monotonic()
                 try:
-                    messages = await subscription.fetch(self._batch, timeout=1.0)
+                    messages = await subscription.fetch(self._fetch_size, timeout=1.0)
                 except (nats.errors.TimeoutError, TimeoutError):
                     messages = []
                 if not messages:
@@ -149,6 +162,30 @@ class EventConsumer:
             log.info("event consumer now listens to every event", extra={"subject": subject})
 
     async def _handle(self, js: JetStreamContext, messages: Sequence[Msg]) -> None:
+        """Index a fetch in chunks of at most `batch_size` memories and messages (an event of a bulk write
+        is one chunk however many it names), acknowledging each chunk once it is stored. The next fetch
+        asks for about `batch_size` memories' worth of events, so one replica never takes an import's
+        whole backlog; while a long fetch is worked through, the events still waiting are marked in
+        progress so that JetStream does not hand them to another replica."""
+        sizes = [_size(m) for m in messages]
+        self._fetch_size = max(1, min(self._batch, self._batch * len(messages) // max(1, sum(sizes))))
+        chunk: list[Msg] = []
+        held = 0
+        marked = time.monotonic()
+        for position, (message, size) in enumerate(zip(messages, sizes, strict=True)):
+            if chunk and held + size > self._batch:
+                await self._handle_chunk(js, chunk)
+                chunk, held = [], 0
+                if time.monotonic() - marked > ACK_WAIT_SECONDS / 4:
+                    for waiting in messages[position:]:
+                        await waiting.in_progress()
+                    marked = time.monotonic()
+            chunk.append(message)
+            held += size
+        if chunk:
+            await self._handle_chunk(js, chunk)
+
+    async def _handle_chunk(self, js: JetStreamContext, messages: Sequence[Msg]) -> None:
         spans = [
             tracer.start_span(f"index {m.subject.rsplit('.', 1)[-1]}", context=propagate.extract(m.headers or {}))
             for m in messages
@@ -187,8 +224,9 @@ class EventConsumer:
             else:
                 (forgotten if verb == "forgotten" else created).extend(ids)
         await self._indexer.forget(forgotten)
+        gone = set(forgotten)
         # A message of a conversation deleted meanwhile is absent from the vault's answer, so never written.
-        await self._indexer.index([i for i in created if i not in set(forgotten)], message_ids=archived)
+        await self._indexer.index([i for i in created if i not in gone], message_ids=archived)
         await self._indexer.forget_conversations(deleted)
 
     async def _one_by_one(self, js: JetStreamContext, message: Msg) -> None:
@@ -227,7 +265,11 @@ class EventConsumer:
                 occurred_at=batch.occurred_at,
             )
             headers = {**(message.headers or {}), "Nats-Msg-Id": event.event_id}
-            await js.publish(subject, event.SerializeToString(), headers=headers)
+            try:
+                await js.publish(subject, event.SerializeToString(), headers=headers)
+            except (nats.errors.Error, TimeoutError):
+                await message.nak(delay=5.0)  # NATS is away: split it once it is back (repeats are dropped)
+                return True
         log.warning("index batch event split into one event per memory", extra={"events": len(batch.memories)})
         await message.ack()
         return True

@@ -18,8 +18,9 @@ class IndexerGroup(BaseModel):
     vault_address: str = "127.0.0.1:50051"
     """The vault, where memory text is read and index state reported."""
     batch_size: int = Field(default=256, ge=1, le=1000)
-    """Events fetched and embedded together (at most: a fetch takes what is there). Fewer, larger batches
-    cost fewer round trips to the vault per memory, which an import's last memories wait for."""
+    """Memories and messages indexed together, at most (a `memories.created` event naming more is never cut);
+    a fetch asks for about that many memories' worth of events. Fewer, larger batches cost fewer round trips
+    to the vault per memory, which an import's last memories wait for."""
     max_attempts: int = Field(default=5, ge=1, le=100)
     """Deliveries of one event before it goes to the dead-letter stream."""
     call_timeout_seconds: float = Field(default=10.0, gt=0)

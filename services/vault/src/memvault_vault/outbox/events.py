@@ -20,8 +20,9 @@ from opentelemetry import propagate
 from memvault.events.v1 import archive_events_pb2 as archive_pb
 from memvault.events.v1 import memory_events_pb2 as pb
 
-MAX_PER_EVENT = 1000
-"""Memories per `memories.created` event: about 60 KB, far below NATS's default 1 MB message limit."""
+MAX_PER_EVENT = 256
+"""Memories per `memories.created` event (about 28 KB): the indexer's default batch, so that indexing one
+event takes no longer than a batch of single events did (its acknowledgement wait is 60 s)."""
 
 EVENTS = "events.v1."
 """Subjects are `<subject root>.events.v1.memory.<verb>`; the root is `memvault` unless a NATS

@@ -87,6 +87,7 @@ class OutboxRelay:
             await ensure_streams(js, self._nats)
             log.info("outbox relay running")
             while True:
+                self._wake.clear()  # before reading: a row committed after this read wakes the wait below
                 sent = await self._drain(conn, js)
                 if time.monotonic() - self._pruned_at >= self._prune_every:
                     self._pruned_at = time.monotonic()
@@ -94,7 +95,6 @@ class OutboxRelay:
                     if pruned:
                         log.debug("published outbox rows deleted", extra={"count": pruned})
                 if not sent:  # a batch short of BATCH may have stopped at the read's byte limit
-                    self._wake.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self._poll)
         finally:

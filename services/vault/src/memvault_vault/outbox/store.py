@@ -28,7 +28,7 @@ async def try_relay_lock(conn: asyncpg.Connection) -> bool:
 
 
 READ_BYTES = 1 << 20
-"""Payload bytes the relay reads at a time (at least one event): a `memories.created` holds up to 1,000 ids."""
+"""Payload bytes the relay reads at a time (at least one event; a `memories.created` is about 28 KB)."""
 
 
 async def unpublished(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
@@ -37,9 +37,9 @@ async def unpublished(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Reco
     return list(
         await conn.fetch(
             "SELECT id::text, subject, payload, headers FROM ("
-            " SELECT id, subject, payload, headers, created_at,"
-            "  sum(octet_length(payload)) OVER (ORDER BY created_at, id) - octet_length(payload) AS before"
-            " FROM outbox WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1"
+            " SELECT *, sum(octet_length(payload)) OVER (ORDER BY created_at, id) - octet_length(payload) AS before"
+            " FROM (SELECT id, subject, payload, headers, created_at FROM outbox WHERE published_at IS NULL"
+            "  ORDER BY created_at, id LIMIT $1) oldest"
             ") o WHERE before < $2 ORDER BY created_at, id",
             limit,
             READ_BYTES,

@@ -59,7 +59,7 @@ Global___MemoryCreated: _TypeAlias = MemoryCreated  # noqa: Y015
 @_typing.final
 class MemoriesCreated(_message.Message):
     """Many memories written by one call (an import, a restore, an index retry): one event
-    for up to 1,000 of them instead of one each, which is what a bulk write's events cost.
+    for up to 256 of them instead of one each, which is what a bulk write's events cost.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

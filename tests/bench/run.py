@@ -165,7 +165,16 @@ def cpu_meter(stack: Stack) -> report.CpuMeter:
     return report.CpuMeter({name: pid for name in stack.services if (pid := stack.process(name).pid) is not None})
 
 
+POLL_SECONDS = 0.25
+TAIL_POLL_SECONDS = 0.02
+TAIL = 100
+
+
 async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> None:
+    """Wait until the vault has `expected` memories indexed and none pending. It asks every 0.25 s, and
+    every 20 ms once fewer than 100 are left, so that an import's time until searchable is not rounded up
+    by up to a quarter of a second (3 % of a 2,000-memory import at 270 memories/s), without asking
+    40 times a second all along."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         stats = await vault_stats(stack)
@@ -173,7 +182,8 @@ async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> 
             return
         if stats.index_failed:
             raise RuntimeError(f"{stats.index_failed} memories failed to index: {stats.recent_failures}")
-        await asyncio.sleep(0.25)
+        left = max(expected - stats.indexed, stats.index_pending)
+        await asyncio.sleep(TAIL_POLL_SECONDS if left < TAIL else POLL_SECONDS)
     raise TimeoutError(f"not indexed within {deadline:.0f}s")
 
 

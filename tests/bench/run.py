@@ -167,14 +167,14 @@ def cpu_meter(stack: Stack) -> report.CpuMeter:
 
 POLL_SECONDS = 0.25
 TAIL_POLL_SECONDS = 0.02
-TAIL = 100
+TAIL = 1000
 
 
 async def until_indexed(stack: Stack, expected: int, deadline: float = 3600) -> None:
-    """Wait until the vault has `expected` memories indexed and none pending. It asks every 0.25 s, and
-    every 20 ms once fewer than 100 are left, so that an import's time until searchable is not rounded up
-    by up to a quarter of a second (3 % of a 2,000-memory import at 270 memories/s), without asking
-    40 times a second all along."""
+    """Wait until the vault has `expected` memories indexed and none pending. It asks every 0.25 s, and every
+    20 ms once fewer than 1,000 are left (an import's last two calls), so that an import's time until
+    searchable is not rounded up by up to a quarter of a second (3 % of a 2,000-memory import at 270
+    memories/s), without asking 50 times a second all along."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         stats = await vault_stats(stack)

@@ -202,15 +202,53 @@ async def test_a_fetch_is_indexed_in_chunks_of_at_most_batch_size_memories_never
 
     assert sorted(feed.indexed) == sorted(ids) and not feed.failed
     assert sorted(i for call in feed.calls for i in call) == sorted(ids)  # each asked for once: no split, no retry
-    for call in feed.calls:  # whole events, and more than 8 only as one event alone
-        assert any(call == e for e in events) or (
-            len(call) <= 8 and call == [i for e in events for i in e if i in call]
-        )
+    for call in feed.calls:  # whole events only, in order, and more than 8 only as one event alone
+        touched = [e for e in events if set(e) & set(call)]
+        assert call == [i for e in touched for i in e]
+        assert len(call) <= 8 or len(touched) == 1
     assert [len(c) for c in feed.calls if len(c) > 8] == [12]
     info = await js.stream_info(settings.stream)
     assert info.state.messages == len(events)  # nothing was put back split
     consumer_info = await js.consumer_info(settings.stream, "indexer")
     assert consumer_info.num_ack_pending == 0 and consumer_info.num_pending == 0
+    await nc.close()
+    await store.close()
+
+
+async def test_a_fetch_keeps_bulk_events_for_twice_batch_size_memories_and_puts_the_rest_back(
+    nats_url: str, tmp_path: Path
+) -> None:
+    settings = NatsSettings(url=nats_url, namespace=f"t{uuid.uuid4().hex[:8]}")
+    ids = [str(uuid.uuid4()) for _ in range(40)]
+    feed = VaultFeedStandIn({i: f"Drawer {n} holds cable kit {n}." for n, i in enumerate(ids)}, "none")
+    store = EdgeVectorStore(tmp_path, model="all-minilm-l6-v2", dimension=384)
+    await store.ensure_collection()
+    indexer = Indexer(OnnxMiniLMEmbedder(), store, feed)  # type: ignore[arg-type]
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, settings)
+    events = [ids[n : n + 8] for n in range(0, 40, 8)]
+    for named in events:
+        await js.publish(f"{settings.subject_root}.events.v1.memories.created", batch(named))
+
+    consumer = EventConsumer(settings, indexer, batch_size=8, max_attempts=2)  # the first fetch asks for 8 events
+    task = asyncio.create_task(consumer.run())
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and await store.count() < len(ids):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    assert sorted(feed.indexed) == sorted(ids) and not feed.failed
+    assert sorted(map(tuple, feed.calls)) == sorted(map(tuple, events))  # one event per call, each once
+    info = await js.consumer_info(settings.stream, "indexer")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    # The first fetch took all five and kept two (16 memories): three were delivered again.
+    assert info.delivered.consumer_seq == len(events) + 3
     await nc.close()
     await store.close()
 

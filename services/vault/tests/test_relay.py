@@ -244,6 +244,7 @@ async def test_the_relay_publishes_past_a_reads_byte_limit_without_waiting_for_i
     relay = OutboxRelay(vault_dsn, settings, poll_seconds=60.0)  # only a notification or the loop can wake it
     task = asyncio.create_task(relay.run())
     try:
+        await until(lambda: _none_unpublished(database), deadline=30)  # what other tests left, first
         big = [OutboxEvent(str(uuid.uuid4()), "events.v1.test.sized", b"x" * 600_000, {}) for _ in range(3)]
         async with database.pool.acquire() as conn, conn.transaction():
             await store.enqueue(conn, big)
@@ -253,6 +254,10 @@ async def test_the_relay_publishes_past_a_reads_byte_limit_without_waiting_for_i
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _none_unpublished(database: Database) -> bool:
+    return not await database.pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
 
 
 async def _all_published(database: Database, ids: list[str]) -> bool:

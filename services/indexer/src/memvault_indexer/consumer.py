@@ -10,6 +10,7 @@ failed index job, so nothing fails silently.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -162,30 +163,55 @@ class EventConsumer:
             log.info("event consumer now listens to every event", extra={"subject": subject})
 
     async def _handle(self, js: JetStreamContext, messages: Sequence[Msg]) -> None:
-        """Index a fetch in chunks of at most `batch_size` memories and messages (an event of a bulk write
-        is one chunk however many it names), acknowledging each chunk once it is stored. The next fetch
-        asks for about `batch_size` memories' worth of events, so one replica never takes an import's
-        whole backlog; while a long fetch is worked through, the events still waiting are marked in
-        progress so that JetStream does not hand them to another replica."""
+        """Index a fetch in chunks of at most `batch_size` memories and messages (an event of a bulk write is
+        never cut), acknowledging each chunk once it is stored. A fetch keeps bulk events for at most twice
+        `batch_size` memories and puts the rest back at once for any replica to take, and the next fetch asks
+        for about `batch_size` memories' worth of events; until a fetch is done, its events are marked in
+        progress every quarter of the acknowledgement wait, so JetStream hands none of them to another replica."""
         sizes = [_size(m) for m in messages]
         self._fetch_size = max(1, min(self._batch, self._batch * len(messages) // max(1, sum(sizes))))
-        chunk: list[Msg] = []
+        kept: list[tuple[Msg, int]] = []
         held = 0
-        marked = time.monotonic()
-        for position, (message, size) in enumerate(zip(messages, sizes, strict=True)):
-            if chunk and held + size > self._batch:
-                await self._handle_chunk(js, chunk)
-                chunk, held = [], 0
-                if time.monotonic() - marked > ACK_WAIT_SECONDS / 4:
-                    for waiting in messages[position:]:
-                        await waiting.in_progress()
-                    marked = time.monotonic()
-            chunk.append(message)
+        for message, size in zip(messages, sizes, strict=True):
+            if kept and held + size > 2 * self._batch and message.subject.endswith(".memories.created"):
+                await message.nak()  # a bulk event is split whenever it fails, so a redelivery costs it nothing
+                continue
+            kept.append((message, size))
             held += size
-        if chunk:
-            await self._handle_chunk(js, chunk)
+        unfinished = [message for message, _ in kept]
+        heartbeat = asyncio.create_task(self._keep_in_progress(unfinished))
+        try:
+            chunk: list[Msg] = []
+            held = 0
+            for message, size in kept:
+                if chunk and held + size > self._batch:
+                    if not await self._handle_chunk(js, chunk):
+                        break
+                    del unfinished[: len(chunk)]
+                    chunk, held = [], 0
+                chunk.append(message)
+                held += size
+            else:
+                if chunk:
+                    await self._handle_chunk(js, chunk)
+                return
+            # A chunk was postponed (the vault, the store or NATS is away): so is the rest, without trying it.
+            for message in unfinished[len(chunk) :]:
+                await message.nak(delay=5.0)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
 
-    async def _handle_chunk(self, js: JetStreamContext, messages: Sequence[Msg]) -> None:
+    async def _keep_in_progress(self, unfinished: list[Msg]) -> None:
+        while True:
+            await asyncio.sleep(ACK_WAIT_SECONDS / 4)
+            for message in list(unfinished):
+                with contextlib.suppress(nats.errors.Error):
+                    await message.in_progress()
+
+    async def _handle_chunk(self, js: JetStreamContext, messages: Sequence[Msg]) -> bool:
+        """Index one chunk and acknowledge it; False when it was put back because something it needs is away."""
         spans = [
             tracer.start_span(f"index {m.subject.rsplit('.', 1)[-1]}", context=propagate.extract(m.headers or {}))
             for m in messages
@@ -197,15 +223,19 @@ class EventConsumer:
                 log.warning("index batch postponed", extra={"reason": error.message, "events": len(messages)})
                 for message in messages:
                     await message.nak(delay=5.0)
-                return
-            except Exception:
+                return False
+            except Exception as error:
+                if len(messages) == 1:  # nothing to tell apart: applying it again alone would fail the same way
+                    await self._failed(js, messages[0], error)
+                    return True
                 log.exception("index batch failed; retrying its events one by one")
                 for message in messages:
                     await self._one_by_one(js, message)
-                return
+                return True
             for message in messages:
                 await message.ack()
             self.processed += len(messages)
+            return True
         finally:
             for span in spans:
                 span.end()
@@ -236,13 +266,22 @@ class EventConsumer:
             await message.nak(delay=5.0)
             return
         except Exception as error:
-            if message.subject.endswith(".memories.created") and await self._split(js, message):
-                return
-            attempts = message.metadata.num_delivered
-            if attempts < self._max_attempts:
-                await message.nak(delay=min(2.0**attempts, 60.0))
-                return
-            await self._dead_letter(js, message, error)
+            await self._failed(js, message, error)
+            return
+        await message.ack()
+        self.processed += 1
+
+    async def _failed(self, js: JetStreamContext, message: Msg, error: Exception) -> None:
+        """An event that failed on its own: a bulk one is split; another is tried again later, or after
+        `max_attempts` deliveries moved to the dead letters (and acknowledged)."""
+        if message.subject.endswith(".memories.created") and await self._split(js, message):
+            return
+        log.warning("index event failed", extra={"subject": message.subject, "error": type(error).__name__})
+        attempts = message.metadata.num_delivered
+        if attempts < self._max_attempts:
+            await message.nak(delay=min(2.0**attempts, 60.0))
+            return
+        await self._dead_letter(js, message, error)
         await message.ack()
         self.processed += 1
 

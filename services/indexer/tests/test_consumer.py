@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -26,6 +25,13 @@ from memvault_indexer.indexing import Indexer
 from memvault_indexer.store import EdgeVectorStore, SearchFilters
 
 pytestmark = pytest.mark.integration
+
+
+async def stopped(task: asyncio.Task[None]) -> None:
+    """Cancel the consumer and wait for it to end: a consumer that swallowed the cancellation fails the test."""
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=30)
+    assert done, "the consumer did not stop when cancelled"
 
 
 def batch(ids: list[str]) -> bytes:
@@ -102,9 +108,7 @@ async def test_a_poison_event_goes_to_the_dead_letter_and_is_reported_while_the_
         while time.monotonic() < deadline and not (feed.failed and await store.count() == 3):  # noqa: ASYNC110
             await asyncio.sleep(0.2)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stopped(task)
 
     assert sorted(feed.indexed) == sorted(good)  # the rest of the batch was not held back
     assert await store.count() == 3
@@ -148,9 +152,7 @@ async def test_a_batch_event_is_indexed_whole_and_split_when_one_of_its_memories
         while time.monotonic() < deadline and not (feed.failed and await store.count() == 4):  # noqa: ASYNC110
             await asyncio.sleep(0.2)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stopped(task)
 
     assert feed.calls[0] == good[:2]  # the first event in one go, though it names more than batch_size
     assert sorted(feed.indexed) == sorted(good)
@@ -196,9 +198,7 @@ async def test_a_fetch_is_indexed_in_chunks_of_at_most_batch_size_memories_never
         while time.monotonic() < deadline and await store.count() < len(ids):  # noqa: ASYNC110
             await asyncio.sleep(0.2)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stopped(task)
 
     assert sorted(feed.indexed) == sorted(ids) and not feed.failed
     assert sorted(i for call in feed.calls for i in call) == sorted(ids)  # each asked for once: no split, no retry
@@ -239,9 +239,7 @@ async def test_a_fetch_keeps_bulk_events_for_twice_batch_size_memories_and_puts_
         while time.monotonic() < deadline and await store.count() < len(ids):  # noqa: ASYNC110
             await asyncio.sleep(0.2)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stopped(task)
 
     assert sorted(feed.indexed) == sorted(ids) and not feed.failed
     assert sorted(map(tuple, feed.calls)) == sorted(map(tuple, events))  # one event per call, each once
@@ -271,9 +269,7 @@ async def test_nats_refusing_connections_is_logged_in_one_line_without_credentia
             assert time.monotonic() < deadline, "no warning before the deadline"
             await asyncio.sleep(0.1)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stopped(task)
     # That nats-py's retries (every 2 s) add no line is tested once, on a clock, in libs/core.
     warnings = [r for r in caplog.records if "cannot reach NATS" in r.getMessage()]
     assert len(warnings) == 1
@@ -346,9 +342,7 @@ async def test_archived_messages_are_indexed_as_messages_apart_from_memories_and
         while time.monotonic() < deadline and await store.count() != 2:  # noqa: ASYNC110
             await asyncio.sleep(0.2)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stopped(task)
 
     assert await store.count() == 2  # the deleted conversation's message went; the other stayed
     assert {h.memory_id for h in await store.search(query, "vault-1", 10, SearchFilters(messages=True))} == {kept}

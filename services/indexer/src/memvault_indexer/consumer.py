@@ -199,9 +199,8 @@ class EventConsumer:
             for message in unfinished[len(chunk) :]:
                 await message.nak(delay=5.0)
         finally:
+            # Not awaited: suppressing its CancelledError there would also swallow a cancellation of this task.
             heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
 
     async def _keep_in_progress(self, unfinished: list[Msg]) -> None:
         while True:

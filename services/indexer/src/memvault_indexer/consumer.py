@@ -67,10 +67,15 @@ def _parse(message: Msg) -> tuple[str, list[str]]:
     return entity_verb.split(".", 1)[1], [str(kind.FromString(message.data).memory_id)]
 
 
+def _is_bulk(message: Msg) -> bool:
+    """A `memories.created`: the one event of a bulk write for many new memories."""
+    return message.subject.endswith(".memories.created")
+
+
 def _size(message: Msg) -> int:
     """Memories an event names: those of a `memories.created`, one for every other event (and for one that
     cannot be read, which then fails on its own)."""
-    if message.subject.endswith(".memories.created"):
+    if _is_bulk(message):
         with contextlib.suppress(DecodeError):
             return max(1, len(events_pb.MemoriesCreated.FromString(message.data).memories))
     return 1
@@ -173,7 +178,7 @@ class EventConsumer:
         kept: list[tuple[Msg, int]] = []
         held = 0
         for message, size in zip(messages, sizes, strict=True):
-            if kept and held + size > 2 * self._batch and message.subject.endswith(".memories.created"):
+            if kept and held + size > 2 * self._batch and _is_bulk(message):
                 await message.nak()  # a bulk event is split whenever it fails, so a redelivery costs it nothing
                 continue
             kept.append((message, size))
@@ -273,7 +278,7 @@ class EventConsumer:
     async def _failed(self, js: JetStreamContext, message: Msg, error: Exception) -> None:
         """An event that failed on its own: a bulk one is split; another is tried again later, or after
         `max_attempts` deliveries moved to the dead letters (and acknowledged)."""
-        if message.subject.endswith(".memories.created") and await self._split(js, message):
+        if _is_bulk(message) and await self._split(js, message):
             return
         log.warning("index event failed", extra={"subject": message.subject, "error": type(error).__name__})
         attempts = message.metadata.num_delivered

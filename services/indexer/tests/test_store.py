@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from memvault_core.errors import InvalidArgument, Unavailable
 from memvault_indexer import sparse_copy
+from memvault_indexer.edge_store import SEARCH_BATCH
 from memvault_indexer.store import (
     EdgeVectorStore,
     IndexedMemory,
@@ -109,10 +110,13 @@ async def test_search_many_answers_each_vector_as_search_does(store: VectorStore
     memories = [memory("v1", unit(1, x / 10)) for x in range(12)] + [memory("v2", unit(1, 0))]
     await store.upsert(memories)
     queries = [unit(1, 0), unit(0, 1), unit(1, 1, 1)]
+    # More queries than the Edge store sends into the shard in one call, answered in order.
+    many = [unit(1, x / 40, (x % 7) / 7) for x in range(2 * SEARCH_BATCH + 3)]
 
     batched = await store.search_many(queries, "v1", limit=5)
 
     assert batched == [await store.search(query, "v1", limit=5) for query in queries]
+    assert await store.search_many(many, "v1", limit=3) == [await store.search(q, "v1", limit=3) for q in many]
     assert all(len(hits) == 5 for hits in batched)
     assert str(memories[-1].memory_id) not in {hit.memory_id for hits in batched for hit in hits}
     assert await store.search_many([], "v1", limit=5) == []

@@ -178,7 +178,9 @@ async def test_undo_of_an_untouched_import_is_exact(owner: Caller, fake_index: F
 async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_index: FakeIndex) -> None:
     """Two imports into one vault sent at once: the second is checked against what the first wrote
     (it waits its turn, having had its texts embedded meanwhile), so a near-duplicate across them is
-    found (a near-duplicate at cosine 0.97), not stored twice as new."""
+    found (a near-duplicate at cosine 0.97), not stored twice as new. Each has its texts embedded first,
+    the second's once the first's are done (side by side, both would be slower to finish), and while the
+    first one's check runs."""
     await set_mode(owner, "auto")
     first, second = "The boiler was serviced in March 2025.", "The boiler got its service in March 2025."
     fake_index.set(first, second, 0.97)
@@ -193,9 +195,38 @@ async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_ind
     assert [r.outcome for r in results] == [vpb.WRITE_OUTCOME_STORED, vpb.WRITE_OUTCOME_DUPLICATE]
     assert results[1].memory_id == results[0].memory_id
     assert fake_index.similar_calls - calls == 2  # each import's check
-    assert fake_index.embed_ahead_calls - ahead == 1  # and the waiting one's embedding ahead
-    # ...sent once the first one's texts are embedded, not beside them (which would delay the first)
-    assert fake_index.calls[:3] == ["similar", "similar done", "ahead"]
+    assert fake_index.embed_ahead_calls - ahead == 2  # each import's texts embedded before its check
+    order = fake_index.calls
+    assert order[:2] == ["ahead", "ahead done"]  # the first one's alone
+    assert order.index("ahead", 1) < order.index("similar done")  # the second one's beside the first one's check
+
+
+async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_checked(
+    owner: Caller, fake_index: FakeIndex
+) -> None:
+    """A client keeping two imports in flight sends a third when the first returns. The second, embedded
+    ahead while the first was written, lets the third embed as soon as it holds the turn, while its own
+    duplicate check runs (the model would otherwise idle while the index is searched and rows written)."""
+    await set_mode(owner, "auto")
+    fake_index.calls.clear()
+    fake_index.delay = 0.3
+
+    async def after(first: asyncio.Future[vpb.BulkRememberResponse], text: str) -> vpb.BulkRememberResponse:
+        await first
+        return await bulk(owner, text)
+
+    try:
+        first = asyncio.ensure_future(bulk(owner, "The NAS has four 8 TB disks."))
+        second = asyncio.ensure_future(bulk(owner, "The NAS runs TrueNAS Scale."))
+        answers = await asyncio.gather(first, second, after(first, "The NAS backs up to a USB disk nightly."))
+    finally:
+        fake_index.delay = 0.0
+    assert [a.results[0].outcome for a in answers] == [vpb.WRITE_OUTCOME_STORED] * 3
+    calls = fake_index.calls
+    assert calls.count("ahead") == 3 and calls.count("similar") == 3
+    third_ahead = [n for n, c in enumerate(calls) if c == "ahead"][2]
+    second_done = [n for n, c in enumerate(calls) if c == "similar done"][1]
+    assert third_ahead < second_done, calls
 
 
 async def test_undo_needs_a_reviewer_and_a_real_batch(owner: Caller) -> None:

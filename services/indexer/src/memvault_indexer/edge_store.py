@@ -51,6 +51,11 @@ _OPTIMIZE_IN_CHILD = (
 )
 
 
+SEARCH_BATCH = 64
+"""Queries per call into the shard in `search_many`. Qdrant Edge holds the GIL while it searches, so one call
+for an import's 500 texts (about 0.2 s) would stall the model's thread, embedding the next import, for
+all of it; between calls of this size the model's thread gets the GIL back."""
+
 OPTIMIZING_SUFFIX = ".optimizing"
 """The copy of an Edge shard that a child process is building the index in: `<collection>.optimizing`."""
 
@@ -239,9 +244,14 @@ class EdgeVectorStore:
 
         if limit < 1 or len(vectors) == 0:
             return [[] for _ in vectors]
-        batch = QueryBatchRequest([self._query(vector, vault_id, limit) for vector in vectors])
-        results = await self._read("query_batch", batch)
-        return [_hits(points) for points in results]
+        hits: list[list[Hit]] = []
+        for start in range(0, len(vectors), SEARCH_BATCH):
+            part = vectors[start : start + SEARCH_BATCH]
+            results = await self._read(
+                "query_batch", QueryBatchRequest([self._query(v, vault_id, limit) for v in part])
+            )
+            hits.extend(_hits(points) for points in results)
+        return hits
 
     def _query(
         self,

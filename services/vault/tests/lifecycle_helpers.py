@@ -42,6 +42,8 @@ class FakeIndex:
         """"similar" or "ahead" as each call starts and "similar done" or "ahead done" as it ends, in order."""
         self.delay = 0.0
         """Seconds each Similar call takes (as embedding does), so that calls can overlap."""
+        self.search_delay = 0.0
+        """Seconds a Similar call takes beyond `delay` (as searching the index does)."""
 
     def set(self, a: str, b: str, cosine: float) -> None:
         self.cosines[frozenset((normalize(a), normalize(b)))] = cosine
@@ -82,7 +84,7 @@ class FakeIndex:
             raise Unavailable("the fake indexer is down")
         self.similar_calls += 1
         self.calls.append("similar")
-        await asyncio.sleep(self.delay)
+        await asyncio.sleep(self.delay + self.search_delay)
         self.calls.append("similar done")
         rows = await self.database.pool.fetch("SELECT id::text, content FROM memory WHERE vault_id = $1", vault_id)
         results = []

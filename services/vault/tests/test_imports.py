@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from typing import Any
 
@@ -178,9 +179,7 @@ async def test_undo_of_an_untouched_import_is_exact(owner: Caller, fake_index: F
 async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_index: FakeIndex) -> None:
     """Two imports into one vault sent at once: the second is checked against what the first wrote
     (it waits its turn, having had its texts embedded meanwhile), so a near-duplicate across them is
-    found (a near-duplicate at cosine 0.97), not stored twice as new. Each has its texts embedded first,
-    the second's once the first's are done (side by side, both would be slower to finish), and while the
-    first one's check runs."""
+    found (a near-duplicate at cosine 0.97), not stored twice as new."""
     await set_mode(owner, "auto")
     first, second = "The boiler was serviced in March 2025.", "The boiler got its service in March 2025."
     fake_index.set(first, second, 0.97)
@@ -195,10 +194,9 @@ async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_ind
     assert [r.outcome for r in results] == [vpb.WRITE_OUTCOME_STORED, vpb.WRITE_OUTCOME_DUPLICATE]
     assert results[1].memory_id == results[0].memory_id
     assert fake_index.similar_calls - calls == 2  # each import's check
-    assert fake_index.embed_ahead_calls - ahead == 2  # each import's texts embedded before its check
-    order = fake_index.calls
-    assert order[:2] == ["ahead", "ahead done"]  # the first one's alone
-    assert order.index("ahead", 1) < order.index("similar done")  # the second one's beside the first one's check
+    assert fake_index.embed_ahead_calls - ahead == 1  # and the waiting one's embedding ahead
+    # ...sent once the first one's texts are embedded, not beside them (which would delay the first)
+    assert fake_index.calls[:3] == ["similar", "similar done", "ahead"]
 
 
 async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_checked(
@@ -209,7 +207,7 @@ async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_chec
     duplicate check runs (the model would otherwise idle while the index is searched and rows written)."""
     await set_mode(owner, "auto")
     fake_index.calls.clear()
-    fake_index.delay = 0.3
+    fake_index.delay, fake_index.search_delay = 0.3, 0.3
 
     async def after(first: asyncio.Future[vpb.BulkRememberResponse], text: str) -> vpb.BulkRememberResponse:
         await first
@@ -220,13 +218,37 @@ async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_chec
         second = asyncio.ensure_future(bulk(owner, "The NAS runs TrueNAS Scale."))
         answers = await asyncio.gather(first, second, after(first, "The NAS backs up to a USB disk nightly."))
     finally:
-        fake_index.delay = 0.0
+        fake_index.delay, fake_index.search_delay = 0.0, 0.0
     assert [a.results[0].outcome for a in answers] == [vpb.WRITE_OUTCOME_STORED] * 3
     calls = fake_index.calls
-    assert calls.count("ahead") == 3 and calls.count("similar") == 3
-    third_ahead = [n for n, c in enumerate(calls) if c == "ahead"][2]
+    assert calls.count("ahead") == 2 and calls.count("similar") == 3  # the first had nothing to wait for
+    third_ahead = [n for n, c in enumerate(calls) if c == "ahead"][1]
     second_done = [n for n, c in enumerate(calls) if c == "similar done"][1]
     assert third_ahead < second_done, calls
+
+
+async def test_an_import_goes_on_when_embedding_its_texts_ahead_fails(
+    owner: Caller, fake_index: FakeIndex, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Embedding ahead is an optimisation nobody awaits: an unexpected error in it is logged (its kind,
+    no text) and the duplicate check embeds the texts itself."""
+    await set_mode(owner, "auto")
+
+    async def broken(vault_id: str, texts: Any) -> None:
+        raise RuntimeError("the channel was closed")
+
+    monkeypatch.setattr(fake_index, "embed_ahead", broken)
+    fake_index.delay = 0.3
+    caplog.set_level(logging.WARNING, logger="memvault_vault.memories.writes")
+    try:
+        one, two = await asyncio.gather(
+            bulk(owner, "The garage door opener is a Chamberlain."), bulk(owner, "The garage has two bikes.")
+        )
+    finally:
+        fake_index.delay = 0.0
+    assert [r.outcome for r in (*one.results, *two.results)] == [vpb.WRITE_OUTCOME_STORED] * 2
+    (record,) = [r for r in caplog.records if "embedding ahead failed" in r.getMessage()]
+    assert record.__dict__["error"] == "RuntimeError" and "garage" not in caplog.text
 
 
 async def test_undo_needs_a_reviewer_and_a_real_batch(owner: Caller) -> None:

@@ -81,7 +81,7 @@ class VectorStore(Protocol):
     async def search_many(
         self, vectors: Sequence[NDArray[np.float32] | Sequence[float]], vault_id: str, limit: int
     ) -> list[list[Hit]]:
-        """`search` for several vectors in one request (an import's duplicate check): one list per vector."""
+        """`search` for several vectors at once (an import's duplicate check): one list per vector, in order."""
         ...
 
     async def count(self, vault_id: str | None = None) -> int:

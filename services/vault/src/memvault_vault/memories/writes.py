@@ -55,7 +55,8 @@ class Writer:
         self._index_progress = index_progress or IndexProgress()
         self._import_turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._turn_embedded: dict[str, asyncio.Event] = {}
-        """Per vault, set once the import holding the turn has its texts embedded (or waits for the index)."""
+        """Per vault, set once the import holding the turn has its texts embedded, or embedding them ahead
+        failed, or it waits for the index; at the latest when it leaves the turn."""
         self._warming: set[asyncio.Task[None]] = set()
 
     async def refuse_secret(self, identity: Identity, vault: VaultAccess, draft: Draft) -> None:
@@ -156,9 +157,10 @@ class Writer:
         embedding under way), so the indexer's cores do not idle while the vault writes. The next one's texts go
         to the indexer once the current one's are embedded: sent at once, both would be embedded side by
         side, and the current one would wait for both before it could be written (and its client send more).
-        Each import has its texts embedded first (the first one too, with nothing to wait for) and then lets
-        the next one embed, so the model keeps running while this one's duplicate check searches the index
-        (about 0.2 s for 500 texts, in which Qdrant Edge holds the indexer's GIL) and its memories are written."""
+        An import whose texts were embedded ahead lets the next one embed as soon as that is done, so the
+        model keeps running while this one's duplicate check searches the index (about 0.2 s for 500 texts,
+        in which Qdrant Edge holds the indexer's GIL) and its memories are written. (With more than two in
+        flight, the waiting ones all go once the holder's texts are embedded, side by side.)"""
         if not is_import or self._index is None:
             yield
             return
@@ -166,21 +168,21 @@ class Writer:
         if turn is None:
             turn = self._import_turns[vault.id] = asyncio.Lock()
         warming: asyncio.Task[None] | None = None
-        if drafts:
-            after = self._turn_embedded.get(vault.id) if turn.locked() else None
+        if turn.locked() and drafts:
             warming = asyncio.create_task(
-                self._embed_ahead(vault, list(dict.fromkeys(d.content for d in drafts.values())), after)
+                self._embed_ahead(
+                    vault, list(dict.fromkeys(d.content for d in drafts.values())), self._turn_embedded.get(vault.id)
+                )
             )
             self._warming.add(warming)
             warming.add_done_callback(self._warming.discard)
         async with turn:
             embedded = self._turn_embedded[vault.id] = asyncio.Event()
+            if warming is not None:
+                # The turn before has ended, so `warming` is sending or has sent: once it is done (the texts
+                # embedded, or failed and left to the duplicate check), the next import may embed.
+                warming.add_done_callback(lambda _: embedded.set())
             try:
-                if warming is not None:
-                    # Any turn before has ended, so `warming` is sending or has sent; once the indexer holds
-                    # these texts (or failed to embed them: the check embeds them then), the next may go.
-                    await asyncio.wait([warming])
-                    embedded.set()
                 yield
             finally:
                 embedded.set()
@@ -203,6 +205,10 @@ class Writer:
             await self._index.embed_ahead(vault.id, texts)
         except Unavailable as error:
             log.info("embedding ahead failed; the duplicate check embeds the texts", extra={"reason": error.message})
+        except Exception as error:  # nobody awaits this task: an error here must not go unseen, nor stop the import
+            log.warning(
+                "embedding ahead failed; the duplicate check embeds the texts", extra={"error": type(error).__name__}
+            )
 
     def _result(
         self,

@@ -203,7 +203,7 @@ async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_chec
     owner: Caller, fake_index: FakeIndex
 ) -> None:
     """A client keeping two imports in flight sends a third when the first returns. The second, embedded
-    ahead while the first was written, lets the third embed as soon as it holds the turn, while its own
+    ahead while the first was written, lets the third embed once that embedding is done, while its own
     duplicate check runs (the model would otherwise idle while the index is searched and rows written)."""
     await set_mode(owner, "auto")
     fake_index.calls.clear()

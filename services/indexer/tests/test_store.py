@@ -124,6 +124,34 @@ async def test_search_many_answers_each_vector_as_search_does(store: VectorStore
 
 
 @pytest.mark.integration
+async def test_the_edge_store_searches_at_most_search_batch_queries_a_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qdrant Edge holds the GIL while it searches: one call for an import's 500 texts would stall the
+    model embedding the next import in another thread, so `search_many` sends them in calls of at most
+    SEARCH_BATCH (the real shard answers; the request type is only watched)."""
+    import qdrant_edge
+
+    sizes: list[int] = []
+    real = qdrant_edge.QueryBatchRequest
+
+    def watched(requests: list[object]) -> object:
+        sizes.append(len(requests))
+        return real(requests)
+
+    store = EdgeVectorStore(tmp_path / "edge", model=MODEL, dimension=DIM)
+    await store.ensure_collection()
+    await store.upsert([memory("v1", unit(1, x / 10)) for x in range(5)])
+    monkeypatch.setattr(qdrant_edge, "QueryBatchRequest", watched)
+
+    hits = await store.search_many([unit(1, x / 50) for x in range(2 * SEARCH_BATCH + 3)], "v1", limit=2)
+
+    assert sizes == [SEARCH_BATCH, SEARCH_BATCH, 3]
+    assert len(hits) == 2 * SEARCH_BATCH + 3 and all(len(h) == 2 for h in hits)
+    await store.close()
+
+
+@pytest.mark.integration
 async def test_upsert_is_idempotent_and_replaces_the_point(store: VectorStore) -> None:
     first = memory("v1", unit(1, 0), content_hash="old")
     await store.upsert([first])

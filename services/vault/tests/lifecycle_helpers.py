@@ -39,7 +39,7 @@ class FakeIndex:
         self.similar_calls = 0
         self.embed_ahead_calls = 0
         self.calls: list[str] = []
-        """"similar" or "ahead" as each call starts and "similar done" as a Similar call ends, in order."""
+        """"similar" or "ahead" as each call starts and "similar done" or "ahead done" as it ends, in order."""
         self.delay = 0.0
         """Seconds each Similar call takes (as embedding does), so that calls can overlap."""
         self.search_delay = 0.0
@@ -69,6 +69,7 @@ class FakeIndex:
         self.embed_ahead_calls += 1
         self.calls.append("ahead")
         await asyncio.sleep(self.delay)
+        self.calls.append("ahead done")
 
     async def similar(
         self,

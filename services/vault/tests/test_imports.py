@@ -200,7 +200,7 @@ async def test_imports_in_flight_together_see_each_other(owner: Caller, fake_ind
 
 
 async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_checked(
-    owner: Caller, fake_index: FakeIndex
+    owner: Caller, fake_index: FakeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A client keeping two imports in flight sends a third when the first returns. The second, embedded
     ahead while the first was written, lets the third embed once that embedding is done, while its own
@@ -213,8 +213,17 @@ async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_chec
         await first
         return await bulk(owner, text)
 
+    checking = asyncio.Event()
+    similar = fake_index.similar
+
+    async def watched(*args: Any, **kwargs: Any) -> Any:
+        checking.set()
+        return await similar(*args, **kwargs)
+
+    monkeypatch.setattr(fake_index, "similar", watched)
     try:
         first = asyncio.ensure_future(bulk(owner, "The NAS has four 8 TB disks."))
+        await asyncio.wait_for(checking.wait(), 10)  # the first holds the turn (requests may overtake each other)
         second = asyncio.ensure_future(bulk(owner, "The NAS runs TrueNAS Scale."))
         answers = await asyncio.gather(first, second, after(first, "The NAS backs up to a USB disk nightly."))
     finally:
@@ -225,6 +234,28 @@ async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_chec
     third_ahead = [n for n, c in enumerate(calls) if c == "ahead"][1]
     second_done = [n for n, c in enumerate(calls) if c == "similar done"][1]
     assert third_ahead < second_done, calls
+
+
+async def test_imports_waiting_for_the_turn_embed_ahead_one_after_another(owner: Caller, fake_index: FakeIndex) -> None:
+    """A client with four imports in flight: the three waiting for the turn embed their texts ahead one at a
+    time, in the order they came (side by side, each would take as long as all of them together, and the
+    next to be written would wait for all)."""
+    await set_mode(owner, "auto")
+    fake_index.calls.clear()
+    fake_index.delay = 0.2
+    texts = [
+        "The NAS has four 8 TB disks.",
+        "The NAS runs TrueNAS Scale.",
+        "The NAS is in the cellar.",
+        "The NAS has ECC RAM.",
+    ]
+    try:
+        answers = await asyncio.gather(*(bulk(owner, text) for text in texts))
+    finally:
+        fake_index.delay = 0.0
+    assert [a.results[0].outcome for a in answers] == [vpb.WRITE_OUTCOME_STORED] * 4
+    aheads = [c for c in fake_index.calls if c.startswith("ahead")]
+    assert aheads == ["ahead", "ahead done"] * 3, fake_index.calls
 
 
 async def test_an_import_goes_on_when_embedding_its_texts_ahead_fails(

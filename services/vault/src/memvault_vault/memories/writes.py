@@ -58,6 +58,8 @@ class Writer:
         """Per vault, set once the import holding the turn has its texts embedded, or embedding them ahead
         failed, or it waits for the index; at the latest when it leaves the turn."""
         self._warming: set[asyncio.Task[None]] = set()
+        self._last_warming: dict[str, asyncio.Task[None]] = {}
+        """Per vault, the newest import's texts being embedded ahead: the next one waits for it."""
 
     async def refuse_secret(self, identity: Identity, vault: VaultAccess, draft: Draft) -> None:
         try:
@@ -159,8 +161,8 @@ class Writer:
         side, and the current one would wait for both before it could be written (and its client send more).
         An import whose texts were embedded ahead lets the next one embed as soon as that is done, so the
         model keeps running while this one's duplicate check searches the index (about 0.2 s for 500 texts,
-        in which Qdrant Edge holds the indexer's GIL) and its memories are written. (With more than two in
-        flight, the waiting ones all go once the holder's texts are embedded, side by side.)"""
+        in which Qdrant Edge holds the indexer's GIL) and its memories are written. With more than two in
+        flight, the waiting ones embed one after another in the order they came, for the same reason."""
         if not is_import or self._index is None:
             yield
             return
@@ -169,13 +171,18 @@ class Writer:
             turn = self._import_turns[vault.id] = asyncio.Lock()
         warming: asyncio.Task[None] | None = None
         if turn.locked() and drafts:
+            before = self._last_warming.get(vault.id)
             warming = asyncio.create_task(
                 self._embed_ahead(
-                    vault, list(dict.fromkeys(d.content for d in drafts.values())), self._turn_embedded.get(vault.id)
+                    vault,
+                    list(dict.fromkeys(d.content for d in drafts.values())),
+                    self._turn_embedded.get(vault.id),
+                    before,
                 )
             )
             self._warming.add(warming)
-            warming.add_done_callback(self._warming.discard)
+            self._last_warming[vault.id] = warming
+            warming.add_done_callback(lambda task: self._warmed(vault.id, task))
         async with turn:
             embedded = self._turn_embedded[vault.id] = asyncio.Event()
             if warming is not None:
@@ -189,18 +196,32 @@ class Writer:
                 if self._turn_embedded.get(vault.id) is embedded:
                     del self._turn_embedded[vault.id]
 
+    def _warmed(self, vault_id: str, task: asyncio.Task[None]) -> None:
+        self._warming.discard(task)
+        if self._last_warming.get(vault_id) is task:
+            del self._last_warming[vault_id]
+
     def _turn_texts_embedded(self, vault: VaultAccess) -> None:
         """The import holding the vault's turn no longer needs the indexer's cores: the next may embed ahead."""
         embedded = self._turn_embedded.get(vault.id)
         if embedded is not None:
             embedded.set()
 
-    async def _embed_ahead(self, vault: VaultAccess, texts: list[str], after: asyncio.Event | None) -> None:
+    async def _embed_ahead(
+        self,
+        vault: VaultAccess,
+        texts: list[str],
+        after: asyncio.Event | None,
+        before: asyncio.Task[None] | None,
+    ) -> None:
         """Have the indexer embed texts (a Similar call that only embeds: nothing is searched), once the import
-        holding the turn has its own embedded (`after`; it is set when that import leaves the turn at the latest)."""
+        holding the turn has its own embedded (`after`; it is set when that import leaves the turn at the latest)
+        and the texts of the import that came before this one have been embedded ahead (`before`)."""
         assert self._index is not None
         if after is not None:
             await after.wait()
+        if before is not None:
+            await asyncio.wait([before])  # it never raises (below); a cancelled one is as good as done
         try:
             await self._index.embed_ahead(vault.id, texts)
         except Unavailable as error:

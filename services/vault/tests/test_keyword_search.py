@@ -7,7 +7,8 @@ from vault_helpers import filled_vault
 
 from memvault_vault.database import Database, VaultAccess
 from memvault_vault.domain.memory import RECALLABLE_BY_DEFAULT
-from memvault_vault.recall.store import KEYWORD_RANK_BUDGET, RARE_LEXEME_DOCS, RecallStore
+from memvault_vault.recall.keyword_sql import KEYWORD_RANK_BUDGET, RARE_LEXEME_DOCS
+from memvault_vault.recall.store import RecallStore
 
 pytestmark = pytest.mark.integration
 

@@ -10,24 +10,11 @@ from __future__ import annotations
 
 from typing import Final
 
-TERMS: Final = """
-    terms AS MATERIALIZED (
-        SELECT q.lexeme, quote_literal(q.lexeme) AS literal, quote_literal(q.lexeme)::tsquery AS query,
-               coalesce(s.ndoc, 0) AS df, total.n AS total,
-               ln(1 + (greatest(total.n, coalesce(s.ndoc, 0)) - coalesce(s.ndoc, 0) + 0.5)
-                      / (coalesce(s.ndoc, 0) + 0.5)) AS idf
-        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS q
-        CROSS JOIN (SELECT coalesce(max(ndoc), 0) AS n FROM archive_text_stats WHERE vault_id = $1) AS total
-        LEFT JOIN archive_lexeme_stats AS s ON s.vault_id = $1 AND s.lexeme = q.lexeme
-    )
-"""
-RANK: Final = "coalesce((SELECT sum(terms.idf * ts_rank(m.search, terms.query)) FROM terms), 0)"
+from memvault_vault.recall import keyword_sql
+from memvault_vault.recall.keyword_sql import CUT, KEYWORD_RANK_BUDGET, RANK, RARE_LEXEME_DOCS
 
-RANK_BUDGET: Final = 5000
-"""Above this many (estimated) rows, only messages with two query lexemes or a rare one are ranked."""
-RARE_LEXEME_DOCS: Final = 100
-"""A lexeme in at most this many messages of the vault is rare: one is enough to be ranked."""
-FULL_RANK_BUDGET = RANK_BUDGET
+TERMS: Final = keyword_sql.terms("archive")
+FULL_RANK_BUDGET = KEYWORD_RANK_BUDGET
 """Messages (counted, an upper bound) of the rarest clauses whose every match is ranked ($6)."""
 COMMON_WORD_SAMPLE = 1_000
 """Messages ranked of each clause beyond FULL_RANK_BUDGET ($7): its first matches, not its best."""
@@ -39,7 +26,7 @@ of them took 31 ms that way and 4 ms this way (tests/bench/archive_search_sql.py
 
 # Which messages are ranked, as recall chooses memories: lexemes in more than a tenth of the vault's
 # messages (and more than 100) are left out of the match unless the query has nothing rarer; when the
-# lexemes left would still match more than RANK_BUDGET messages, only those holding lexemes of two
+# lexemes left would still match more than KEYWORD_RANK_BUDGET messages, only those holding lexemes of two
 # different query words, or one rare lexeme, are ranked (ranking reads every matched row).
 #
 # At scale (tests/bench/archive_search.py, 1,000,000 messages) even that may be hundreds of thousands
@@ -47,20 +34,12 @@ of them took 31 ms that way and 4 ms this way (tests/bench/archive_search_sql.py
 # pair of them) are taken rarest first by their exact counts (a pair counts as its rarer lexeme, an
 # upper bound), and while those counts summed stay within FULL_RANK_BUDGET every message matching them
 # is ranked; of each clause beyond it only COMMON_WORD_SAMPLE messages are. FULL_RANK_BUDGET is
-# RANK_BUDGET: wherever recall's rule above ranks every match with counts below it, so does this, and
+# KEYWORD_RANK_BUDGET: wherever recall's rule above ranks every match with counts below it, so does this, and
 # a vault whose query clauses match fewer messages than that ranks exactly as recall does.
 _MATCHING = f"""
-    cut AS (
-        SELECT terms.lexeme, literal, df, words.n AS word FROM terms
-        LEFT JOIN (
-            SELECT DISTINCT w.n, l.lexeme
-            FROM regexp_split_to_table($2, '[[:space:]]+') WITH ORDINALITY AS w (word, n),
-                 unnest(tsvector_to_array(to_tsvector('english', w.word))) AS l (lexeme)
-        ) AS words ON words.lexeme = terms.lexeme
-        WHERE df > 0 AND (df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0))
-    ),
+    {CUT},
     narrow AS MATERIALIZED (
-        SELECT (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) > {RANK_BUDGET}
+        SELECT (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) > {KEYWORD_RANK_BUDGET}
            AND (SELECT count(DISTINCT word) FROM cut) >= 2 AS pairs
     ),
     clauses AS (

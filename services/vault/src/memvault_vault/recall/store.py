@@ -14,28 +14,11 @@ from memvault_vault.domain.filters import sql as filter_sql
 from memvault_vault.domain.fusion import Found
 from memvault_vault.domain.memory import MemoryType, Status
 from memvault_vault.memories.records import memory_from_row
+from memvault_vault.recall import keyword_sql
+from memvault_vault.recall.keyword_sql import CUT, KEYWORD_RANK_BUDGET, RANK, RARE_LEXEME_DOCS
 from memvault_vault.recall.records import RecallRow
 
-# The query's lexemes with BM25's idf from the vault's own counts (vault_lexeme_stats, kept exact
-# by triggers), ranked by every lexeme: sum of idf × ts_rank. See docs/research-fusion.md.
-# MATERIALIZED keeps Postgres from re-running the term list per row.
-_TERMS = """
-    terms AS MATERIALIZED (
-        SELECT q.lexeme, quote_literal(q.lexeme) AS literal, quote_literal(q.lexeme)::tsquery AS query,
-               coalesce(s.ndoc, 0) AS df, total.n AS total,
-               ln(1 + (greatest(total.n, coalesce(s.ndoc, 0)) - coalesce(s.ndoc, 0) + 0.5)
-                      / (coalesce(s.ndoc, 0) + 0.5)) AS idf
-        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS q
-        CROSS JOIN (SELECT coalesce(max(ndoc), 0) AS n FROM vault_text_stats WHERE vault_id = $1) AS total
-        LEFT JOIN vault_lexeme_stats AS s ON s.vault_id = $1 AND s.lexeme = q.lexeme
-    )
-"""
-_RANK = "coalesce((SELECT sum(terms.idf * ts_rank(m.search, terms.query)) FROM terms), 0)"
-
-KEYWORD_RANK_BUDGET = 5000
-"""Above this many (estimated) rows, full-text search ranks only memories with two query lexemes or a rare one."""
-RARE_LEXEME_DOCS = 100
-"""A lexeme in at most this many memories of the vault is rare: one is enough to be ranked."""
+_TERMS = keyword_sql.terms("memory")
 
 # The columns `_memory` reads: recall fetches them only for the memories it returns, never the
 # search vector or the index hash.
@@ -61,25 +44,13 @@ _RECALL_FILTERS = """
               AND (m.valid_to IS NULL OR m.valid_to > $7)))
 """
 
-# Which memories are ranked. Lexemes in more than a tenth of the vault (and more than 100
-# memories) are left out of the match, unless the query has nothing rarer, so a query of common
-# words still finds something. When the lexemes left would still match more than
-# KEYWORD_RANK_BUDGET memories (their document counts summed), only memories holding lexemes of two
-# different query words, or one rare lexeme, are ranked: ranking reads every matched row, and in a
-# large vault of similar memories that is tens of thousands of rows for a three-word query. (The
-# lexemes of one word, like 'backup-drive' -> backup-dr, backup, drive, always come together, so a
-# pair of them would narrow nothing.)
+# Which memories are ranked: those matching the lexemes of `cut` (keyword_sql.CUT); when these would
+# still match more than KEYWORD_RANK_BUDGET memories (their document counts summed), only memories
+# holding lexemes of two different query words, or one rare lexeme, are ranked: ranking reads every
+# matched row, and in a large vault of similar memories that is tens of thousands of rows for a
+# three-word query.
 _KEYWORD = f"""
-    WITH {_TERMS},
-    cut AS (
-        SELECT terms.lexeme, literal, df, words.n AS word FROM terms
-        LEFT JOIN (
-            SELECT DISTINCT w.n, l.lexeme
-            FROM regexp_split_to_table($2, '[[:space:]]+') WITH ORDINALITY AS w (word, n),
-                 unnest(tsvector_to_array(to_tsvector('english', w.word))) AS l (lexeme)
-        ) AS words ON words.lexeme = terms.lexeme
-        WHERE df > 0 AND (df <= greatest(0.1 * total, 100) OR df = (SELECT min(df) FROM terms WHERE df > 0))
-    ),
+    WITH {_TERMS}, {CUT},
     matching AS MATERIALIZED (
         SELECT (CASE
             WHEN (SELECT coalesce(sum(df), 0) FROM (SELECT DISTINCT lexeme, df FROM cut) AS c) <= {KEYWORD_RANK_BUDGET}
@@ -94,7 +65,7 @@ _KEYWORD = f"""
         END)::tsquery AS query
     ),
     ranked AS (
-        SELECT m.id, m.status, m.created_at, {_RANK} AS rank
+        SELECT m.id, m.status, m.created_at, {RANK} AS rank
         FROM memory m, matching
         WHERE m.vault_id = $1
           AND m.search @@ matching.query
@@ -195,7 +166,7 @@ class RecallStore:
         rows = await self._pool.fetch(
             f"""
             WITH {_TERMS}
-            SELECT m.id::text, m.status, m.created_at, {_RANK} AS rank
+            SELECT m.id::text, m.status, m.created_at, {RANK} AS rank
             FROM memory m
             WHERE m.vault_id = $1
               AND m.id = ANY($8::uuid[])

@@ -17,7 +17,6 @@ from memvault_vault.rpc.archive_convert import (
     archived,
     drafts,
     import_status,
-    message,
     receipt,
     summary,
     vault_map_message,
@@ -295,7 +294,10 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
             after=request.after if request.HasField("after") else DEFAULT_CONTEXT_MESSAGES,
         )
         return pb.GetMessageContextResponse(
-            conversation=summary(record), revision=revision, messages=[message(m) for m in messages], position=position
+            conversation=summary(record),
+            revision=revision,
+            messages=[archived(m, with_key=False) for m in messages],
+            position=position,
         )
 
     async def GetMessages(
@@ -338,7 +340,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                     revision=r.revision,
                     title=r.title or "",
                     has_title=r.title is not None,
-                    messages=[message(m) for m in r.messages],
+                    messages=[archived(m, with_key=False) for m in r.messages],
                     oversized=[
                         pb.OversizedMessage(message_id=o.message_id, position=o.position, bytes=o.bytes)
                         for o in r.oversized

@@ -82,7 +82,9 @@ def vault_map_message(found: VaultMap) -> pb.GetVaultMapResponse:
     )
 
 
-def archived(m: MessageRecord) -> pb.ArchivedMessage:
+def archived(m: MessageRecord, *, with_key: bool = True) -> pb.ArchivedMessage:
+    """A message on the wire; without its key in the reads fitted to a byte budget, which count none
+    (domain/archive_reads.py `message_item`)."""
     return pb.ArchivedMessage(
         id=m.id,
         node_id=m.node_id,
@@ -94,7 +96,7 @@ def archived(m: MessageRecord) -> pb.ArchivedMessage:
         created_at=wire.to_timestamp(m.created_at),
         active=m.active,
         position=m.position,
-        key=m.key or "",
+        key=(m.key or "") if with_key else "",
     )
 
 
@@ -142,19 +144,4 @@ def import_status(record: ImportRecord) -> pb.ImportStatus:
         format=record.format,
         created_at=wire.to_timestamp(record.created_at),
         retrying=record.retrying,
-    )
-
-
-def message(m: MessageRecord) -> pb.ArchivedMessage:
-    return pb.ArchivedMessage(
-        id=m.id,
-        node_id=m.node_id,
-        parent_node_id=m.parent_node_id or "",
-        role=m.role,
-        content_type=m.content_type,
-        text=m.text,
-        content_json=m.content or "",
-        created_at=wire.to_timestamp(m.created_at),
-        active=m.active,
-        position=m.position,
     )

@@ -4,12 +4,14 @@ is no indexer, and the events that send messages to the indexer."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 import pytest_asyncio
@@ -21,6 +23,7 @@ from memvault.vault.v1 import archive_pb2_grpc
 from memvault_core.grpc import build_server, client_channel
 from memvault_core.identity import IdentitySigner
 from memvault_vault.accounts.store import AccountStore
+from memvault_vault.archive.reading_store import ArchiveReadStore
 from memvault_vault.database import Database
 from memvault_vault.domain.signed_cursor import CursorSigner
 from memvault_vault.rpc.archive import ArchiveServicer
@@ -380,6 +383,7 @@ class RecordingIndex:
         self.cosines: dict[str, float] = {}
         self.calls: list[dict[str, Any]] = []
         self.down = False
+        self.broken = False
 
     async def search(self, vault_id: str, query: str, **asked: Any) -> dict[str, float]:
         from memvault_core.errors import Unavailable
@@ -387,13 +391,15 @@ class RecordingIndex:
         self.calls.append(asked)
         if self.down:
             raise Unavailable("the indexer did not answer (UNAVAILABLE)")
+        if self.broken:
+            raise RuntimeError("an unexpected indexer error")
         found = dict(self.cosines)
         found.update({message_id: 0.5 for message_id, _ in asked["pending"]})
         return found
 
 
 async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
-    owner: Caller, database: Database
+    owner: Caller, database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from memvault_core.identity import Identity
 
@@ -452,6 +458,21 @@ async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
     index.down = True
     page = await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
     assert page.mode == "keyword-only" and page.warnings and len(page.hits) == 1
+
+    # Any other error of the indexer is the search's error, and neither side is left running.
+    index.down, index.broken = False, True
+    with pytest.raises(RuntimeError, match="unexpected indexer error"):
+        await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    index.broken = False
+    running = asyncio.all_tasks() - {asyncio.current_task()}
+
+    async def failing(*_: Any, **__: Any) -> Any:
+        raise asyncpg.exceptions.QueryCanceledError("canceling statement due to statement timeout")
+
+    monkeypatch.setattr(ArchiveReadStore, "keyword_candidates", failing)
+    with pytest.raises(asyncpg.exceptions.QueryCanceledError):
+        await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    assert asyncio.all_tasks() - {asyncio.current_task()} <= running
 
 
 async def test_another_account_reaches_none_of_it_through_its_own_vault(owner: Caller, database: Database) -> None:

@@ -66,6 +66,8 @@ class ArchiveReadStore:
         """These messages as references with their creation time and keyword rank for the query, when a
         head revision of the vault lists them and the tags match (an older revision's message, another
         vault's, or one of a deleted conversation is left out)."""
+        if not message_ids:
+            return {}
         rows = await self._pool.fetch(
             keyword_sql.RANKED_HITS, vault.id, query, tags_all, tags_any, list(dict.fromkeys(message_ids))
         )

@@ -460,13 +460,15 @@ async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
     assert page.mode == "keyword-only" and page.warnings and len(page.hits) == 1
 
     # Any other error of the indexer is the search's error, and neither side is left running.
+    running = asyncio.all_tasks() - {asyncio.current_task()}
     index.down, index.broken = False, True
     with pytest.raises(RuntimeError, match="unexpected indexer error"):
         await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    assert asyncio.all_tasks() - {asyncio.current_task()} <= running
     index.broken = False
-    running = asyncio.all_tasks() - {asyncio.current_task()}
 
     async def failing(*_: Any, **__: Any) -> Any:
+        await asyncio.sleep(0.01)  # the vector side is under way meanwhile
         raise asyncpg.exceptions.QueryCanceledError("canceling statement due to statement timeout")
 
     monkeypatch.setattr(ArchiveReadStore, "keyword_candidates", failing)

@@ -5,16 +5,16 @@ signed, bound to the caller and expires (domain/signed_cursor)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import uuid
-from datetime import datetime
 from typing import Any
 
-from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound, Unavailable
+from memvault_core.errors import InvalidArgument, LimitExceeded, NotFound
 from memvault_core.identity import Identity
 from memvault_vault.accounts.service import AccountService
+from memvault_vault.archive import ranking
+from memvault_vault.archive.ranking import KEYWORD_ONLY
 from memvault_vault.archive.reading_store import ArchiveReadStore
 from memvault_vault.archive.records import (
     ArchiveStats,
@@ -30,15 +30,10 @@ from memvault_vault.archive.search_snapshots import SearchSnapshots, Snapshot
 from memvault_vault.domain import archive as rules
 from memvault_vault.domain import archive_reads as reads
 from memvault_vault.domain import cursor as fingerprints
-from memvault_vault.domain import fusion
-from memvault_vault.domain.memory import Status
 from memvault_vault.domain.signed_cursor import CursorSigner
 from memvault_vault.index_client import IndexClient
 
 log = logging.getLogger("memvault_vault.archive")
-
-HYBRID = "hybrid"
-KEYWORD_ONLY = "keyword-only"
 
 
 def _caller(identity: Identity) -> str:
@@ -121,7 +116,7 @@ class ArchiveReads:
             if len(query) > rules.MAX_QUERY_CHARS:
                 raise LimitExceeded(f"query is longer than {rules.MAX_QUERY_CHARS} characters", field="query")
             tags_all, tags_any = rules.normalize_tags(tags_all), rules.normalize_tags(tags_any)
-            ranked, mode = await self._rank(vault, query, tags_all, tags_any)
+            ranked, mode = await ranking.rank(self._store, self._index, vault, query, tags_all, tags_any)
             total = len(ranked)
             window = list(ranked[:limit])
         warnings = (
@@ -190,87 +185,6 @@ class ArchiveReads:
                 field="cursor",
             )
         return snapshot, offset
-
-    async def _rank(
-        self, vault: Any, query: str, tags_all: list[str], tags_any: list[str]
-    ) -> tuple[list[MessageHit], str]:
-        # Both sides at once: the indexer embeds the query and finds the nearest messages (and Postgres reads
-        # those as hits) while Postgres ranks the keyword matches; then a second, small call scores the keyword
-        # hits against the same query while Postgres reads them as hits. The indexer embeds the query once for
-        # both calls (a text being embedded is awaited, a recent one kept: Indexer.embed), so the second call
-        # costs a round trip and a lookup, and the search's time is the slower side's instead of the sum
-        # (archive-search in docs/benchmarks.md).
-        index = self._index
-        near_side = asyncio.ensure_future(self._nearest_hits(vault, query, tags_all, tags_any)) if index else None
-        keyword_hits: asyncio.Future[dict[str, tuple[MessageHit, datetime, float]]] | None = None
-        try:
-            keyword = await self._store.keyword_candidates(vault, query, tags_all, tags_any, reads.SEARCH_CANDIDATES)
-            ranks = {message_id: rank for message_id, rank, _ in keyword}
-            keyword_hits = asyncio.ensure_future(self._store.hits(vault, query, list(ranks), tags_all, tags_any))
-            # Keyword hits the indexer has not reached yet (a fresh import) are scored from their text.
-            pending = [(message_id, text) for message_id, _, text in keyword if text][: fusion.PENDING_TO_SCORE]
-            cosines: dict[str, float] = {}
-            found: dict[str, tuple[MessageHit, datetime, float]] = {}
-            mode = KEYWORD_ONLY
-            if index is not None and near_side is not None:
-                scoring = index.search(
-                    vault.id,
-                    query,
-                    limit=0,
-                    score_ids=[i for i in ranks if i not in dict(pending)],
-                    pending=pending,
-                    messages=True,
-                )
-                near, scored = await asyncio.gather(near_side, scoring, return_exceptions=True)
-                if isinstance(near, tuple) and isinstance(scored, dict):
-                    (nearest, found), mode = near, HYBRID
-                    cosines = {**nearest, **scored}
-                else:
-                    error = next(answer for answer in (near, scored) if isinstance(answer, BaseException))
-                    if not isinstance(error, Unavailable):
-                        raise error
-                    log.warning("archive search fell back to keyword-only", extra={"reason": error.message})
-            found = {**found, **await keyword_hits}
-        finally:
-            for side in (near_side, keyword_hits):  # on an error: nothing left running, no error unretrieved
-                if side is not None:
-                    side.cancel()
-                    await asyncio.gather(side, return_exceptions=True)
-        # The union of both lists, filtered to head revisions and the tags (`found`), then fused as recall
-        # fuses: a message only the vector side found still gets its keyword rank (below the keyword list's cut).
-        union = [*ranks, *(i for i in cosines if i not in ranks)]
-        candidates = [
-            fusion.Found(message_id, Status.ACTIVE, found[message_id][1], found[message_id][2])
-            for message_id in union
-            if message_id in found
-        ]
-        fused = fusion.fuse(candidates, cosines, cosine_weight=fusion.COSINE_WEIGHT if mode == HYBRID else 0.0)
-        ranked = []
-        for candidate, score in fused:
-            hit = found[candidate.id][0]
-            ranked.append(
-                MessageHit(
-                    hit.conversation_id,
-                    hit.revision,
-                    hit.message_id,
-                    hit.title,
-                    hit.role,
-                    hit.text,
-                    score,
-                    hit.position,
-                )
-            )
-        return ranked, mode
-
-    async def _nearest_hits(
-        self, vault: Any, query: str, tags_all: list[str], tags_any: list[str]
-    ) -> tuple[dict[str, float], dict[str, tuple[MessageHit, datetime, float]]]:
-        """The vector side: cosine by message id of the nearest messages, and those read as hits."""
-        assert self._index is not None
-        nearest = await self._index.search(
-            vault.id, query, limit=reads.SEARCH_CANDIDATES, score_ids=[], pending=[], messages=True
-        )
-        return nearest, await self._store.hits(vault, query, list(nearest), tags_all, tags_any)
 
     # --- context, batches, titles, counts ----------------------------------------------------------
 

@@ -19,6 +19,7 @@ from memvault_vault.rpc.archive_convert import (
     import_status,
     receipt,
     summary,
+    unkeyed,
     vault_map_message,
 )
 
@@ -294,10 +295,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
             after=request.after if request.HasField("after") else DEFAULT_CONTEXT_MESSAGES,
         )
         return pb.GetMessageContextResponse(
-            conversation=summary(record),
-            revision=revision,
-            messages=[archived(m, with_key=False) for m in messages],
-            position=position,
+            conversation=summary(record), revision=revision, messages=[unkeyed(m) for m in messages], position=position
         )
 
     async def GetMessages(
@@ -340,7 +338,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                     revision=r.revision,
                     title=r.title or "",
                     has_title=r.title is not None,
-                    messages=[archived(m, with_key=False) for m in r.messages],
+                    messages=[unkeyed(m) for m in r.messages],
                     oversized=[
                         pb.OversizedMessage(message_id=o.message_id, position=o.position, bytes=o.bytes)
                         for o in r.oversized

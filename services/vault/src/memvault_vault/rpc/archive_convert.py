@@ -100,6 +100,11 @@ def archived(m: MessageRecord, *, with_key: bool = True) -> pb.ArchivedMessage:
     )
 
 
+def unkeyed(m: MessageRecord) -> pb.ArchivedMessage:
+    """`archived` for the reads fitted to a byte budget."""
+    return archived(m, with_key=False)
+
+
 def receipt(record: Receipt) -> pb.WriteReceipt:
     return pb.WriteReceipt(
         conversation_id=record.conversation_id,

@@ -141,14 +141,16 @@ async def test_the_edge_store_searches_at_most_search_batch_queries_a_call(
 
     store = EdgeVectorStore(tmp_path / "edge", model=MODEL, dimension=DIM)
     await store.ensure_collection()
-    await store.upsert([memory("v1", unit(1, x / 10)) for x in range(5)])
-    monkeypatch.setattr(qdrant_edge, "QueryBatchRequest", watched)
+    try:
+        await store.upsert([memory("v1", unit(1, x / 10)) for x in range(5)])
+        monkeypatch.setattr(qdrant_edge, "QueryBatchRequest", watched)
 
-    hits = await store.search_many([unit(1, x / 50) for x in range(2 * SEARCH_BATCH + 3)], "v1", limit=2)
+        hits = await store.search_many([unit(1, x / 50) for x in range(2 * SEARCH_BATCH + 3)], "v1", limit=2)
+    finally:
+        await store.close()
 
     assert sizes == [SEARCH_BATCH, SEARCH_BATCH, 3]
     assert len(hits) == 2 * SEARCH_BATCH + 3 and all(len(h) == 2 for h in hits)
-    await store.close()
 
 
 @pytest.mark.integration

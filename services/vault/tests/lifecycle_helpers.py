@@ -39,6 +39,8 @@ class FakeIndex:
         self.similar_calls = 0
         self.embed_ahead_calls = 0
         self.calls: list[str] = []
+        self.texts: list[tuple[str, str]] = []
+        """("ahead" or "similar", the first text) as each embed-ahead or Similar call starts, in order."""
         """"similar" or "ahead" as each call starts and "similar done" or "ahead done" as it ends, in order."""
         self.delay = 0.0
         """Seconds each Similar call takes (as embedding does), so that calls can overlap."""
@@ -68,6 +70,7 @@ class FakeIndex:
             raise Unavailable("the fake indexer is down")
         self.embed_ahead_calls += 1
         self.calls.append("ahead")
+        self.texts.append(("ahead", texts[0]))
         await asyncio.sleep(self.delay)
         self.calls.append("ahead done")
 
@@ -84,6 +87,7 @@ class FakeIndex:
             raise Unavailable("the fake indexer is down")
         self.similar_calls += 1
         self.calls.append("similar")
+        self.texts.append(("similar", texts[0]))
         await asyncio.sleep(self.delay + self.search_delay)
         self.calls.append("similar done")
         rows = await self.database.pool.fetch("SELECT id::text, content FROM memory WHERE vault_id = $1", vault_id)

@@ -16,8 +16,11 @@ from vault_helpers import Caller
 from memvault.events.v1 import memory_events_pb2 as events_pb
 from memvault.vault.v1 import memory_pb2 as pb
 from memvault.vault.v1 import vault_pb2 as vpb
+from memvault_core.identity import Identity
 from memvault_vault.database import Database
+from memvault_vault.domain.memory import Draft
 from memvault_vault.outbox import events
+from memvault_vault.services import VaultServices
 
 pytestmark = pytest.mark.integration
 __all__ = ["fake_index", "fake_index_and_stub", "owner"]  # fixtures used here
@@ -238,10 +241,11 @@ async def test_an_import_embedded_ahead_lets_the_next_one_embed_while_it_is_chec
 
 async def test_imports_waiting_for_the_turn_embed_ahead_one_after_another(owner: Caller, fake_index: FakeIndex) -> None:
     """A client with four imports in flight: the three waiting for the turn embed their texts ahead one at a
-    time, in the order they came (side by side, each would take as long as all of them together, and the
-    next to be written would wait for all)."""
+    time, in the order they get the turn (side by side, each would take as long as all of them together, and
+    the next to be written would wait for all)."""
     await set_mode(owner, "auto")
     fake_index.calls.clear()
+    fake_index.texts.clear()
     fake_index.delay = 0.2
     texts = [
         "The NAS has four 8 TB disks.",
@@ -256,6 +260,38 @@ async def test_imports_waiting_for_the_turn_embed_ahead_one_after_another(owner:
     assert [a.results[0].outcome for a in answers] == [vpb.WRITE_OUTCOME_STORED] * 4
     aheads = [c for c in fake_index.calls if c.startswith("ahead")]
     assert aheads == ["ahead", "ahead done"] * 3, fake_index.calls
+    turns = [text for call, text in fake_index.texts if call == "similar"]
+    assert [text for call, text in fake_index.texts if call == "ahead"] == turns[1:]
+
+
+async def test_an_import_whose_caller_goes_away_while_it_waits_embeds_nothing_ahead(
+    owner: Caller, fake_index: FakeIndex, database: Database
+) -> None:
+    """Its texts would be embedded for nobody, and the imports after it would wait for that. (Called in
+    this process: a gRPC client going away does not cancel the vault's handler.)"""
+    await set_mode(owner, "auto")
+    services = VaultServices.build(database, fake_index, index_catch_up_seconds=0)  # type: ignore[arg-type]
+    me = Identity(subject=owner.subject, scopes=frozenset({"read", "write"}), client="TestAgent")
+
+    async def bulk_here(text: str) -> Any:
+        return await services.imports.bulk_remember(me, owner.vault, [Draft(content=text)], "a test")
+
+    fake_index.calls.clear()
+    fake_index.delay = 0.5
+    try:
+        first = asyncio.ensure_future(bulk_here("The UPS lasts twenty minutes."))
+        while "similar" not in fake_index.calls:  # noqa: ASYNC110 - the fake index has no event to wait on
+            await asyncio.sleep(0.01)
+        gone = asyncio.ensure_future(bulk_here("The UPS beeps when the power fails."))
+        await asyncio.sleep(0.1)  # it waits for the turn, its texts to be embedded once the first's are
+        gone.cancel()
+        await asyncio.gather(gone, return_exceptions=True)
+        _, summary = await first
+        await asyncio.sleep(0.2)
+    finally:
+        fake_index.delay = 0.0
+    assert summary.results[0].outcome.value == "stored"
+    assert "ahead" not in fake_index.calls, fake_index.calls
 
 
 async def test_an_import_goes_on_when_embedding_its_texts_ahead_fails(

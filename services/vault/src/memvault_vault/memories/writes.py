@@ -183,18 +183,27 @@ class Writer:
             self._warming.add(warming)
             self._last_warming[vault.id] = warming
             warming.add_done_callback(lambda task: self._warmed(vault.id, task))
-        async with turn:
-            embedded = self._turn_embedded[vault.id] = asyncio.Event()
+        try:
+            await turn.acquire()
+        except BaseException:  # the caller went away while it waited: nobody needs its texts embedded
             if warming is not None:
-                # The turn before has ended, so `warming` is sending or has sent: once it is done (the texts
-                # embedded, or failed and left to the duplicate check), the next import may embed.
-                warming.add_done_callback(lambda _: embedded.set())
-            try:
-                yield
-            finally:
-                embedded.set()
-                if self._turn_embedded.get(vault.id) is embedded:
-                    del self._turn_embedded[vault.id]
+                warming.cancel()
+            raise
+        embedded = self._turn_embedded[vault.id] = asyncio.Event()
+        if warming is not None:
+            # The turn before has ended, so `warming` is sending or has sent (or still waits for the import
+            # that came before this one to embed ahead): once it is done (the texts embedded, or failed and
+            # left to the duplicate check), the next import may embed.
+            warming.add_done_callback(lambda _: embedded.set())
+        try:
+            yield
+        finally:
+            if warming is not None:
+                warming.cancel()  # done by now, or no longer of use (the duplicate check embedded the texts)
+            embedded.set()
+            if self._turn_embedded.get(vault.id) is embedded:
+                del self._turn_embedded[vault.id]
+            turn.release()
 
     def _warmed(self, vault_id: str, task: asyncio.Task[None]) -> None:
         self._warming.discard(task)
@@ -221,7 +230,7 @@ class Writer:
         if after is not None:
             await after.wait()
         if before is not None:
-            await asyncio.wait([before])  # it never raises (below); a cancelled one is as good as done
+            await asyncio.wait([before])  # it never raises (below); a cancelled one is done too
         try:
             await self._index.embed_ahead(vault.id, texts)
         except Unavailable as error:

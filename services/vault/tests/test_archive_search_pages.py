@@ -249,3 +249,29 @@ async def test_the_vaults_connections_read_ahead_and_fall_back_where_the_server_
         assert await database.pool.fetchval("SHOW effective_io_concurrency") == default
     finally:
         await database.close()
+
+
+async def test_a_message_two_sampled_words_both_hold_is_a_candidate_once(
+    owner: Caller, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memvault_core.identity import Identity
+    from memvault_vault.archive import keyword_sql, reading_store
+    from memvault_vault.services import VaultServices
+
+    first, second = f"zs{uuid.uuid4().hex[:8]}", f"zt{uuid.uuid4().hex[:8]}"
+    await create(owner, [f"{first} {second} both {n}" for n in range(10)])
+    await create(owner, [f"{first} alone {n}" for n in range(3)])
+    store = reading_store.ArchiveReadStore(database)
+    vault = await VaultServices.build(database, cursor_secret=CURSOR_KEY).accounts.access(
+        Identity(subject=owner.subject, scopes=frozenset({"read"})), owner.vault
+    )
+    # Past the full-rank budget, each word is a sampled clause of its own, and ten messages hold both.
+    monkeypatch.setattr(keyword_sql, "FULL_RANK_BUDGET", 1)
+    monkeypatch.setattr(keyword_sql, "COMMON_WORD_SAMPLE", 1000)
+    for share in (1e9, 0.0):  # sampled through the index, and by reading in order
+        monkeypatch.setattr(keyword_sql, "DENSE_SHARE", share)
+        found = await store.keyword_candidates(vault, f"{first} {second}", [], [], 100)
+        ids = [message_id for message_id, _, _ in found]
+        assert len(ids) == len(set(ids)) == 13
+        ranks = [rank for _, rank, _ in found]
+        assert ranks == sorted(ranks, reverse=True) and ranks[0] > ranks[-1]

@@ -81,27 +81,28 @@ _SAMPLED_ON_HEAD = f"(cardinality($3::text[]) = 0 AND cardinality($4::text[]) = 
 KEYWORD_CANDIDATES: Final = f"""
     WITH {TERMS}, {_MATCHING},
     matched AS (
-        SELECT m.id, m.search FROM archive_message m, every
+        SELECT m.id, {RANK} AS rank FROM archive_message m, every
         WHERE m.vault_id = $1 AND m.search @@ every.query
         UNION ALL
-        SELECT s.id, s.search FROM split CROSS JOIN LATERAL (
-            SELECT m.id, m.search FROM archive_message m, every
+        SELECT s.id, s.rank FROM split CROSS JOIN LATERAL (
+            SELECT m.id, {RANK} AS rank FROM archive_message m, every
             WHERE NOT split.whole AND NOT split.dense AND m.vault_id = $1 AND m.search @@ split.query
               AND NOT coalesce(m.search @@ every.query, false) AND {_SAMPLED_ON_HEAD}
             LIMIT $7
         ) AS s
         UNION ALL
-        SELECT s.id, s.search FROM split CROSS JOIN LATERAL (
-            SELECT m.id, m.search FROM archive_message m, every
+        SELECT s.id, s.rank FROM split CROSS JOIN LATERAL (
+            SELECT m.id, {RANK} AS rank FROM archive_message m, every
             WHERE NOT split.whole AND split.dense AND m.vault_id = $1 AND coalesce(m.search @@ split.query, false)
               AND NOT coalesce(m.search @@ every.query, false)
             LIMIT $7
         ) AS s
     ),
+    -- Each match is ranked where it is read, so only (id, rank) is sorted, not its search vector. A message
+    -- two sampled clauses both hold comes twice, with one rank: once sorted, its rows are neighbours.
     ranked AS (
-        SELECT m.id, {RANK} AS rank
-        FROM (SELECT DISTINCT ON (id) id, search FROM matched ORDER BY id) AS m
-        ORDER BY rank DESC, m.id
+        SELECT DISTINCT ON (rank, id) id, rank FROM matched
+        ORDER BY rank DESC, id
         OFFSET 0
     ),
     best AS (SELECT r.id, r.rank FROM ranked r WHERE {_ON_HEAD.format(row="r")} LIMIT $5)

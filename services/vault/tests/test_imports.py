@@ -294,6 +294,47 @@ async def test_an_import_whose_caller_goes_away_while_it_waits_embeds_nothing_ah
     assert "ahead" not in fake_index.calls, fake_index.calls
 
 
+async def test_an_import_whose_caller_goes_away_does_not_let_the_next_embed_beside_the_one_before_it(
+    owner: Caller, fake_index: FakeIndex, database: Database
+) -> None:
+    """Three imports wait for the turn: the first of them embeds ahead, the second's caller goes away, and the
+    third still waits for the first's embedding before it sends its own (side by side, the first would be
+    written only once both were embedded)."""
+    await set_mode(owner, "auto")
+    services = VaultServices.build(database, fake_index, index_catch_up_seconds=0)  # type: ignore[arg-type]
+    me = Identity(subject=owner.subject, scopes=frozenset({"read", "write"}), client="TestAgent")
+
+    async def bulk_here(text: str) -> Any:
+        return await services.imports.bulk_remember(me, owner.vault, [Draft(content=text)], "a test")
+
+    fake_index.calls.clear()
+    fake_index.texts.clear()
+    fake_index.delay = 0.4
+    try:
+        holder = asyncio.ensure_future(bulk_here("The router is in the hallway."))
+        while "similar" not in fake_index.calls:  # noqa: ASYNC110 - the fake index has no event to wait on
+            await asyncio.sleep(0.01)
+        first = asyncio.ensure_future(bulk_here("The router runs OpenWrt."))
+        await asyncio.sleep(0.02)
+        gone = asyncio.ensure_future(bulk_here("The router reboots on Sundays."))
+        await asyncio.sleep(0.02)
+        last = asyncio.ensure_future(bulk_here("The router has four ports."))
+        while "ahead" not in fake_index.calls:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        gone.cancel()
+        await asyncio.gather(gone, return_exceptions=True)
+        answers = await asyncio.gather(holder, first, last)
+    finally:
+        fake_index.delay = 0.0
+    assert [summary.results[0].outcome.value for _, summary in answers] == ["stored"] * 3
+    aheads = [c for c in fake_index.calls if c.startswith("ahead")]
+    assert aheads == ["ahead", "ahead done", "ahead", "ahead done"], fake_index.calls
+    assert [text for call, text in fake_index.texts if call == "ahead"] == [
+        "The router runs OpenWrt.",
+        "The router has four ports.",
+    ]
+
+
 async def test_an_import_goes_on_when_embedding_its_texts_ahead_fails(
     owner: Caller, fake_index: FakeIndex, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

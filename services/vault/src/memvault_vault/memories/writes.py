@@ -57,9 +57,9 @@ class Writer:
         self._turn_embedded: dict[str, asyncio.Event] = {}
         """Per vault, set once the import holding the turn has its texts embedded, or embedding them ahead
         failed, or it waits for the index; at the latest when it leaves the turn."""
-        self._warming: set[asyncio.Task[None]] = set()
-        self._last_warming: dict[str, asyncio.Task[None]] = {}
-        """Per vault, the newest import's texts being embedded ahead: the next one waits for it."""
+        self._warming: dict[str, set[asyncio.Task[None]]] = {}
+        """Per vault, the imports' texts being embedded ahead (or waiting to be): the next one waits for all of
+        them, so one whose caller went away does not let the next one start beside the one before it."""
 
     async def refuse_secret(self, identity: Identity, vault: VaultAccess, draft: Draft) -> None:
         try:
@@ -171,17 +171,16 @@ class Writer:
             turn = self._import_turns[vault.id] = asyncio.Lock()
         warming: asyncio.Task[None] | None = None
         if turn.locked() and drafts:
-            before = self._last_warming.get(vault.id)
+            earlier = self._warming.setdefault(vault.id, set())
             warming = asyncio.create_task(
                 self._embed_ahead(
                     vault,
                     list(dict.fromkeys(d.content for d in drafts.values())),
                     self._turn_embedded.get(vault.id),
-                    before,
+                    set(earlier),
                 )
             )
-            self._warming.add(warming)
-            self._last_warming[vault.id] = warming
+            earlier.add(warming)
             warming.add_done_callback(lambda task: self._warmed(vault.id, task))
         try:
             await turn.acquire()
@@ -206,9 +205,11 @@ class Writer:
             turn.release()
 
     def _warmed(self, vault_id: str, task: asyncio.Task[None]) -> None:
-        self._warming.discard(task)
-        if self._last_warming.get(vault_id) is task:
-            del self._last_warming[vault_id]
+        warming = self._warming.get(vault_id)
+        if warming is not None:
+            warming.discard(task)
+            if not warming:
+                del self._warming[vault_id]
 
     def _turn_texts_embedded(self, vault: VaultAccess) -> None:
         """The import holding the vault's turn no longer needs the indexer's cores: the next may embed ahead."""
@@ -221,16 +222,16 @@ class Writer:
         vault: VaultAccess,
         texts: list[str],
         after: asyncio.Event | None,
-        before: asyncio.Task[None] | None,
+        before: set[asyncio.Task[None]],
     ) -> None:
         """Have the indexer embed texts (a Similar call that only embeds: nothing is searched), once the import
         holding the turn has its own embedded (`after`; it is set when that import leaves the turn at the latest)
-        and the texts of the import that came before this one have been embedded ahead (`before`)."""
+        and the texts of every import that came before this one have been embedded ahead (`before`)."""
         assert self._index is not None
         if after is not None:
             await after.wait()
-        if before is not None:
-            await asyncio.wait([before])  # it never raises (below); a cancelled one is done too
+        if before:
+            await asyncio.wait(before)  # they never raise (below); a cancelled one is done too
         try:
             await self._index.embed_ahead(vault.id, texts)
         except Unavailable as error:

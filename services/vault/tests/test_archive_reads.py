@@ -384,12 +384,14 @@ class RecordingIndex:
         self.calls: list[dict[str, Any]] = []
         self.down = False
         self.broken = False
+        self.nearest_down = False
+        """Only the call for the nearest messages (limit > 0) finds the indexer unavailable."""
 
     async def search(self, vault_id: str, query: str, **asked: Any) -> dict[str, float]:
         from memvault_core.errors import Unavailable
 
         self.calls.append(asked)
-        if self.down:
+        if self.down or (self.nearest_down and asked["limit"] > 0):
             raise Unavailable("the indexer did not answer (UNAVAILABLE)")
         if self.broken:
             raise RuntimeError("an unexpected indexer error")
@@ -465,7 +467,11 @@ async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
     with pytest.raises(RuntimeError, match="unexpected indexer error"):
         await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
     assert asyncio.all_tasks() - {asyncio.current_task()} <= running
-    index.broken = False
+    # ...also when the other call found the indexer unavailable (not a quiet fall back to keyword-only).
+    index.nearest_down = True
+    with pytest.raises(RuntimeError, match="unexpected indexer error"):
+        await reads.search(me, owner.vault, "ferry", tags_all=[], tags_any=[], limit=10, max_bytes=0, page="")
+    index.broken = index.nearest_down = False
 
     async def failing(*_: Any, **__: Any) -> Any:
         await asyncio.sleep(0.01)  # the vector side is under way meanwhile

@@ -68,10 +68,12 @@ async def rank(
                 (nearest, found), mode = near, HYBRID
                 cosines = {**nearest, **scored}
             else:
-                error = next(answer for answer in (near, scored) if isinstance(answer, BaseException))
-                if not isinstance(error, Unavailable):
-                    raise error
-                log.warning("archive search fell back to keyword-only", extra={"reason": error.message})
+                # Keyword-only when the indexer is unavailable; any other error of either call is the search's.
+                errors = [answer for answer in (near, scored) if isinstance(answer, BaseException)]
+                for error in errors:
+                    if not isinstance(error, Unavailable):
+                        raise error
+                log.warning("archive search fell back to keyword-only", extra={"reason": str(errors[0])})
         found = {**found, **await keyword_hits}
     finally:
         # On an error, nothing is left running and no error unretrieved: every side is cancelled first,

@@ -314,6 +314,37 @@ async def test_concurrent_writes_and_searches(store: VectorStore) -> None:
     assert await store.count("v1") == 80
 
 
+@pytest.mark.integration
+async def test_the_duplicate_check_searches_the_edge_store_narrower_than_recall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`search_many` (every write's duplicate check) keeps `duplicate_hnsw_ef` candidates, a search `hnsw_ef`,
+    each at least the result count, as the settings say (the real shard answers; the parameters are only
+    watched)."""
+    import qdrant_edge
+
+    asked: list[int] = []
+    real = qdrant_edge.SearchParams
+
+    def watched(*, hnsw_ef: int) -> object:
+        asked.append(hnsw_ef)
+        return real(hnsw_ef=hnsw_ef)
+
+    store = open_store(
+        VectorStoreSettings(data_dir=tmp_path, hnsw_ef=100, duplicate_hnsw_ef=40), model=MODEL, dimension=DIM
+    )
+    await store.ensure_collection()
+    try:
+        await store.upsert([memory("v1", unit(1, x / 10)) for x in range(5)])
+        monkeypatch.setattr(qdrant_edge, "SearchParams", watched)
+        assert len(await store.search(unit(1, 0.1), "v1", limit=3)) == 3
+        assert [len(h) for h in await store.search_many([unit(1, 0.1), unit(1, 0.2)], "v1", limit=2)] == [2, 2]
+        await store.search_many([unit(1, 0.1)], "v1", limit=50)
+    finally:
+        await store.close()
+    assert asked == [100, 40, 40, 50]
+
+
 @pytest.mark.unit
 def test_settings_choose_the_backend(tmp_path: Path) -> None:
     assert isinstance(open_store(VectorStoreSettings(data_dir=tmp_path), model=MODEL, dimension=DIM), EdgeVectorStore)

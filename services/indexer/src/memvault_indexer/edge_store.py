@@ -70,6 +70,7 @@ class EdgeVectorStore:
         model: str,
         dimension: int,
         hnsw_ef: int = 128,
+        duplicate_hnsw_ef: int = 64,
         search_threads: int | None = 1,
     ) -> None:
         self._path = Path(data_dir) / collection_name(model, dimension)
@@ -77,6 +78,7 @@ class EdgeVectorStore:
         self._model = model_slug(model)
         self._dimension = dimension
         self._hnsw_ef = hnsw_ef
+        self._duplicate_hnsw_ef = duplicate_hnsw_ef
         self._search_threads = search_threads
         self._shard: Any = None
         self._reopened: asyncio.Event | None = None
@@ -248,7 +250,8 @@ class EdgeVectorStore:
         for start in range(0, len(vectors), SEARCH_BATCH):
             part = vectors[start : start + SEARCH_BATCH]
             results = await self._read(
-                "query_batch", QueryBatchRequest([self._query(v, vault_id, limit) for v in part])
+                "query_batch",
+                QueryBatchRequest([self._query(v, vault_id, limit, ef=self._duplicate_hnsw_ef) for v in part]),
             )
             hits.extend(_hits(points) for points in results)
         return hits
@@ -259,6 +262,8 @@ class EdgeVectorStore:
         vault_id: str,
         limit: int,
         filters: SearchFilters | None = None,
+        *,
+        ef: int | None = None,
     ) -> Any:
         from qdrant_edge import Query, QueryRequest, SearchParams
 
@@ -268,7 +273,7 @@ class EdgeVectorStore:
             limit=limit,
             query=Query.Nearest(query, using=VECTOR_NAME),
             filter=self._filter(vault_id, filters or SearchFilters()),
-            params=SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
+            params=SearchParams(hnsw_ef=max(ef or self._hnsw_ef, limit)),
             with_payload=False,
             with_vector=False,
         )

@@ -42,6 +42,7 @@ class QdrantServerStore:
         model: str,
         dimension: int,
         hnsw_ef: int = 128,
+        duplicate_hnsw_ef: int = 64,
         local: bool = False,
     ) -> None:
         self._client = client
@@ -49,18 +50,27 @@ class QdrantServerStore:
         self._model = model_slug(model)
         self._dimension = dimension
         self._hnsw_ef = hnsw_ef
+        self._duplicate_hnsw_ef = duplicate_hnsw_ef
         # Local mode searches exhaustively and has no payload indexes; it warns when given either.
         self._local = local
 
     @classmethod
     def connect(
-        cls, url: str, *, model: str, dimension: int, api_key: str | None = None, timeout_seconds: int = 10
+        cls,
+        url: str,
+        *,
+        model: str,
+        dimension: int,
+        api_key: str | None = None,
+        timeout_seconds: int = 10,
+        hnsw_ef: int = 128,
+        duplicate_hnsw_ef: int = 64,
     ) -> QdrantServerStore:
         """A store on the Qdrant server at `url` (http(s)://host:6333)."""
         from qdrant_client import AsyncQdrantClient
 
         client = AsyncQdrantClient(url=url, api_key=api_key, timeout=timeout_seconds)
-        return cls(client, model=model, dimension=dimension)
+        return cls(client, model=model, dimension=dimension, hnsw_ef=hnsw_ef, duplicate_hnsw_ef=duplicate_hnsw_ef)
 
     @classmethod
     def local(cls, location: str | Path, *, model: str, dimension: int) -> QdrantServerStore:
@@ -181,7 +191,9 @@ class QdrantServerStore:
     ) -> list[list[Hit]]:
         if limit < 1 or len(vectors) == 0:
             return [[] for _ in vectors]
-        return await self._query_batch([self._query(vector, vault_id, limit) for vector in vectors])
+        return await self._query_batch(
+            [self._query(vector, vault_id, limit, ef=self._duplicate_hnsw_ef) for vector in vectors]
+        )
 
     def _query(
         self,
@@ -189,6 +201,8 @@ class QdrantServerStore:
         vault_id: str,
         limit: int,
         filters: SearchFilters | None = None,
+        *,
+        ef: int | None = None,
     ) -> Any:
         from qdrant_client import models
 
@@ -198,7 +212,7 @@ class QdrantServerStore:
             query=query,
             using=VECTOR_NAME,
             filter=self._filter(vault_id, filters or SearchFilters()),
-            params=None if self._local else models.SearchParams(hnsw_ef=max(self._hnsw_ef, limit)),
+            params=None if self._local else models.SearchParams(hnsw_ef=max(ef or self._hnsw_ef, limit)),
             limit=limit,
             with_payload=False,
             with_vector=False,

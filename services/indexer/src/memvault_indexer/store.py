@@ -81,7 +81,8 @@ class VectorStore(Protocol):
     async def search_many(
         self, vectors: Sequence[NDArray[np.float32] | Sequence[float]], vault_id: str, limit: int
     ) -> list[list[Hit]]:
-        """`search` for several vectors at once (an import's duplicate check): one list per vector, in order."""
+        """`search` for several vectors at once (a write's duplicate check, with the narrower
+        `duplicate_hnsw_ef`): one list per vector, in order."""
         ...
 
     async def count(self, vault_id: str | None = None) -> int:
@@ -122,6 +123,12 @@ class VectorStoreSettings(BaseModel):
     api_key: SecretStr | None = None
     data_dir: Path = Path(".data/qdrant")
     hnsw_ef: int = Field(default=128, ge=1)
+    """Candidates an HNSW search keeps (recall's and archive search's nearest)."""
+    duplicate_hnsw_ef: int = Field(default=64, ge=1)
+    """The same for the duplicate check of every write (`search_many`): a quarter to half less search than
+    the default at 9,000 to 20,000 points of a vault, with nothing missed at the cosines that make a
+    duplicate or a similar memory (0.80 and up) and up to 8 in about 5,000 neighbours between 0.70 and
+    0.80 (docs/benchmarks.md, bench:duplicate-ef). Below about 6,600 points a vault is searched exactly."""
     search_threads: int = Field(default=1, ge=1)
 
 
@@ -133,6 +140,7 @@ def open_store(settings: VectorStoreSettings, *, model: str, dimension: int) -> 
             model=model,
             dimension=dimension,
             hnsw_ef=settings.hnsw_ef,
+            duplicate_hnsw_ef=settings.duplicate_hnsw_ef,
             search_threads=settings.search_threads,
         )
     if settings.url == ":memory:":
@@ -142,6 +150,8 @@ def open_store(settings: VectorStoreSettings, *, model: str, dimension: int) -> 
         model=model,
         dimension=dimension,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        hnsw_ef=settings.hnsw_ef,
+        duplicate_hnsw_ef=settings.duplicate_hnsw_ef,
     )
 
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -264,24 +265,35 @@ async def test_imports_waiting_for_the_turn_embed_ahead_one_after_another(owner:
     assert [text for call, text in fake_index.texts if call == "ahead"] == turns[1:]
 
 
-async def test_an_import_whose_caller_goes_away_while_it_waits_embeds_nothing_ahead(
-    owner: Caller, fake_index: FakeIndex, database: Database
-) -> None:
-    """Its texts would be embedded for nobody, and the imports after it would wait for that. (Called in
-    this process: a gRPC client going away does not cancel the vault's handler.)"""
-    await set_mode(owner, "auto")
+def bulk_in_process(owner: Caller, database: Database, fake_index: FakeIndex) -> Callable[[str], Awaitable[Any]]:
+    """`bulk_remember` of one text, called in this process: a gRPC client going away does not cancel the
+    vault's handler, a task cancelled here does."""
     services = VaultServices.build(database, fake_index, index_catch_up_seconds=0)  # type: ignore[arg-type]
     me = Identity(subject=owner.subject, scopes=frozenset({"read", "write"}), client="TestAgent")
 
     async def bulk_here(text: str) -> Any:
         return await services.imports.bulk_remember(me, owner.vault, [Draft(content=text)], "a test")
 
+    return bulk_here
+
+
+async def until_called(fake_index: FakeIndex, call: str) -> None:
+    while call not in fake_index.calls:  # noqa: ASYNC110 - the fake index has no event to wait on
+        await asyncio.sleep(0.01)
+
+
+async def test_an_import_whose_caller_goes_away_while_it_waits_embeds_nothing_ahead(
+    owner: Caller, fake_index: FakeIndex, database: Database
+) -> None:
+    """Its texts would be embedded for nobody, and the imports after it would wait for that. (Called in
+    this process: a gRPC client going away does not cancel the vault's handler.)"""
+    await set_mode(owner, "auto")
+    bulk_here = bulk_in_process(owner, database, fake_index)
     fake_index.calls.clear()
     fake_index.delay = 0.5
     try:
         first = asyncio.ensure_future(bulk_here("The UPS lasts twenty minutes."))
-        while "similar" not in fake_index.calls:  # noqa: ASYNC110 - the fake index has no event to wait on
-            await asyncio.sleep(0.01)
+        await until_called(fake_index, "similar")
         gone = asyncio.ensure_future(bulk_here("The UPS beeps when the power fails."))
         await asyncio.sleep(0.1)  # it waits for the turn, its texts to be embedded once the first's are
         gone.cancel()
@@ -301,26 +313,19 @@ async def test_an_import_whose_caller_goes_away_does_not_let_the_next_embed_besi
     third still waits for the first's embedding before it sends its own (side by side, the first would be
     written only once both were embedded)."""
     await set_mode(owner, "auto")
-    services = VaultServices.build(database, fake_index, index_catch_up_seconds=0)  # type: ignore[arg-type]
-    me = Identity(subject=owner.subject, scopes=frozenset({"read", "write"}), client="TestAgent")
-
-    async def bulk_here(text: str) -> Any:
-        return await services.imports.bulk_remember(me, owner.vault, [Draft(content=text)], "a test")
-
+    bulk_here = bulk_in_process(owner, database, fake_index)
     fake_index.calls.clear()
     fake_index.texts.clear()
     fake_index.delay = 0.4
     try:
         holder = asyncio.ensure_future(bulk_here("The router is in the hallway."))
-        while "similar" not in fake_index.calls:  # noqa: ASYNC110 - the fake index has no event to wait on
-            await asyncio.sleep(0.01)
+        await until_called(fake_index, "similar")
         first = asyncio.ensure_future(bulk_here("The router runs OpenWrt."))
         await asyncio.sleep(0.02)
         gone = asyncio.ensure_future(bulk_here("The router reboots on Sundays."))
         await asyncio.sleep(0.02)
         last = asyncio.ensure_future(bulk_here("The router has four ports."))
-        while "ahead" not in fake_index.calls:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+        await until_called(fake_index, "ahead")
         gone.cancel()
         await asyncio.gather(gone, return_exceptions=True)
         answers = await asyncio.gather(holder, first, last)

@@ -316,14 +316,16 @@ async def test_an_import_whose_caller_goes_away_does_not_let_the_next_embed_besi
     bulk_here = bulk_in_process(owner, database, fake_index)
     fake_index.calls.clear()
     fake_index.texts.clear()
-    fake_index.delay = 0.4
+    fake_index.delay = 0.8
     try:
         holder = asyncio.ensure_future(bulk_here("The router is in the hallway."))
         await until_called(fake_index, "similar")
+        # Each reaches the turn (after its own database round trip) well before the next starts, and all
+        # three before the holder's texts are embedded, however loaded the machine.
         first = asyncio.ensure_future(bulk_here("The router runs OpenWrt."))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.15)
         gone = asyncio.ensure_future(bulk_here("The router reboots on Sundays."))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.15)
         last = asyncio.ensure_future(bulk_here("The router has four ports."))
         await until_called(fake_index, "ahead")
         gone.cancel()

@@ -7,6 +7,9 @@ service process (all threads, idle ones too, `--idle`), and prints per service t
 samples in its busiest frames, by where they run (inclusive) and by the innermost frame of this
 project or a library (self). The raw collapsed stacks stay in `--out` for a closer look
 (`py-spy` is a PyPI package: `pip install py-spy`; it needs permission to read other processes).
+
+`--statements N` also lists the N statements of the vault's database that took the most time while
+sampled, from `pg_stat_statements` (the server must preload it: `shared_preload_libraries`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 from pathlib import Path
 
 from memvault_devstack.layout import SERVICES
-from memvault_devstack.postgres import create_database, drop_database
+from memvault_devstack.postgres import create_database, drop_database, psql
 from memvault_devstack.stack import Stack
 from tests.bench import corpus
 from tests.bench.ab import StackMeter
@@ -61,6 +64,25 @@ def _short(frame: str) -> str:
     # "function (path/to/module.py:123)" -> "function (module.py)"
     name, _, where = frame.partition(" (")
     return f"{name} ({Path(where.rstrip(')').rsplit(':', 1)[0]).name})" if where else name
+
+
+def reset_statements(server: str | None) -> None:
+    if server is None:
+        raise SystemExit("--statements needs MEMVAULT_TEST_POSTGRES_DSN (a server preloading pg_stat_statements)")
+    psql(server, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()")
+
+
+def statements(server: str | None, database: str, top: int) -> str:
+    """The database's statements by total time: calls, total and mean ms, rows per call, the text."""
+    assert server is not None
+    return psql(
+        server,
+        "SELECT calls, round(total_exec_time::numeric, 1), round((total_exec_time / calls)::numeric, 3),"
+        " round(rows::numeric / calls, 1), left(regexp_replace(query, '\\s+', ' ', 'g'), 160)"
+        " FROM pg_stat_statements JOIN pg_database d ON d.oid = dbid WHERE d.datname = :'database'"
+        " ORDER BY total_exec_time DESC LIMIT :top",
+        variables={"database": database, "top": str(int(top))},
+    )
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -106,6 +128,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 for name in ("vault", "indexer", "mcp", "gateway")
             }
             await asyncio.sleep(1.0)
+            if args.statements:
+                reset_statements(server)
             meter = StackMeter(stack, database)
             meter.start()
             start = time.perf_counter()
@@ -123,6 +147,10 @@ async def main_async(args: argparse.Namespace) -> None:
             f"({args.imports / searchable:.0f}/s); CPU ms per memory: "
             + ", ".join(f"{k} {1000 * v / args.imports:.2f}" for k, v in meter.used.items())
         )
+        if args.statements:
+            print(
+                f"\n== postgres (top {args.statements} statements by time)\n{statements(server, database, args.statements)}"
+            )
         for name in recorders:
             path = args.out / f"{name}.txt"
             if path.exists():
@@ -139,6 +167,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1000, help="memories in the vault first (1,000)")
     parser.add_argument("--imports", type=int, default=3000, help="memories imported while sampled (3,000)")
     parser.add_argument("--top", type=int, default=25, help="frames listed per service")
+    parser.add_argument("--statements", type=int, default=0, help="list this many top statements (pg_stat_statements)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "profile", help="where the raw stacks go")
     asyncio.run(main_async(parser.parse_args()))
 

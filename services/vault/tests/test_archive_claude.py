@@ -11,7 +11,7 @@ import pytest
 from chatgpt_export import dump, linear, zipped
 from claude_export import plain, rich
 from test_archive import archive_stub, owner, read, run_import, status, stub  # noqa: F401 (fixtures)
-from vault_helpers import Caller
+from vault_helpers import Caller, every_table_stale
 
 from memvault.vault.v1 import archive_pb2 as pb
 from memvault_vault.archive.chatgpt import ExportError
@@ -121,6 +121,16 @@ async def test_a_claude_import_runs_in_checkpoints_that_resume(owner: Caller, da
     await run_import(database, started.id)  # a new service: nothing cached, it skips to the checkpoint
     done = await status(owner, started.id)
     assert (done.state, done.done, done.imported, done.failed) == ("done", count, count, 0)
+
+
+async def test_an_imports_checkpoints_have_the_archive_tables_statistics_taken_again(
+    owner: Caller,  # noqa: F811
+    database: Database,
+) -> None:
+    started = await upload(owner, dump([plain(f"s-{i}", f"shelf {i} holds the tins") for i in range(3)]))
+    async with every_table_stale(database) as analyzed:
+        await run_import(database, started.id)
+    assert {"archive_conversation", "archive_revision", "archive_revision_message", "archive_message"} <= set(analyzed)
 
 
 def _parts(data: bytes, size: int) -> list[bytes]:

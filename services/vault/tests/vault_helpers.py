@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import asyncpg
@@ -11,6 +13,7 @@ import grpc
 from memvault.events.v1 import memory_events_pb2 as events_pb2
 from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
+from memvault_core.postgres import REFRESH_INTERVAL, STALE_FRACTION, STALE_ROWS
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.database import Database, VaultAccess
 
@@ -70,3 +73,23 @@ async def filled_vault(database: Database, rows: list[tuple[str, int]]) -> Vault
         [count for _, count in rows],
     )
     return vault
+
+
+@asynccontextmanager
+async def every_table_stale(database: Database) -> AsyncIterator[list[str]]:
+    """While inside, any table a write names has its statistics taken again; yields the tables analyzed
+    meanwhile (filled in on the way out, once the refresh has run)."""
+    statistics = database.statistics
+    await statistics.idle()  # what writes before asked for is not counted
+    before, analyzed = len(statistics.analyzed), []
+    statistics.stale_rows, statistics.stale_fraction, statistics.interval = -1, 0.0, 0.0  # more than -1 rows: always
+    try:
+        yield analyzed
+        await statistics.idle()
+    finally:
+        statistics.stale_rows, statistics.stale_fraction, statistics.interval = (
+            STALE_ROWS,
+            STALE_FRACTION,
+            REFRESH_INTERVAL,
+        )
+    analyzed += statistics.analyzed[before:]

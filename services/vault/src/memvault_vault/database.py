@@ -1,5 +1,5 @@
 """The vault's database, shared by every concept: the connection pool, the vault as one account may
-use it, and the per-vault write lock. (Pool setup, migrations and what a lost connection means
+use it, the per-vault write lock, and the planner's statistics kept fresh after bulk writes. (Pool setup, migrations and what a lost connection means
 are `memvault_core.postgres`, shared with the gateway.)"""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import datetime
 
 import asyncpg
 
-from memvault_core.postgres import create_pool
+from memvault_core.postgres import StatisticsRefresher, create_pool
 
 IO_CONCURRENCY = 64
 """Pages a bitmap heap scan asks for ahead (Postgres's `effective_io_concurrency`; its default, 1, reads
@@ -42,6 +42,9 @@ class Database:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
+        self.statistics = StatisticsRefresher(pool)
+        """Stores name the tables a bulk write changed (`statistics.wrote(...)`): an import, the
+        indexer's reports, an archive import's checkpoint, a restore."""
 
     @classmethod
     async def connect(cls, dsn: str, min_size: int = 1, max_size: int = 10) -> Database:
@@ -60,6 +63,7 @@ class Database:
         return cls(await create_pool(dsn, min_size, max_size, server_settings=settings))
 
     async def close(self) -> None:
+        await self.statistics.close()
         await self.pool.close()
 
     async def ping(self) -> None:

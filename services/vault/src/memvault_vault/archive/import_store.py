@@ -14,7 +14,7 @@ from memvault_vault.archive import chatgpt, claude
 from memvault_vault.archive.chatgpt import ExportError, ParsedConversation, conversation_ref
 from memvault_vault.archive.records import ImportRecord
 from memvault_vault.archive.retry_store import first_retry, retry_checkpoint, stored_sha256
-from memvault_vault.archive.revision_store import ArchiveRevisionStore
+from memvault_vault.archive.revision_store import ARCHIVE_TABLES, ArchiveRevisionStore
 from memvault_vault.audit.store import append_audit
 from memvault_vault.database import VaultAccess
 from memvault_vault.domain.archive import revision_hash
@@ -255,6 +255,8 @@ class ArchiveImportStore(ArchiveRevisionStore):
 
         The counters and the position move in the same transaction as the conversations, so a crash
         repeats at most this checkpoint and never counts a conversation twice."""
+        # What the checkpoints before this one added may have outgrown the tables' statistics.
+        self._statistics.wrote(*ARCHIVE_TABLES)
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 "SELECT * FROM archive_import WHERE id = $1 AND vault_id = $2 AND state IN ('queued', 'running')"

@@ -26,11 +26,16 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
+ARCHIVE_TABLES = ("archive_conversation", "archive_revision", "archive_revision_message", "archive_message")
+"""What an import of conversations grows."""
+
+
 class ArchiveRevisionStore:
     """Writing revisions; `ArchiveStore` is this with the imports (import_store.py) and the reads."""
 
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
+        self._statistics = database.statistics
 
     async def write(
         self,

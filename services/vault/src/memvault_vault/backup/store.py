@@ -23,10 +23,22 @@ from memvault_vault.backup.restore_store import RestoreSession, _refused
 from memvault_vault.backup.snapshot_store import FETCH, Snapshot
 from memvault_vault.database import Database, lock_vault
 
+RESTORED_TABLES = (
+    "memory",
+    "memory_history",
+    "index_pending",
+    "archive_conversation",
+    "archive_revision",
+    "archive_revision_message",
+    "archive_message",
+)
+"""The large tables a restore may fill."""
+
 
 class BackupStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
+        self._statistics = database.statistics
 
     async def vault_named(self, name: str) -> VaultRef | None:
         """A vault by name (or id), for the maintenance commands (no account involved). Names are unique per
@@ -81,6 +93,7 @@ class BackupStore:
                 yield RestoreSession(conn, vault)
             except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as error:
                 raise _refused(error) from None
+        self._statistics.wrote(*RESTORED_TABLES)
 
     async def export_rows(self, vault_id: str) -> AsyncIterator[ExportRow]:
         """Active memories grouped by type (in the order of the type list), oldest first within a type."""

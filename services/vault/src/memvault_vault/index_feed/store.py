@@ -13,6 +13,7 @@ from memvault_vault.index_feed.records import Document, IndexReport
 class IndexFeedStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
+        self._statistics = database.statistics
 
     async def lag(self) -> tuple[int, float]:
         """Memories, in every vault, whose current text the index does not hold yet (failed ones
@@ -148,6 +149,7 @@ class IndexFeedStore:
             [r.state for r in reports],
             [r.error for r in reports],
         )
+        self._statistics.wrote("index_state", "index_pending")
 
     # --- archived messages (docs/archive.md): immutable, so indexed once per model --------------------
 
@@ -194,6 +196,7 @@ class IndexFeedStore:
             """,
             [(r.memory_id, r.content_hash, r.model, r.state, r.error) for r in reports],
         )
+        self._statistics.wrote("archive_message_index")
 
 
 def _messages(rows: Iterable[asyncpg.Record]) -> list[Document]:

@@ -30,10 +30,14 @@ from memvault_vault.memories.steps import flag_dependents, insert, locked, retir
 from memvault_vault.outbox import events
 from memvault_vault.outbox.store import enqueue
 
+MEMORY_TABLES = ("memory", "memory_history", "index_pending")
+"""What a write of memories changes (besides small bookkeeping tables)."""
+
 
 class MemoryStore:
     def __init__(self, database: Database) -> None:
         self._pool = database.pool
+        self._statistics = database.statistics
 
     async def lookup_texts(self, vault: VaultAccess, hashes: Sequence[str]) -> tuple[dict[str, Existing], set[str]]:
         """Memories already holding these texts (by hash), and the hashes excluded from being stored."""
@@ -75,7 +79,10 @@ class MemoryStore:
         """
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_vault(conn, vault.id)
-            return await insert(conn, vault, candidates, actor=actor, client=client, batch=batch, audit=audit)
+            report = await insert(conn, vault, candidates, actor=actor, client=client, batch=batch, audit=audit)
+        if batch is not None:  # an import: the tables may have grown by a lot since their statistics
+            self._statistics.wrote(*MEMORY_TABLES)
+        return report
 
     async def forget(self, vault: VaultAccess, memory_id: str, actor: str) -> bool:
         """Delete a memory and its history, and exclude its text from being stored again."""

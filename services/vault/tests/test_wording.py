@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from memvault_vault.domain import duplicates, wording
@@ -120,3 +122,34 @@ def test_names_trading_places_with_other_small_words_are_at_most_similar() -> No
     assert not wording.swapped(a, b)
     assert wording.substituted(a, b) and wording.substituted(b, a)
     assert duplicates.classify(0.95, b, a) == "similar" and duplicates.classify(0.95, a, b) == "similar"
+
+
+NEGATION_EDGES = [
+    "The NAS is not on the shelf.",
+    "We don't use the attic.",
+    "No.",
+    "no'x is a name, not a negation",
+    "v1.2no is a version with letters after it",
+    "192.168.1.4/24no: an address against a word",
+    "fe80::1:no",
+    "ab::cd:no and 10.0.0.1:never",
+    "5no 5 no no5 not5 nothing-else",
+    "Sam QUIT smoking in 2019",
+    "the node knows nothing about it",
+    "nowhere near, avoid-ance, dislikes'",
+    "Ünot éno noé",
+]
+
+
+@pytest.mark.parametrize("text", NEGATION_EDGES)
+def test_negates_agrees_with_the_facts_it_skips_reading(text: str) -> None:
+    assert duplicates.negates(text) == (duplicates.facts(text).negations > 0)
+
+
+def test_negates_agrees_with_facts_on_text_made_to_trip_it() -> None:
+    pieces = [*sorted(duplicates.NEGATIONS), "n't", "'", "v", "1.2", "10.0.0.1", "/24", "fe80", "::", ":", "ab", "é"]
+    pieces += ["x", " ", " ", ".", "-", "+", "_", "5", "No", "NOT", "'s", "beta"]
+    rng = random.Random(7)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+        assert duplicates.negates(text) == (duplicates.facts(text).negations > 0), text

@@ -71,7 +71,7 @@ _NAMED_DATES = {
     "week", "fortnight", "month", "quarter", "year",
 }  # fmt: skip
 # Negations, and the verbs that turn a statement around the same way ("likes" / "dislikes").
-_NEGATIONS = {
+NEGATIONS = {
     "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "nowhere", "cannot", "without",
     "stopped", "quit", "dropped", "disabled", "removed", "avoid", "avoids", "dislikes", "hates",
 }  # fmt: skip
@@ -217,7 +217,7 @@ def facts(text: str) -> Facts:
     values.extend(_number(m.group(0)) for m in _NUMBER.finditer(rest))
     words = _WORD.findall(rest)
     values.extend(NUMBER_WORDS[w] for w in words if w in NUMBER_WORDS)
-    negations = sum(1 for w in words if w in _NEGATIONS or w.endswith("n't"))
+    negations = sum(1 for w in words if w in NEGATIONS or w.endswith("n't"))
     dates = sorted({PERIODS.get(w, w) for w in words} & _NAMED_DATES)
     return Facts(tuple(sorted(Counter(values).elements())), tuple(dates), negations)
 
@@ -234,9 +234,27 @@ def same_facts(a: str, b: str) -> bool:
     return same_values(a, b) and same_identifiers(a, b) and not wording.changed_in_place(a, b)
 
 
+_NEGATION_WORD = re.compile(r"(?<![a-z])(?:" + "|".join(sorted(NEGATIONS)) + r")(?![a-z])")
+"""Matches wherever `facts` could find a negation word in the lowered text, so a text it does not match
+holds none: `facts` reads words from the text with addresses and versions blanked, an address or a
+version never begins or ends against a letter, so a word `facts` finds has no letter on either side
+in the text itself either (a property test checks this against `facts`)."""
+
+
+@functools.lru_cache(maxsize=16384)
+def negates(text: str) -> bool:
+    """Whether a text negates (`facts(text).negations > 0`), reading its values only if it may: 2 µs
+    instead of 23 for a text with no negation word (most of them), and a write compares each new text
+    with its stored neighbours at cosine 0.70 and up, thousands per call in a large vault."""
+    lowered = text.lower()
+    if "n't" not in lowered and _NEGATION_WORD.search(lowered) is None:
+        return False
+    return facts(text).negations > 0
+
+
 def negated(a: str, b: str) -> bool:
     """One text negates and the other does not."""
-    return (facts(a).negations > 0) != (facts(b).negations > 0)
+    return negates(a) != negates(b)
 
 
 def classify(cosine: float, new_text: str, old_text: str) -> str | None:

@@ -25,13 +25,11 @@ from memvault_core.postgres import (
     NewerDatabaseError,
     OlderDatabaseError,
     PooledConnection,
-    StatisticsRefresher,
     UnknownMigrationError,
     address,
     create_pool,
     database_error,
     is_connection_failure,
-    refresh_statistics,
     report_readiness,
 )
 from memvault_devstack.postgres import create_database, drop_database
@@ -126,59 +124,6 @@ async def test_rollback_undoes_what_came_after_a_migration_newest_first(
     assert await pool.fetchval("SELECT text FROM note") == "kept"
     assert await migrations.missing(pool) == ["0002_tags"]
     assert migrations.apply(fresh_dsn) == ["0002_tags"]
-
-
-async def add_notes(pool: asyncpg.Pool, ids: range) -> None:
-    """Insert notes and have the server count them at once (a backend reports its counts when idle,
-    at most once a second unless told to)."""
-    async with pool.acquire() as conn:
-        await conn.executemany("INSERT INTO note VALUES ($1, 'x')", [(i,) for i in ids])
-        await conn.execute("SELECT pg_stat_force_next_flush()")
-
-
-@pytest.mark.integration
-async def test_statistics_are_taken_again_once_more_rows_changed_than_the_rule_allows(pool: asyncpg.Pool) -> None:
-    await pool.execute("CREATE TABLE note (id int PRIMARY KEY, text text NOT NULL)")
-    stale = {"stale_rows": 50, "stale_fraction": 0.5}
-    await add_notes(pool, range(40))
-    assert await refresh_statistics(pool, ["note", "no_such_table"], **stale) == []  # 40 of 50 + 0
-    await add_notes(pool, range(40, 60))
-    assert await refresh_statistics(pool, ["note"], **stale) == ["note"]
-    assert await pool.fetchval("SELECT reltuples FROM pg_class WHERE oid = 'note'::regclass") == 60
-    await add_notes(pool, range(60, 130))
-    assert await refresh_statistics(pool, ["note"], **stale) == []  # 70 of 50 + 30
-    await add_notes(pool, range(130, 150))
-    assert await refresh_statistics(pool, ["note"], **stale) == ["note"]
-    assert await pool.fetchval("SELECT n_mod_since_analyze FROM pg_stat_user_tables WHERE relname = 'note'") == 0
-    await add_notes(pool, range(150, 300))
-    async with pool.acquire() as other, other.transaction():  # another process is refreshing: this one skips
-        await other.execute("SELECT pg_advisory_xact_lock(hashtextextended('memvault statistics', 0))")
-        assert await refresh_statistics(pool, ["note"], **stale) == []
-    assert await refresh_statistics(pool, ["note"], **stale) == ["note"]
-
-
-@pytest.mark.integration
-async def test_the_refresher_works_in_the_background_and_a_failure_never_reaches_the_writer(
-    fresh_dsn: str, pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
-) -> None:
-    await pool.execute("CREATE TABLE note (id int PRIMARY KEY, text text NOT NULL); CREATE TABLE tag (name text)")
-    await pool.execute("INSERT INTO tag VALUES ('a')")
-    await add_notes(pool, range(30))
-    refresher = StatisticsRefresher(pool, interval=0.0, stale_rows=10, stale_fraction=0.0)
-    refresher.wrote("note")
-    refresher.wrote("tag")  # while the first is under way: checked with it or right after
-    await refresher.idle()
-    assert refresher.analyzed == ["note"]  # one row changed in tag: not stale
-
-    closed = await create_pool(fresh_dsn, 1, 1)
-    await closed.close()
-    broken = StatisticsRefresher(closed, interval=0.0)
-    with caplog.at_level(logging.WARNING, logger="memvault_core.postgres"):
-        broken.wrote("note")
-        await broken.idle()
-    assert broken.analyzed == []
-    assert "could not refresh the planner's statistics" in caplog.text
-    await refresher.close()
 
 
 @pytest.fixture(scope="module")

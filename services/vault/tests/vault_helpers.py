@@ -13,7 +13,7 @@ import grpc
 from memvault.events.v1 import memory_events_pb2 as events_pb2
 from memvault.vault.v1 import vault_pb2_grpc
 from memvault_core.identity import GRPC_METADATA_KEY, SCOPES, Identity, IdentitySigner
-from memvault_core.postgres import REFRESH_INTERVAL, STALE_FRACTION, STALE_ROWS
+from memvault_core.pg_statistics import REFRESH_INTERVAL, SETTLE_SECONDS, STALE_FRACTION, STALE_ROWS
 from memvault_vault.accounts.store import AccountStore
 from memvault_vault.database import Database, VaultAccess
 
@@ -77,19 +77,17 @@ async def filled_vault(database: Database, rows: list[tuple[str, int]]) -> Vault
 
 @asynccontextmanager
 async def every_table_stale(database: Database) -> AsyncIterator[list[str]]:
-    """While inside, any table a write names has its statistics taken again; yields the tables analyzed
-    meanwhile (filled in on the way out, once the refresh has run)."""
+    """While inside, any table a write names has its statistics taken again at once (and looked at once
+    more straight after); yields the tables analyzed meanwhile, filled in on the way out."""
     statistics = database.statistics
-    await statistics.idle()  # what writes before asked for is not counted
+    await statistics.close()  # what writes before asked for is not checked, nor counted
     before, analyzed = len(statistics.analyzed), []
-    statistics.stale_rows, statistics.stale_fraction, statistics.interval = -1, 0.0, 0.0  # more than -1 rows: always
+    statistics.stale_rows, statistics.stale_fraction = -1, 0.0  # more than -1 rows changed: always
+    statistics.interval, statistics.settle = 0.0, 0.0
     try:
         yield analyzed
         await statistics.idle()
     finally:
-        statistics.stale_rows, statistics.stale_fraction, statistics.interval = (
-            STALE_ROWS,
-            STALE_FRACTION,
-            REFRESH_INTERVAL,
-        )
+        statistics.stale_rows, statistics.stale_fraction = STALE_ROWS, STALE_FRACTION
+        statistics.interval, statistics.settle = REFRESH_INTERVAL, SETTLE_SECONDS
     analyzed += statistics.analyzed[before:]

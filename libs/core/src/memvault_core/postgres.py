@@ -6,8 +6,6 @@
 - `create_pool`: an asyncpg pool whose connections skip the reset query on release, with every
   statement traced (opentelemetry-instrumentation-asyncpg: one span per query, the SQL without
   its parameters), so a request's trace shows its queries.
-- `StatisticsRefresher`: after bulk writes, the planner's statistics of the tables they changed
-  taken again (ANALYZE) once they have drifted, without waiting for autovacuum.
 - What a lost database means: `is_connection_failure`, `database_error` (for
   `memvault_core.grpc.build_server(translate_error=...)`: UNAVAILABLE naming the database, never
   its password) and `report_readiness` (the gRPC health status follows the database).
@@ -212,110 +210,6 @@ async def create_pool(
         server_settings=dict(server_settings or {}),
         connection_class=PooledConnection,
     )
-
-
-# --- the planner's statistics ------------------------------------------------------------------
-
-STALE_ROWS = 1_000
-STALE_FRACTION = 0.2
-"""A table's statistics are stale once more rows changed since they were taken than STALE_ROWS plus
-STALE_FRACTION of the rows they counted (autovacuum's own rule is 50 rows plus a tenth, checked once a
-minute, and some servers run with it off).
-
-Why it matters: a large import into a new vault grows `memory` from nothing to tens of thousands of rows
-in a minute or two. A statement a connection has run five times keeps one generic plan, made for the
-table as the statistics last described it, until they are taken again; at 15,000 memories, a
-duplicate check by content hash planned for an empty table read the whole table (140-200 ms instead
-of about 5), and the index feed joined every indexed memory to every document it sent (350 ms;
-docs/benchmarks.md, `bench:stale-statistics`)."""
-
-REFRESH_INTERVAL = 1.0
-"""Seconds between one process's refreshes at the most."""
-
-
-async def refresh_statistics(
-    pool: asyncpg.Pool, tables: Sequence[str], *, stale_rows: int = STALE_ROWS, stale_fraction: float = STALE_FRACTION
-) -> list[str]:
-    """ANALYZE each of `tables` (names as the pool's search path finds them) whose statistics are stale;
-    the ones analyzed. One process at a time per database does this (a transaction lock; another
-    finding it taken skips). A table this role may not analyze is skipped by Postgres with a warning."""
-    async with pool.acquire() as conn, conn.transaction():
-        if not await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtextextended('memvault statistics', 0))"):
-            return []
-        rows = await conn.fetch(
-            "SELECT s.relid::regclass::text AS name FROM unnest($1::text[]) AS t (name)"
-            " JOIN pg_stat_all_tables s ON s.relid = to_regclass(t.name)"
-            " JOIN pg_class c ON c.oid = s.relid"
-            " WHERE s.n_mod_since_analyze > $2 + $3 * greatest(c.reltuples, 0)"
-            " ORDER BY 1",
-            list(tables),
-            stale_rows,
-            stale_fraction,
-        )
-        for row in rows:
-            # The name comes back from regclass, quoted as SQL needs it; ANALYZE takes no parameters.
-            await conn.execute(f"ANALYZE {row['name']}")
-    return [row["name"] for row in rows]
-
-
-class StatisticsRefresher:
-    """Takes the statistics of the tables writes name (`wrote`) again in the background once stale.
-
-    One refresh runs at a time per process, at most one every `interval` seconds; tables named
-    meanwhile are checked by the next. A failure is logged and never reaches the write."""
-
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        interval: float = REFRESH_INTERVAL,
-        stale_rows: int = STALE_ROWS,
-        stale_fraction: float = STALE_FRACTION,
-    ) -> None:
-        self._pool = pool
-        self.interval = interval
-        self.stale_rows = stale_rows
-        self.stale_fraction = stale_fraction
-        self._tables: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._last = float("-inf")
-        self.analyzed: list[str] = []
-        """Every table analyzed so far, in order (for tests and logs)."""
-
-    def wrote(self, *tables: str) -> None:
-        self._tables.update(tables)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def idle(self) -> None:
-        """Until no refresh is running or waiting."""
-        while self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while self._tables:
-            await asyncio.sleep(max(0.0, self._last + self.interval - time.monotonic()))
-            tables, self._tables = sorted(self._tables), set()
-            self._last = time.monotonic()
-            started = time.perf_counter()
-            try:
-                analyzed = await refresh_statistics(
-                    self._pool, tables, stale_rows=self.stale_rows, stale_fraction=self.stale_fraction
-                )
-            except Exception as error:  # a lost connection, a lock timeout: the next write asks again
-                log.warning("could not refresh the planner's statistics", extra={"error": type(error).__name__})
-                continue
-            if analyzed:
-                self.analyzed += analyzed
-                log.info(
-                    "planner statistics refreshed",
-                    extra={"tables": analyzed, "ms": round(1000 * (time.perf_counter() - started), 1)},
-                )
 
 
 # --- when the database is unreachable ---------------------------------------------------------------

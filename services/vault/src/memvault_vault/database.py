@@ -9,7 +9,8 @@ from datetime import datetime
 
 import asyncpg
 
-from memvault_core.postgres import StatisticsRefresher, create_pool
+from memvault_core.pg_statistics import StatisticsRefresher
+from memvault_core.postgres import create_pool
 
 IO_CONCURRENCY = 64
 """Pages a bitmap heap scan asks for ahead (Postgres's `effective_io_concurrency`; its default, 1, reads
@@ -62,8 +63,9 @@ class Database:
             settings["effective_io_concurrency"] = str(IO_CONCURRENCY)
         return cls(await create_pool(dsn, min_size, max_size, server_settings=settings))
 
-    async def close(self) -> None:
-        await self.statistics.close()
+    async def close(self, *, finish_statistics: bool = False) -> None:
+        """`finish_statistics`: a command that wrote in bulk (a restore) refreshes what it asked for first."""
+        await self.statistics.close(finish=finish_statistics)
         await self.pool.close()
 
     async def ping(self) -> None:

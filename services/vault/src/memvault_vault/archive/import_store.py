@@ -255,8 +255,12 @@ class ArchiveImportStore(ArchiveRevisionStore):
 
         The counters and the position move in the same transaction as the conversations, so a crash
         repeats at most this checkpoint and never counts a conversation twice."""
-        # What the checkpoints before this one added may have outgrown the tables' statistics.
-        self._statistics.wrote(*ARCHIVE_TABLES)
+        processed = await self._checkpoint(import_id, vault, source, size)
+        if processed:
+            self._statistics.wrote(*ARCHIVE_TABLES)
+        return processed
+
+    async def _checkpoint(self, import_id: str, vault: VaultAccess, source: Conversations, size: int) -> bool:
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 "SELECT * FROM archive_import WHERE id = $1 AND vault_id = $2 AND state IN ('queued', 'running')"

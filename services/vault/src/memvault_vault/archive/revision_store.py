@@ -26,8 +26,15 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
-ARCHIVE_TABLES = ("archive_conversation", "archive_revision", "archive_revision_message", "archive_message")
-"""What an import of conversations grows."""
+ARCHIVE_TABLES = (
+    "archive_conversation",
+    "archive_revision",
+    "archive_revision_message",
+    "archive_message",
+    "archive_text_stats",
+    "archive_lexeme_stats",
+)
+"""What writing conversations grows (with the counts its triggers keep, which archive search reads)."""
 
 
 class ArchiveRevisionStore:
@@ -69,7 +76,8 @@ class ArchiveRevisionStore:
             )
             if idempotency is not None:
                 await self._remember(conn, vault, *idempotency, receipt)
-            return receipt
+        self._statistics.wrote(*ARCHIVE_TABLES)  # a transcript can be thousands of messages
+        return receipt
 
     async def _replay(self, conn: asyncpg.Connection, vault: VaultAccess, key: str, request: str) -> Receipt | None:
         # Two writes with one key wait for each other, so the second sees the first's receipt.

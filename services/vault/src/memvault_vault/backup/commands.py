@@ -105,7 +105,7 @@ async def _run(args: argparse.Namespace, settings: BackupSettings) -> int:
             return await _backup(service, vault, args.output, embeddings=not args.no_embeddings)
         return await _restore(service, vault, args.input, replace=args.replace)
     finally:
-        await database.close()
+        await database.close(finish_statistics=args.command == "restore")
         if index is not None:
             await index.close()
 

@@ -30,8 +30,15 @@ from memvault_vault.memories.steps import flag_dependents, insert, locked, retir
 from memvault_vault.outbox import events
 from memvault_vault.outbox.store import enqueue
 
-MEMORY_TABLES = ("memory", "memory_history", "index_pending")
-"""What a write of memories changes (besides small bookkeeping tables)."""
+MEMORY_TABLES = (
+    "memory",
+    "memory_history",
+    "index_pending",
+    "memory_tag_stats",
+    "vault_text_stats",
+    "vault_lexeme_stats",
+)
+"""What a write of memories grows (with the counts its triggers keep, which recall reads)."""
 
 
 class MemoryStore:

@@ -94,18 +94,36 @@ async def test_a_table_this_role_does_not_own_is_not_called_analyzed(fresh_dsn: 
 
 
 async def test_the_refresher_looks_again_once_the_last_writes_counts_have_reached_the_server(
-    pool: asyncpg.Pool,
+    fresh_dsn: str, pool: asyncpg.Pool
 ) -> None:
     refresher = StatisticsRefresher(pool, interval=0.0, settle=11.0, stale_rows=50, stale_fraction=0.0)
-    await add_notes(pool, range(30))  # reported, and just now
-    await add_notes(pool, range(30, 130), report=False)  # held back by the server for 10 s
+    writer = await asyncpg.connect(fresh_dsn)  # a backend of its own: only these inserts' counts
+    try:
+        await writer.executemany("INSERT INTO note VALUES ($1, 'x')", [(i,) for i in range(30)])
+        await report_counts_now(writer)  # reported just now, so the next ones are held back for 10 s
+        await writer.executemany("INSERT INTO note VALUES ($1, 'x')", [(i,) for i in range(30, 130)])
+        refresher.wrote("note")
+        started = time.monotonic()
+        await asyncio.sleep(0.5)
+        assert refresher.analyzed == [] and await changed(pool) == 30  # what the first look saw
+        await refresher.idle()
+        assert refresher.analyzed == ["note"]
+        assert 10.5 < time.monotonic() - started < 20
+    finally:
+        await writer.close()
+
+
+async def test_a_table_named_while_the_refresher_waits_to_settle_is_checked_at_once(pool: asyncpg.Pool) -> None:
+    refresher = StatisticsRefresher(pool, interval=0.1, settle=30.0, stale_rows=10, stale_fraction=0.0)
+    refresher.wrote("note")  # nothing changed yet: the first look finds nothing, then waits to settle
+    await asyncio.sleep(0.3)
+    await add_notes(pool, range(30))
     refresher.wrote("note")
-    started = time.monotonic()
     await asyncio.sleep(0.5)
-    assert refresher.analyzed == [] and await changed(pool) == 30  # what the first look saw
-    await refresher.idle()
     assert refresher.analyzed == ["note"]
-    assert 10.5 < time.monotonic() - started < 20
+    started = time.monotonic()
+    await refresher.close(finish=True)  # the last look now, not after 30 s
+    assert time.monotonic() - started < 5
 
 
 async def test_the_refresher_checks_what_it_is_asked_meanwhile_and_after_another_process(pool: asyncpg.Pool) -> None:
@@ -127,7 +145,7 @@ async def test_the_refresher_checks_what_it_is_asked_meanwhile_and_after_another
 
 async def test_closing_stops_the_refresher_or_lets_it_finish_first(pool: asyncpg.Pool) -> None:
     await add_notes(pool, range(30))
-    stopped = StatisticsRefresher(pool, interval=60.0, stale_rows=10)
+    stopped = StatisticsRefresher(pool, stale_rows=10)
     stopped.wrote("note")
     await stopped.close()
     assert stopped.analyzed == [] and await changed(pool) == 30

@@ -15,6 +15,7 @@ of changed rows in the background and analyzes the stale ones.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -37,6 +38,9 @@ A backend that reported its counts of changed rows less than a second ago holds 
 until it is idle for 10 s (Postgres 15 and later), so the last writes of an import reach the server's
 counts after the import has asked; this look sees them."""
 
+LOCK_RETRY = 0.5
+"""Seconds before looking again at tables another process was refreshing."""
+
 LOCK_KEY = "memvault statistics"
 """The transaction lock that lets one process at a time refresh (`hashtextextended(LOCK_KEY, 0)`)."""
 
@@ -54,8 +58,9 @@ async def refresh_statistics(
 
     def on_notice(_conn: asyncpg.Connection, message: asyncpg.PostgresLogMessage) -> None:
         # "skipping analyze of "memory" --- lock not available", "skipping "memory" --- only table or
-        # database owner can analyze it" (Postgres 17 and later: "permission denied to analyze "memory",
-        # skipping it"): the table's name is the first quoted word.
+        # database owner can analyze it" (later versions: "permission denied to analyze "memory",
+        # skipping it"): the table's name is the first quoted word. (A server answering in another
+        # language than English has these tables called analyzed in the log; nothing else changes.)
         text = str(message)
         if "skipping" in text and '"' in text:
             skipped.add(text.split('"')[1])
@@ -64,6 +69,7 @@ async def refresh_statistics(
         conn.add_log_listener(on_notice)
         try:
             async with conn.transaction():
+                await conn.execute("SET LOCAL client_min_messages = warning")  # the notices below reach us
                 taken = await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", LOCK_KEY)
                 if not taken:
                     return None
@@ -80,15 +86,15 @@ async def refresh_statistics(
                 for row in rows:
                     # The name comes back from regclass, quoted as SQL needs it; ANALYZE takes no parameters.
                     await conn.execute(f"ANALYZE (SKIP_LOCKED) {row['name']}")
-            await asyncio.sleep(0)  # asyncpg hands notices to listeners on the loop's next turn
         finally:
             conn.remove_log_listener(on_notice)
     return [row["name"] for row in rows if row["relname"] not in skipped]
 
 
 async def report_counts_now(conn: asyncpg.Connection) -> None:
-    """Have this connection's counts of changed rows reach the server now rather than up to 10 s later
-    (Postgres 15 and later; before, they reach it within about half a second)."""
+    """Have this connection's counts of changed rows reach the server as soon as it is idle (at the end of
+    the transaction this runs in) rather than up to 10 s later. Postgres 15 and later; before, a
+    backend reports them at the end of a transaction at least half a second after its last report."""
     if conn.get_server_version() >= (15, 0):
         await conn.execute("SELECT pg_stat_force_next_flush()")  # done as the backend goes idle, before it answers
 
@@ -97,9 +103,9 @@ class StatisticsRefresher:
     """Takes the statistics of the tables writes name (`wrote`) again in the background once stale.
 
     One refresh runs at a time per process, at most one every `interval` seconds; tables named
-    meanwhile are checked by the next, and all of them once more `settle` seconds after the last.
-    Tables another process was refreshing are checked again then too. A failure is logged and never
-    reaches the write; the next write asks again."""
+    meanwhile are checked by the next, and all of them once more when `settle` seconds have passed
+    with nothing named. Tables another process was refreshing are checked again LOCK_RETRY seconds
+    later. A failure is logged and never reaches the write; the next write asks again."""
 
     def __init__(
         self,
@@ -117,6 +123,8 @@ class StatisticsRefresher:
         self.stale_fraction = stale_fraction
         self._tables: set[str] = set()
         self._later: set[str] = set()
+        self._asked = asyncio.Event()
+        self._finishing = False
         self._task: asyncio.Task[None] | None = None
         self._last = float("-inf")
         self.analyzed: list[str] = []
@@ -124,6 +132,7 @@ class StatisticsRefresher:
 
     def wrote(self, *tables: str) -> None:
         self._tables.update(tables)
+        self._asked.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -133,11 +142,15 @@ class StatisticsRefresher:
             await asyncio.wait({self._task})
 
     async def close(self, *, finish: bool = False) -> None:
-        """Stop, forgetting what was asked for; with `finish`, first check it, without the look after
+        """Stop, forgetting what was asked for; with `finish`, first check it, without waiting for
         `settle` (a command about to exit that made sure its counts have reached the server)."""
         if finish:
-            self.settle = 0.0
-            await self.idle()
+            self._finishing = True
+            self._asked.set()
+            try:
+                await self.idle()
+            finally:
+                self._finishing = False
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -146,14 +159,18 @@ class StatisticsRefresher:
 
     async def _run(self) -> None:
         while self._tables or self._later:
-            if not self._tables:
-                await asyncio.sleep(self.settle)
-                if not self._tables:  # nothing new meanwhile: the last look
-                    self._tables, self._later = self._later, set()
-                    await self._refresh(final=True)
+            if self._tables:
+                await asyncio.sleep(max(0.0, self._last + self.interval - time.monotonic()))
+                await self._refresh(final=False)
                 continue
-            await asyncio.sleep(max(0.0, self._last + self.interval - time.monotonic()))
-            await self._refresh(final=False)
+            self._asked.clear()
+            if not self._finishing:
+                with contextlib.suppress(TimeoutError):  # until `settle` passes with nothing named, or something is
+                    await asyncio.wait_for(self._asked.wait(), self.settle)
+                if self._tables:
+                    continue
+            self._tables, self._later = self._later, set()
+            await self._refresh(final=True)
 
     async def _refresh(self, *, final: bool) -> None:
         tables, self._tables = sorted(self._tables), set()
@@ -168,8 +185,9 @@ class StatisticsRefresher:
         except Exception as error:  # a lost connection: the next write asks again
             log.warning("could not refresh the planner's statistics", extra={"error": type(error).__name__})
             return
-        if analyzed is None:  # another process is refreshing: look again once it is done
+        if analyzed is None:  # another process is refreshing: look again once it is likely done
             self._later.update(tables)
+            await asyncio.sleep(LOCK_RETRY)
         elif analyzed:
             self.analyzed += analyzed
             log.info(

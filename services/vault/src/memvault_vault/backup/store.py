@@ -86,25 +86,22 @@ class BackupStore:
     @asynccontextmanager
     async def restore_session(self, vault: VaultRef) -> AsyncIterator[RestoreSession]:
         """A transaction holding the vault's write lock, with an empty staging table; commits on a clean exit."""
-        async with self._pool.acquire() as conn:
-            async with conn.transaction():
-                await lock_vault(conn, vault.id)
-                await conn.execute(
-                    "CREATE TEMP TABLE restore_record (seq bigserial PRIMARY KEY, kind text NOT NULL, ref uuid, body jsonb NOT NULL)"
-                    " ON COMMIT DROP"
-                )
-                await conn.execute(
-                    "CREATE TEMP TABLE restore_id (old uuid PRIMARY KEY, new uuid NOT NULL) ON COMMIT DROP"
-                )
-                await conn.execute(
-                    "CREATE OR REPLACE FUNCTION pg_temp.restored_id(value text) RETURNS uuid LANGUAGE sql STABLE AS"
-                    " $$ SELECT coalesce((SELECT new FROM restore_id WHERE old = value::uuid), value::uuid) $$"
-                )
-                try:
-                    yield RestoreSession(conn, vault)
-                except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as error:
-                    raise _refused(error) from None
-            await report_counts_now(conn)  # the refresh below sees them
+        async with self._pool.acquire() as conn, conn.transaction():
+            await lock_vault(conn, vault.id)
+            await conn.execute(
+                "CREATE TEMP TABLE restore_record (seq bigserial PRIMARY KEY, kind text NOT NULL, ref uuid, body jsonb NOT NULL)"
+                " ON COMMIT DROP"
+            )
+            await conn.execute("CREATE TEMP TABLE restore_id (old uuid PRIMARY KEY, new uuid NOT NULL) ON COMMIT DROP")
+            await conn.execute(
+                "CREATE OR REPLACE FUNCTION pg_temp.restored_id(value text) RETURNS uuid LANGUAGE sql STABLE AS"
+                " $$ SELECT coalesce((SELECT new FROM restore_id WHERE old = value::uuid), value::uuid) $$"
+            )
+            try:
+                yield RestoreSession(conn, vault)
+            except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as error:
+                raise _refused(error) from None
+            await report_counts_now(conn)  # once committed, so the refresh below sees them
         self._statistics.wrote(*RESTORED_TABLES)
 
     async def export_rows(self, vault_id: str) -> AsyncIterator[ExportRow]:

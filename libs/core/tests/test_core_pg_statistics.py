@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -15,19 +15,8 @@ import pytest_asyncio
 
 from memvault_core.pg_statistics import LOCK_KEY, StatisticsRefresher, refresh_statistics, report_counts_now
 from memvault_core.postgres import create_pool
-from memvault_devstack.postgres import create_database, drop_database
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fresh_dsn(postgres_dsn: str) -> Iterator[str]:
-    name = f"statistics_{uuid.uuid4().hex[:10]}"
-    dsn = create_database(postgres_dsn, name, exist_ok=False)
-    try:
-        yield dsn
-    finally:
-        drop_database(postgres_dsn, name)
 
 
 @pytest_asyncio.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from memvault_core.postgres import (
     is_connection_failure,
     report_readiness,
 )
-from memvault_devstack.postgres import create_database, drop_database
 
 FIRST = ("0001_notes", "CREATE TABLE note (id int PRIMARY KEY, text text NOT NULL);", "DROP TABLE note;")
 SECOND = ("0002_tags", "CREATE TABLE tag (note_id int REFERENCES note (id), name text);", "DROP TABLE tag;")
@@ -48,17 +46,6 @@ def migrations_folder(root: Path, *migrations: tuple[str, str, str]) -> Path:
         (folder / f"{name}.rollback.sql").write_text(depends + down + "\n")
         previous = name
     return folder
-
-
-@pytest.fixture
-def fresh_dsn(postgres_dsn: str) -> Iterator[str]:
-    """An empty database of this test's own."""
-    name = f"plumbing_{uuid.uuid4().hex[:10]}"
-    dsn = create_database(postgres_dsn, name, exist_ok=False)
-    try:
-        yield dsn
-    finally:
-        drop_database(postgres_dsn, name)
 
 
 @pytest_asyncio.fixture

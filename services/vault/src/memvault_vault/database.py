@@ -18,6 +18,28 @@ one page at a time): at 1,000,000 archived messages, their pages on disk, a rare
 statement took 67.6 ms at 1 and 35.2 ms at 64 (p50; `tests.bench.archive_search_sql --read-ahead 1,64`)."""
 
 
+MEMORY_TABLES = (
+    "memory",
+    "memory_history",
+    "index_pending",
+    "memory_tag_stats",
+    "vault_text_stats",
+    "vault_lexeme_stats",
+)
+"""What a write of memories grows (with the counts its triggers keep, which recall reads): the tables
+`Database.statistics` is told about after an import."""
+
+ARCHIVE_TABLES = (
+    "archive_conversation",
+    "archive_revision",
+    "archive_revision_message",
+    "archive_message",
+    "archive_text_stats",
+    "archive_lexeme_stats",
+)
+"""What writing conversations grows (with the counts its triggers keep, which archive search reads)."""
+
+
 @dataclass(frozen=True)
 class VaultAccess:
     """A vault as one account may use it."""

@@ -14,9 +14,9 @@ from memvault_vault.archive import chatgpt, claude
 from memvault_vault.archive.chatgpt import ExportError, ParsedConversation, conversation_ref
 from memvault_vault.archive.records import ImportRecord
 from memvault_vault.archive.retry_store import first_retry, retry_checkpoint, stored_sha256
-from memvault_vault.archive.revision_store import ARCHIVE_TABLES, ArchiveRevisionStore
+from memvault_vault.archive.revision_store import ArchiveRevisionStore
 from memvault_vault.audit.store import append_audit
-from memvault_vault.database import VaultAccess
+from memvault_vault.database import ARCHIVE_TABLES, VaultAccess
 from memvault_vault.domain.archive import revision_hash
 
 

@@ -16,7 +16,7 @@ import asyncpg
 from memvault_core.errors import Conflict, NotFound
 from memvault_vault.archive.records import Receipt
 from memvault_vault.audit.store import append_audit
-from memvault_vault.database import Database, VaultAccess
+from memvault_vault.database import ARCHIVE_TABLES, Database, VaultAccess
 from memvault_vault.domain.archive import MessageInput, revision_hash
 from memvault_vault.outbox.events import conversation_deleted, message_archived
 from memvault_vault.outbox.store import enqueue
@@ -24,17 +24,6 @@ from memvault_vault.outbox.store import enqueue
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
-
-
-ARCHIVE_TABLES = (
-    "archive_conversation",
-    "archive_revision",
-    "archive_revision_message",
-    "archive_message",
-    "archive_text_stats",
-    "archive_lexeme_stats",
-)
-"""What writing conversations grows (with the counts its triggers keep, which archive search reads)."""
 
 
 class ArchiveRevisionStore:

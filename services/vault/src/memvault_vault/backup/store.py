@@ -22,24 +22,9 @@ from memvault_core.pg_statistics import report_counts_now
 from memvault_vault.backup.records import ExportRow, VaultRef
 from memvault_vault.backup.restore_store import RestoreSession, _refused
 from memvault_vault.backup.snapshot_store import FETCH, Snapshot
-from memvault_vault.database import Database, lock_vault
+from memvault_vault.database import ARCHIVE_TABLES, MEMORY_TABLES, Database, lock_vault
 
-RESTORED_TABLES = (
-    "memory",
-    "memory_history",
-    "index_pending",
-    "memory_tag_stats",
-    "vault_text_stats",
-    "vault_lexeme_stats",
-    "exclusion",
-    "archive_conversation",
-    "archive_revision",
-    "archive_revision_message",
-    "archive_message",
-    "archive_message_index",
-    "archive_text_stats",
-    "archive_lexeme_stats",
-)
+RESTORED_TABLES = (*MEMORY_TABLES, "exclusion", *ARCHIVE_TABLES, "archive_message_index")
 """The large tables a restore may fill."""
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from memvault_core.errors import Conflict, NotFound
 from memvault_vault.audit.store import append_audit
-from memvault_vault.database import Database, VaultAccess, lock_vault
+from memvault_vault.database import MEMORY_TABLES, Database, VaultAccess, lock_vault
 from memvault_vault.domain.filters import MemoryFilter
 from memvault_vault.domain.filters import sql as filter_sql
 from memvault_vault.domain.memory import Memory, MemoryType, Status, check_version, content_hash, require_status
@@ -29,16 +29,6 @@ from memvault_vault.memories.records import (
 from memvault_vault.memories.steps import flag_dependents, insert, locked, retire, write_history
 from memvault_vault.outbox import events
 from memvault_vault.outbox.store import enqueue
-
-MEMORY_TABLES = (
-    "memory",
-    "memory_history",
-    "index_pending",
-    "memory_tag_stats",
-    "vault_text_stats",
-    "vault_lexeme_stats",
-)
-"""What a write of memories grows (with the counts its triggers keep, which recall reads)."""
 
 
 class MemoryStore:

@@ -462,6 +462,7 @@ async def test_search_is_the_union_of_both_sides_fused_on_head_revisions_only(
     assert page.mode == "keyword-only" and page.warnings and len(page.hits) == 1
 
     # Any other error of the indexer is the search's error, and neither side is left running.
+    await database.statistics.close()  # the writes above asked for a refresh, which runs beside the search
     running = asyncio.all_tasks() - {asyncio.current_task()}
     index.down, index.broken = False, True
     with pytest.raises(RuntimeError, match="unexpected indexer error"):

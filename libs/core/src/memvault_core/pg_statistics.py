@@ -165,8 +165,11 @@ class StatisticsRefresher:
                 continue
             self._asked.clear()
             if not self._finishing:
-                with contextlib.suppress(TimeoutError):  # until `settle` passes with nothing named, or something is
-                    await asyncio.wait_for(self._asked.wait(), self.settle)
+                # Until `settle` passes with nothing named, or something is; `timeout` rather than `wait_for`,
+                # which would start a task of its own that a caller counting its tasks would see.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.settle):
+                        await self._asked.wait()
                 if self._tables:
                     continue
             self._tables, self._later = self._later, set()
